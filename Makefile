@@ -1,0 +1,41 @@
+# numba_gemm developer tasks. `make setup` then `make test` works on a CPU-only machine
+# (the tests run the kernels on the Numba CUDA simulator).
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+SIZES  ?= 128..4096
+
+.PHONY: setup test test-gpu lint resources bench bench-sim tune results-table clean
+
+setup:  ## virtual environment with the package (editable) and the test/bench/lint extras
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e ".[test,bench,lint]"
+
+test:  ## the whole suite on the CUDA simulator (CPU only)
+	NUMBA_ENABLE_CUDASIM=1 $(PY) -m pytest -n auto -q
+
+test-gpu:  ## the same suite on a real GPU
+	$(PY) -m pytest -q
+
+lint:
+	$(PY) -m ruff check numba_gemm tests
+	$(PY) -m ruff format --check numba_gemm tests
+
+resources:  ## registers, spills, SMEM and occupancy per stage for sm_90, without a GPU
+	$(PY) -m numba_gemm.resources
+
+bench:  ## every stage against cuBLAS on the GPU: table, CSV/JSON, plots under bench/results/
+	$(PY) -m numba_gemm.bench --sizes $(SIZES)
+
+bench-sim:  ## the bench pipeline on the simulator (timings not comparable)
+	$(PY) -m numba_gemm.bench --simulator --sizes 16..64
+
+tune:  ## sweep tile configurations on this GPU and cache the winners
+	$(PY) -m numba_gemm.tune
+
+results-table:  ## regenerate README's results table from the newest committed CSV
+	$(PY) bench/results_table.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache

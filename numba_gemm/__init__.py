@@ -1,0 +1,19 @@
+"""numba_gemm: FP32 GEMM (SGEMM) kernels for NVIDIA GPUs, written in Python with Numba CUDA.
+
+The ladder of stages (``STAGES``, slowest first) goes from a naive kernel to cuBLAS-class tiling;
+``sgemm(a, b)`` runs the fastest one on device arrays::
+
+    from numba import cuda
+    import numpy as np, numba_gemm
+    d_a = cuda.to_device(np.random.rand(1024, 512).astype(np.float32))
+    d_b = cuda.to_device(np.random.rand(512, 768).astype(np.float32))
+    d_c = numba_gemm.sgemm(d_a, d_b)                      # (1024, 768) device array
+    numba_gemm.sgemm(d_a, d_b, stage="smem_tiling", out=d_c, alpha=2.0, beta=1.0)
+"""
+
+from ._version import __version__
+from .api import best_stage, get_stage, sgemm
+from .kernels import STAGES
+from .registry import Stage
+
+__all__ = ["STAGES", "Stage", "__version__", "best_stage", "get_stage", "sgemm"]

@@ -1,0 +1,175 @@
+"""``sgemm()``: validation, output allocation, stage choice, launch."""
+
+from __future__ import annotations
+
+import numbers
+from typing import Any
+
+import numpy as np
+from numba import cuda
+
+from .devarray import as_device_array, overlaps
+from .kernels import STAGES
+from .registry import Stage
+from .vecmem import SIMULATOR
+
+
+def get_stage(name: str) -> Stage:
+    """The registered stage called ``name`` (see ``STAGES``).
+
+    Raises:
+        ValueError: no stage has that name; the message lists the valid names.
+    """
+    for s in STAGES:
+        if s.name == name:
+            return s
+    valid = ", ".join(s.name for s in STAGES)
+    raise ValueError(f"unknown stage {name!r}; valid stages: {valid}")
+
+
+def best_stage(M: int, N: int, K: int) -> Stage:
+    """The stage ``sgemm(stage=None)`` runs for an ``(M, K) @ (K, N)`` product: the last FP32
+    stage of the ladder that supports the shape."""
+    for s in reversed(STAGES):
+        if s.precision == "fp32" and s.supports(M, N, K):
+            return s
+    raise ValueError(f"no FP32 stage supports M={M}, N={N}, K={K}")  # pragma: no cover
+
+
+@cuda.jit
+def _scale_kernel(C, beta):
+    # C = beta * C for the K == 0 case; beta == 0 writes exact zeros (C is not read).
+    i, j = cuda.grid(2)
+    if i < C.shape[0] and j < C.shape[1]:
+        C[i, j] = beta * C[i, j] if beta != 0 else np.float32(0.0)
+
+
+def _check_matrix(label: str, x: Any, *, error: type[Exception] = TypeError) -> None:
+    if np.dtype(x.dtype) != np.float32:
+        raise error(f"{label} must be float32, got dtype {np.dtype(x.dtype)}")
+    if x.ndim != 2:
+        raise ValueError(f"{label} must be 2-D (rows, cols), got shape {tuple(x.shape)}")
+    if not x.is_c_contiguous():
+        raise ValueError(
+            f"{label} must be C-contiguous (row-major), got strides {tuple(x.strides)}; "
+            "copy it first (cupy.ascontiguousarray, or .copy_to_device on a contiguous array)"
+        )
+
+
+def _check_scalar(label: str, v: Any) -> np.float32:
+    if isinstance(v, bool) or not isinstance(v, numbers.Real):
+        raise TypeError(f"{label} must be a real number, got {type(v).__name__}")
+    return np.float32(v)
+
+
+def _resolve_stream(stream: Any) -> Any:
+    """0/None -> default stream; a Numba stream as is; CuPy/PyTorch streams or raw handles wrapped."""
+    if stream is None or (isinstance(stream, int) and stream == 0):
+        return 0
+    if SIMULATOR:
+        return stream
+    from numba.cuda.cudadrv.driver import Stream
+
+    if isinstance(stream, Stream):
+        return stream
+    for attr in ("ptr", "cuda_stream"):  # CuPy, PyTorch
+        if hasattr(stream, attr):
+            return cuda.external_stream(int(getattr(stream, attr)))
+    if isinstance(stream, int):
+        return cuda.external_stream(stream)
+    raise TypeError(
+        f"stream must be 0, a Numba stream, a CuPy/PyTorch stream or a raw cudaStream_t int, "
+        f"got {type(stream).__name__}"
+    )
+
+
+def sgemm(
+    a: Any,
+    b: Any,
+    *,
+    stage: str | Stage | None = None,
+    out: Any = None,
+    alpha: float = 1.0,
+    beta: float = 0.0,
+    stream: Any = 0,
+) -> Any:
+    """``C = alpha * A @ B + beta * C`` in FP32 on the GPU, with one of the ladder's kernels.
+
+    Args:
+        a: A, shape ``(M, K)``, float32, C-contiguous (row-major), on the GPU: a Numba device
+            array or any object with ``__cuda_array_interface__`` (CuPy array, PyTorch CUDA
+            tensor), used zero-copy.
+        b: B, shape ``(K, N)``, same requirements.
+        stage: a stage name from ``STAGES`` (e.g. ``"smem_tiling"``) or a ``Stage``; ``None``
+            picks the fastest FP32 stage for this GPU and shape (see ``best_stage``).
+        out: C, shape ``(M, N)``, float32, C-contiguous, on the GPU, not overlapping A or B.
+            Written in place and returned. When ``None``, a new Numba device array is returned
+            (``beta`` is then irrelevant: C starts as zeros).
+        alpha, beta: real scalars, applied in float32. With ``beta == 0``, C is not read.
+        stream: 0 (default stream), a Numba stream, a CuPy/PyTorch stream or a raw handle.
+            The call is asynchronous on that stream.
+
+    Returns:
+        ``out`` if given, else a new ``numba.cuda`` device array of shape ``(M, N)``.
+
+    Degenerate sizes follow NumPy: ``M == 0`` or ``N == 0`` gives an empty C; ``K == 0`` gives
+    ``beta * C`` (zeros for a new output).
+
+    Raises:
+        TypeError: a host (NumPy) array or other non-device object (the message names
+            ``numba.cuda.to_device``); ``a`` or ``b`` not float32; alpha/beta not real numbers.
+        ValueError: an operand not 2-D or not C-contiguous; inner dimensions that differ (both
+            shapes given); ``out`` of the wrong shape or dtype, non-contiguous, or overlapping
+            ``a`` or ``b``; an unknown stage name (valid names listed); a stage that does not
+            support the shape. Nothing is launched or written when an error is raised.
+    """
+    A = as_device_array(a)
+    B = as_device_array(b)
+    _check_matrix("a", A)
+    _check_matrix("b", B)
+    if A.shape[1] != B.shape[0]:
+        raise ValueError(
+            f"inner dimensions differ: a has shape {tuple(A.shape)} and b has shape "
+            f"{tuple(B.shape)}; need a (M, K) and b (K, N)"
+        )
+    M, K = A.shape
+    N = B.shape[1]
+    alpha32 = _check_scalar("alpha", alpha)
+    beta32 = _check_scalar("beta", beta)
+
+    if out is not None:
+        C = as_device_array(out)
+        _check_matrix("out", C, error=ValueError)
+        if tuple(C.shape) != (M, N):
+            raise ValueError(
+                f"out has shape {tuple(C.shape)}, expected (M, N) = ({M}, {N}) for a "
+                f"{tuple(A.shape)} @ {tuple(B.shape)} product"
+            )
+        for label, x in (("a", A), ("b", B)):
+            if overlaps(C, x):
+                raise ValueError(f"out overlaps {label}: the output must not alias an input")
+    else:
+        C = None
+        beta32 = np.float32(0.0)
+
+    if isinstance(stage, Stage):
+        st = stage
+    elif stage is None:
+        st = best_stage(max(M, 1), max(N, 1), max(K, 1))
+    elif isinstance(stage, str):
+        st = get_stage(stage)
+    else:
+        raise TypeError(f"stage must be a stage name, a Stage or None, got {type(stage).__name__}")
+    if M and N and K and not st.supports(M, N, K):
+        raise ValueError(f"stage {st.name!r} does not support M={M}, N={N}, K={K}")
+
+    strm = _resolve_stream(stream)
+    if C is None:
+        C = cuda.device_array((M, N), dtype=np.float32, stream=strm)
+    if M and N:
+        if K == 0:
+            grid = ((M + 15) // 16, (N + 15) // 16)
+            _scale_kernel[grid, (16, 16), strm](C, beta32)
+        else:
+            st.launch(A, B, C, alpha32, beta32, strm)
+    return out if out is not None else C

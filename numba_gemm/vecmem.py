@@ -1,0 +1,109 @@
+"""128-bit (float4-width) loads and stores for Numba CUDA kernels.
+
+Numba has no ``float4`` view of a float32 array, and NVVM does not merge four scalar loads of a
+global array into one: it cannot prove the 16-byte alignment that ``ld.global.v4.f32`` needs. These
+helpers take a 2D C-contiguous float32 array (GMEM or SMEM) and an element index ``(r, c)`` and move
+``arr[r, c:c+4]`` as one vector:
+
+- ``load4(arr, r, c) -> (x0, x1, x2, x3)``: an LLVM ``load <4 x float>, align 16``; NVVM infers the
+  address space, so it becomes ``ld.global.v4.f32`` on GMEM and ``ld.shared.v4.f32`` on SMEM.
+- ``store4(arr, r, c, x0, x1, x2, x3)``: the matching ``st.global.v4.f32`` / ``st.shared.v4.f32``.
+
+Precondition (the caller's, unchecked on the GPU): the address of ``arr[r, c]`` is a multiple of 16
+bytes, i.e. the array base is 16-byte aligned, the row pitch (``arr.shape[1]``) is a multiple of 4
+and ``c`` is a multiple of 4. A misaligned vector access is a CUDA "misaligned address" error.
+SMEM tiles meant for these helpers are declared with ``smem_array(shape)``, which asks for
+``alignment=SMEM_ALIGN`` (16 bytes) on the GPU.
+
+They are Numba ``@intrinsic`` functions, which the CUDA simulator cannot run: under
+``NUMBA_ENABLE_CUDASIM=1`` the same names are plain Python functions doing four scalar accesses, so
+that every stage runs, unchanged, on the simulator (which checks indexing, not vector width).
+The PTX evidence (vector instructions present, no local memory) is checked by
+``numba_gemm.resources`` and its test.
+"""
+
+from __future__ import annotations
+
+from numba import config
+
+SIMULATOR: bool = bool(config.ENABLE_CUDASIM)
+
+#: Byte alignment requested for SMEM tiles that are read or written with 128-bit accesses.
+#: ``None`` on the simulator, which rejects the ``alignment=`` argument.
+SMEM_ALIGN = None if SIMULATOR else 16
+
+if SIMULATOR:
+
+    def load4(arr, r, c):
+        """Simulator path of :func:`load4`: four scalar loads of ``arr[r, c:c+4]``."""
+        return arr[r, c], arr[r, c + 1], arr[r, c + 2], arr[r, c + 3]
+
+    def store4(arr, r, c, x0, x1, x2, x3):
+        """Simulator path of :func:`store4`: four scalar stores to ``arr[r, c:c+4]``."""
+        arr[r, c] = x0
+        arr[r, c + 1] = x1
+        arr[r, c + 2] = x2
+        arr[r, c + 3] = x3
+
+else:
+    from llvmlite import ir
+    from numba import types
+    from numba.cuda import cgutils
+    from numba.cuda.extending import intrinsic
+
+    _V4 = ir.VectorType(ir.FloatType(), 4)
+
+    def _check(name, arr, r, c):
+        if not (
+            isinstance(arr, types.Array)
+            and arr.ndim == 2
+            and arr.dtype == types.float32
+            and arr.layout == "C"
+        ):
+            raise TypeError(f"{name} needs a 2D C-contiguous float32 array, got {arr}")
+        if not (isinstance(r, types.Integer) and isinstance(c, types.Integer)):
+            raise TypeError(f"{name} needs integer indices, got {r}, {c}")
+
+    def _vector_pointer(context, builder, aryty, ary, rty, r, cty, c):
+        """Pointer to ``ary[r, c]`` cast to ``<4 x float>*``."""
+        ary = context.make_array(aryty)(context, builder, value=ary)
+        r = context.cast(builder, r, rty, types.intp)
+        c = context.cast(builder, c, cty, types.intp)
+        ptr = cgutils.get_item_pointer(context, builder, aryty, ary, [r, c], wraparound=False)
+        return builder.bitcast(ptr, _V4.as_pointer())
+
+    @intrinsic
+    def load4(typingctx, arr, r, c):
+        """``arr[r, c:c+4]`` as a 4-tuple of float32, in one 128-bit load (16-byte aligned)."""
+        _check("load4", arr, r, c)
+        sig = types.UniTuple(types.float32, 4)(arr, r, c)
+
+        def codegen(context, builder, sig, args):
+            aryty, rty, cty = sig.args
+            vptr = _vector_pointer(context, builder, aryty, args[0], rty, args[1], cty, args[2])
+            vec = builder.load(vptr, align=16)
+            items = [builder.extract_element(vec, ir.Constant(ir.IntType(32), i)) for i in range(4)]
+            return context.make_tuple(builder, sig.return_type, items)
+
+        return sig, codegen
+
+    @intrinsic
+    def store4(typingctx, arr, r, c, x0, x1, x2, x3):
+        """Store four float32 values to ``arr[r, c:c+4]`` in one 128-bit store (16-byte aligned)."""
+        _check("store4", arr, r, c)
+        sig = types.void(arr, r, c, x0, x1, x2, x3)
+
+        def codegen(context, builder, sig, args):
+            aryty, rty, cty = sig.args[:3]
+            vptr = _vector_pointer(context, builder, aryty, args[0], rty, args[1], cty, args[2])
+            vec = ir.Constant(_V4, ir.Undefined)
+            for i, (val, valty) in enumerate(zip(args[3:], sig.args[3:])):
+                val = context.cast(builder, val, valty, types.float32)
+                vec = builder.insert_element(vec, val, ir.Constant(ir.IntType(32), i))
+            builder.store(vec, vptr, align=16)
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+
+__all__ = ["SIMULATOR", "SMEM_ALIGN", "load4", "store4"]

@@ -1,0 +1,45 @@
+"""Shared fixtures: fresh random inputs per test (seed reported on failure), device copies."""
+
+from __future__ import annotations
+
+import secrets
+
+import numpy as np
+import pytest
+
+from numba_gemm.vecmem import SIMULATOR
+
+# Shapes (M, N, K) every stage must handle: 1x1x1, primes, non-multiples of every tile size
+# (32, 64, 128, BK = 8/16/32, vector width 4), tall, wide, K = 1, K larger than one K tile.
+# Kept small: on the simulator every thread of every block is a Python thread.
+SHAPES = [
+    (1, 1, 1),
+    (2, 3, 5),
+    (7, 13, 11),
+    (33, 31, 1),  # K = 1
+    (61, 67, 71),  # primes, crosses one BK=32/BK=16/BK=8 K tile boundary
+    (64, 64, 64),  # exact multiple of the small tiles
+    (131, 6, 9),  # tall, more than one 128-row block tile
+    (5, 133, 18),  # wide, more than one 128-column block tile
+    (17, 19, 37),  # ragged in every dimension
+    (36, 44, 20),  # multiples of 4 (vector path) but not of any tile
+]
+
+
+@pytest.fixture
+def rng(request):
+    """A fresh ``numpy.random.Generator``; its seed is printed when the test fails."""
+    seed = secrets.randbits(32)
+    request.node.user_properties.append(("seed", seed))
+    print(f"rng seed = {seed}")
+    return np.random.default_rng(seed)
+
+
+@pytest.fixture(scope="session")
+def on_simulator() -> bool:
+    return SIMULATOR
+
+
+requires_gpu = pytest.mark.skipif(
+    SIMULATOR, reason="needs a real GPU (large sizes / cuBLAS); the simulator is too slow"
+)

@@ -1,0 +1,237 @@
+"""sgemm(): stage choice, degenerate sizes, streams, and every bad input (clear error, nothing
+written)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from helpers import randn
+from hypothesis import given
+from hypothesis import strategies as st
+from numba import cuda
+
+import numba_gemm
+from numba_gemm import STAGES, Stage, get_stage, sgemm
+from numba_gemm.devarray import overlaps
+from numba_gemm.reference import reference_f64, rel_error
+
+
+@pytest.fixture
+def operands(rng):
+    a, b = randn(rng, (9, 7)), randn(rng, (7, 5))
+    return a, b, cuda.to_device(a), cuda.to_device(b)
+
+
+def poisoned(shape, dtype=np.float32):
+    return cuda.to_device(np.full(shape, np.nan, dtype))
+
+
+def assert_untouched(d_out):
+    assert np.isnan(d_out.copy_to_host()).all(), "output was written although the call failed"
+
+
+def test_default_stage_new_output(operands):
+    a, b, d_a, d_b = operands
+    c = sgemm(d_a, d_b)
+    assert c.shape == (9, 5) and c.dtype == np.float32
+    assert rel_error(c.copy_to_host(), reference_f64(a, b)) <= 1e-5
+
+
+def test_default_stage_is_fp32_and_supports(operands):
+    st_ = numba_gemm.best_stage(9, 5, 7)
+    assert st_.precision == "fp32" and st_.supports(9, 5, 7)
+
+
+def test_stage_object_accepted(operands):
+    a, b, d_a, d_b = operands
+    c = sgemm(d_a, d_b, stage=STAGES[0])
+    assert rel_error(c.copy_to_host(), reference_f64(a, b)) <= 1e-5
+
+
+def test_new_output_ignores_beta(operands):
+    a, b, d_a, d_b = operands
+    c = sgemm(d_a, d_b, alpha=2.0, beta=3.0)
+    assert rel_error(c.copy_to_host(), reference_f64(a, b, alpha=2.0)) <= 1e-5
+
+
+@pytest.mark.parametrize("M, N", [(0, 5), (4, 0), (0, 0)])
+def test_empty_result(M, N, rng):
+    a, b = randn(rng, (M, 3)), randn(rng, (3, N))
+    c = sgemm(cuda.to_device(a), cuda.to_device(b))
+    assert c.shape == (M, N)
+
+
+@pytest.mark.parametrize("beta", [0.0, 2.5])
+def test_k_zero_gives_beta_c(beta, rng):
+    a, b = np.zeros((4, 0), np.float32), np.zeros((0, 6), np.float32)
+    c0 = randn(rng, (4, 6))
+    d_c = cuda.to_device(c0)
+    sgemm(cuda.to_device(a), cuda.to_device(b), out=d_c, beta=beta)
+    np.testing.assert_array_equal(d_c.copy_to_host(), (np.float32(beta) * c0))
+    fresh = sgemm(cuda.to_device(a), cuda.to_device(b)).copy_to_host()
+    np.testing.assert_array_equal(fresh, np.zeros((4, 6), np.float32))
+
+
+def test_k_zero_beta_zero_clears_nan():
+    d_c = poisoned((3, 2))
+    sgemm(cuda.to_device(np.zeros((3, 0), np.float32)), cuda.to_device(np.zeros((0, 2), np.float32)),
+          out=d_c)
+    np.testing.assert_array_equal(d_c.copy_to_host(), np.zeros((3, 2), np.float32))
+
+
+def test_stream_argument(operands):
+    a, b, d_a, d_b = operands
+    s = cuda.stream()
+    c = sgemm(d_a, d_b, stream=s)
+    s.synchronize()
+    assert rel_error(c.copy_to_host(), reference_f64(a, b)) <= 1e-5
+
+
+# --- bad inputs
+
+
+def test_host_array_rejected(operands):
+    a, b, d_a, d_b = operands
+    with pytest.raises(TypeError, match=r"numba\.cuda\.to_device"):
+        sgemm(a, d_b)
+    with pytest.raises(TypeError, match=r"numba\.cuda\.to_device"):
+        sgemm(d_a, b)
+
+
+def test_non_array_rejected(operands):
+    _, _, d_a, _ = operands
+    with pytest.raises(TypeError, match="device array"):
+        sgemm(d_a, [[1.0]])
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float16, np.int32])
+def test_wrong_dtype_rejected(dtype, operands):
+    _, _, d_a, d_b = operands
+    bad = cuda.to_device(np.ones((7, 5), dtype))
+    with pytest.raises(TypeError, match="float32"):
+        sgemm(d_a, bad)
+
+
+def test_wrong_ndim_rejected(operands):
+    _, _, d_a, _ = operands
+    with pytest.raises(ValueError, match="2-D"):
+        sgemm(d_a, cuda.to_device(np.ones(7, np.float32)))
+    with pytest.raises(ValueError, match="2-D"):
+        sgemm(cuda.to_device(np.ones((2, 9, 7), np.float32)), d_a)
+
+
+def test_inner_dimension_mismatch_names_both_shapes(operands):
+    _, _, d_a, _ = operands
+    d_b = cuda.to_device(np.ones((6, 5), np.float32))
+    with pytest.raises(ValueError, match=r"\(9, 7\).*\(6, 5\)"):
+        sgemm(d_a, d_b)
+
+
+def test_non_contiguous_rejected(rng):
+    d_x = cuda.to_device(randn(rng, (8, 8)))
+    d_t = d_x.T  # F-contiguous view
+    with pytest.raises(ValueError, match="C-contiguous"):
+        sgemm(d_t, d_x)
+    d_c = poisoned((8, 8))
+    with pytest.raises(ValueError, match="C-contiguous"):
+        sgemm(d_x, d_t, out=d_c)
+    assert_untouched(d_c)
+
+
+def test_out_wrong_shape_rejected(operands):
+    _, _, d_a, d_b = operands
+    d_c = poisoned((5, 9))
+    with pytest.raises(ValueError, match=r"out has shape \(5, 9\).*\(9, 5\)"):
+        sgemm(d_a, d_b, out=d_c)
+    assert_untouched(d_c)
+
+
+def test_out_wrong_dtype_rejected(operands):
+    _, _, d_a, d_b = operands
+    d_c = poisoned((9, 5), np.float64)
+    with pytest.raises(ValueError, match="float32"):
+        sgemm(d_a, d_b, out=d_c)
+    assert_untouched(d_c)
+
+
+def test_out_aliasing_input_rejected(rng):
+    x = randn(rng, (6, 6))
+    d_x = cuda.to_device(x)
+    d_y = cuda.to_device(randn(rng, (6, 6)))
+    for args in ((d_x, d_y), (d_y, d_x)):
+        with pytest.raises(ValueError, match="overlaps"):
+            sgemm(*args, out=d_x)
+    np.testing.assert_array_equal(d_x.copy_to_host(), x)
+
+
+def test_unknown_stage_lists_valid_names(operands):
+    _, _, d_a, d_b = operands
+    d_c = poisoned((9, 5))
+    with pytest.raises(ValueError, match="valid stages: naive, gmem_coalesce"):
+        sgemm(d_a, d_b, stage="fastest", out=d_c)
+    assert_untouched(d_c)
+    with pytest.raises(ValueError, match="valid stages"):
+        get_stage("nope")
+
+
+def test_bad_stage_type_rejected(operands):
+    _, _, d_a, d_b = operands
+    with pytest.raises(TypeError, match="stage must be"):
+        sgemm(d_a, d_b, stage=3)
+
+
+def test_stage_not_supporting_shape_rejected(operands):
+    _, _, d_a, d_b = operands
+    picky = Stage(
+        name="picky",
+        label="picky",
+        kernel=STAGES[0].kernel,
+        launch_config=STAGES[0].launch_config,
+        supports=lambda M, N, K: M % 128 == 0,
+    )
+    d_c = poisoned((9, 5))
+    with pytest.raises(ValueError, match="does not support M=9, N=5, K=7"):
+        sgemm(d_a, d_b, stage=picky, out=d_c)
+    assert_untouched(d_c)
+
+
+@pytest.mark.parametrize("bad", ["2", None, 1j, True])
+def test_bad_scalars_rejected(bad, operands):
+    _, _, d_a, d_b = operands
+    d_c = poisoned((9, 5))
+    with pytest.raises(TypeError, match="real number"):
+        sgemm(d_a, d_b, out=d_c, alpha=bad)
+    with pytest.raises(TypeError, match="real number"):
+        sgemm(d_a, d_b, out=d_c, beta=bad)
+    assert_untouched(d_c)
+
+
+# --- helpers
+
+
+class _View:
+    """Looks like a device array to ``overlaps`` (array interfaces, shape, strides) over host
+    memory, so that address ranges can be laid out at will."""
+
+    def __init__(self, arr):
+        self.__cuda_array_interface__ = self.__array_interface__ = arr.__array_interface__
+        self.shape, self.strides, self.size, self.dtype = arr.shape, arr.strides, arr.size, arr.dtype
+
+
+@given(
+    off=st.integers(-60, 60),
+    n=st.integers(0, 20),
+    m=st.integers(0, 20),
+    step=st.sampled_from([1, 3, -1]),
+)
+def test_overlaps_agrees_with_numpy(off, n, m, step):
+    """Exact for contiguous ranges; for strided ones never misses a real overlap."""
+    base = np.zeros(200, np.float32)
+    x = base[70 : 70 + n]
+    y = base[70 + off : 70 + off + m * abs(step)][::step]
+    shares = bool(np.shares_memory(x, y))
+    got = overlaps(_View(x), _View(y))
+    if step == 1:
+        assert got is shares
+    elif shares:
+        assert got is True
