@@ -1,12 +1,28 @@
 """The ordered registry of SGEMM stages: one module per rung of the ladder, in ladder order."""
 
-from . import k01_naive, k02_gmem_coalesce, k03_smem_tiling
+from . import (
+    k01_naive,
+    k02_gmem_coalesce,
+    k03_smem_tiling,
+    k04_blocktiling_1d,
+    k05_blocktiling_2d,
+    k06_vectorize,
+    k07_bank_conflict_free,
+    k08_warptiling,
+    k09_double_buffering,
+)
 
 #: Every stage, slowest first. Adding a stage = one module + one line here.
 STAGES = (
     k01_naive.STAGE,
     k02_gmem_coalesce.STAGE,
     k03_smem_tiling.STAGE,
+    k04_blocktiling_1d.STAGE,
+    k05_blocktiling_2d.STAGE,
+    k06_vectorize.STAGE,
+    k07_bank_conflict_free.STAGE,
+    k08_warptiling.STAGE,
+    k09_double_buffering.STAGE,
 )
 
 __all__ = ["STAGES"]

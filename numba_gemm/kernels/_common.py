@@ -2,9 +2,9 @@
 the C epilogue ``C = alpha * acc + beta * C``.
 """
 
-from numba import cuda
+from numba import cuda, float32
 
-from ..vecmem import SIMULATOR
+from ..vecmem import SIMULATOR, load4, store4
 
 #: Options the CUDA simulator's ``cuda.jit`` does not accept; they only tune code generation.
 _GPU_ONLY = ("launch_bounds", "max_registers", "forceinline", "lineinfo")
@@ -66,3 +66,82 @@ def _then(before, body, i):
         body(i, *args)
 
     return step
+
+
+# --- GMEM tile loads with edge handling, shared by the vectorized stages.
+#
+# Edges: a row of A (or a column of B) past M (N) only feeds rows (columns) of C that are never
+# stored, so its index is *clamped* to the last valid one: no predicate, no zero. Elements past K
+# feed every output, so they are *zero-filled*. ``vec`` is a literal at every call site: after
+# inlining, the untaken path is dead code.
+
+
+@device_jit
+def load_a4(A, r, c, K, vec):
+    """``A[r, c:c+4]`` (``c % 4 == 0``), zeros for columns >= K.
+
+    ``vec``: one 128-bit load (needs 16-byte aligned rows, so ``K % 4 == 0`` and the chunk is
+    entirely inside or outside K); else four scalar loads, each checked.
+    """
+    z = float32(0.0)
+    if vec:
+        if c < K:
+            return load4(A, r, c)
+        return z, z, z, z
+    return (
+        A[r, c] if c < K else z,
+        A[r, c + 1] if c + 1 < K else z,
+        A[r, c + 2] if c + 2 < K else z,
+        A[r, c + 3] if c + 3 < K else z,
+    )
+
+
+@device_jit
+def load_b4(B, k, c, K, N, vec):
+    """``B[k, c:c+4]`` (``c % 4 == 0``) with columns clamped into ``[0, N)``, zeros if k >= K.
+
+    ``vec``: one 128-bit load (needs ``N % 4 == 0``, so the chunk is clamped as a whole);
+    else four scalar loads.
+    """
+    z = float32(0.0)
+    if k >= K:
+        return z, z, z, z
+    if vec:
+        return load4(B, k, min(c, N - 4))
+    return (
+        B[k, min(c, N - 1)],
+        B[k, min(c + 1, N - 1)],
+        B[k, min(c + 2, N - 1)],
+        B[k, min(c + 3, N - 1)],
+    )
+
+
+@device_jit
+def store_c4(C, r, c, x0, x1, x2, x3, alpha, beta, M, N, vec):
+    """Epilogue for ``C[r, c:c+4]`` (``c % 4 == 0``): ``alpha * x + beta * C``, inside (M, N) only.
+
+    ``vec``: 128-bit load/store (needs 16-byte aligned rows of C, so ``N % 4 == 0``);
+    else four scalar elements, each checked against N. C is not read when ``beta == 0``.
+    """
+    if r >= M:
+        return
+    if vec:
+        if c < N:
+            if beta == 0:
+                store4(C, r, c, alpha * x0, alpha * x1, alpha * x2, alpha * x3)
+            else:
+                c0, c1, c2, c3 = load4(C, r, c)
+                store4(
+                    C, r, c,
+                    alpha * x0 + beta * c0, alpha * x1 + beta * c1,
+                    alpha * x2 + beta * c2, alpha * x3 + beta * c3,
+                )
+        return
+    if c < N:
+        store_c(C, r, c, x0, alpha, beta)
+    if c + 1 < N:
+        store_c(C, r, c + 1, x1, alpha, beta)
+    if c + 2 < N:
+        store_c(C, r, c + 2, x2, alpha, beta)
+    if c + 3 < N:
+        store_c(C, r, c + 3, x3, alpha, beta)

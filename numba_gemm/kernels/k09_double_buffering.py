@@ -1,0 +1,144 @@
+"""Stage 9, double_buffering: warptiling with the next K tile loaded during the current one's math.
+
+From ``warptiling`` (same tiles, same warp/thread map, same device functions): SMEM holds two
+copies of the A and B tiles. While the warps run the BK outer-product steps on copy ``buf``, each
+thread's loads of the *next* K tile are already in flight into registers (``ra``, ``rb``); after
+the math they are stored into copy ``1 - buf``. That copy was last read in the previous step,
+which every thread finished before the previous barrier, so one ``syncthreads`` per K step is
+enough (``warptiling`` needs two), and the GMEM latency hides behind BK * 64 FFMAs per thread.
+
+Shapes: A ``(M, K)``, B ``(K, N)``, C ``(M, N)``; float32, row-major, C-contiguous; any
+``M, N, K >= 1``. Computes ``C = alpha * A @ B + beta * C``; C is not read when ``beta == 0``.
+
+Source: Boehm's SGEMM worklog, kernels 11-12 (double buffering); NVIDIA CUTLASS, "Efficient GEMM
+in CUDA" (software pipelining: GMEM -> registers -> SMEM double buffer); Y. Li, "How to optimize
+SGEMM on NVIDIA GPUs" (2022).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping
+
+from numba import cuda, float32
+
+from ..launch import tile_grid
+from ..registry import Stage
+from ..vecmem import SMEM_ALIGN
+from . import k08_warptiling as wt
+from ._common import kernel_jit
+
+#: SMEM copies of each tile.
+STAGES_SMEM = 2
+
+DEFAULT_CONFIG = dict(wt.DEFAULT_CONFIG)
+
+
+def check_config(cfg: Mapping[str, int]) -> None:
+    """``warptiling``'s constraints, with two SMEM copies of each tile (48 KB limit)."""
+    wt.check_config(cfg, smem_stages=STAGES_SMEM)
+
+
+def _space() -> tuple[dict, ...]:
+    out = []
+    for cfg in wt.SPACE:
+        try:
+            check_config(cfg)
+        except ValueError:
+            continue
+        out.append(cfg)
+    return tuple(out)
+
+
+SPACE = _space()
+
+
+@functools.lru_cache(maxsize=None)
+def _make_kernel(items: tuple, vec: bool):
+    cfg = dict(items)
+    d, load_tiles, store_tiles, mma_tile, store_results = wt.make_parts(cfg)
+    BM, BN, BK, WM, WN, TM, TN = (cfg[k] for k in ("BM", "BN", "BK", "WM", "WN", "TM", "TN"))
+    WMITER, WNITER = d["WMITER"], cfg["WNITER"]
+    AS_PITCH = d["AS_PITCH"]
+    LANES_N = d["WSUBN"] // TN
+    WARPS_N = BN // WN
+    WARP_SIZE = wt.WARP_SIZE
+    A_REGS, B_REGS = 4 * d["A_LOADS"], 4 * d["B_LOADS"]
+    RES_M, RES_N = WMITER * TM, WNITER * TN
+
+    @kernel_jit(launch_bounds=wt.launch_bounds(cfg, d))
+    def sgemm_double_buffering(A, B, C, alpha, beta):
+        M, K = A.shape
+        N = B.shape[1]
+        As = cuda.shared.array((STAGES_SMEM, BK, AS_PITCH), float32, alignment=SMEM_ALIGN)
+        Bs = cuda.shared.array((STAGES_SMEM, BK, BN), float32, alignment=SMEM_ALIGN)
+        tid = cuda.threadIdx.x
+        row0 = cuda.blockIdx.y * BM
+        col0 = cuda.blockIdx.x * BN
+        warp, lane = tid // WARP_SIZE, tid % WARP_SIZE
+        wm0 = (warp // WARPS_N) * WM + (lane // LANES_N) * TM
+        wn0 = (warp % WARPS_N) * WN + (lane % LANES_N) * TN
+        a_row, a_col = tid // (BK // 4), (tid % (BK // 4)) * 4
+        b_row, b_col = tid // (BN // 4), (tid % (BN // 4)) * 4
+
+        ra = cuda.local.array(A_REGS, float32)
+        rb = cuda.local.array(B_REGS, float32)
+        reg_m = cuda.local.array(RES_M, float32)
+        reg_n = cuda.local.array(RES_N, float32)
+        thread_results = cuda.local.array((RES_M, RES_N), float32)
+        for m in range(RES_M):
+            for n in range(RES_N):
+                thread_results[m, n] = float32(0.0)
+
+        # --- prologue: first K tile GMEM -> registers -> SMEM copy 0
+        load_tiles(A, B, ra, rb, 0, a_row, a_col, b_row, b_col, row0, col0, M, N, K, vec)
+        store_tiles(As[0], Bs[0], ra, rb, a_row, a_col, b_row, b_col)
+        cuda.syncthreads()  # copy 0 is complete before anyone reads it
+
+        buf = 0
+        for k0 in range(0, K, BK):
+            k_next = k0 + BK
+            # --- GMEM -> registers for the next tile: in flight during the math below
+            if k_next < K:
+                load_tiles(A, B, ra, rb, k_next, a_row, a_col, b_row, b_col, row0, col0, M, N, K,
+                           vec)
+            # --- SMEM (copy buf) -> registers, FMA
+            mma_tile(As[buf], Bs[buf], reg_m, reg_n, thread_results, wm0, wn0)
+            # --- registers -> SMEM copy 1 - buf (last read in the previous step, before the
+            # previous barrier)
+            if k_next < K:
+                store_tiles(As[1 - buf], Bs[1 - buf], ra, rb, a_row, a_col, b_row, b_col)
+            cuda.syncthreads()  # copy 1 - buf is complete, and everyone is done with copy buf
+            buf = 1 - buf
+
+        # --- epilogue: write C
+        store_results(C, thread_results, row0 + wm0, col0 + wn0, alpha, beta, M, N, vec)
+
+    return sgemm_double_buffering
+
+
+def make_stage(config: Mapping[str, int]) -> Stage:
+    """The double-buffering stage for one tile configuration (validated by :func:`check_config`)."""
+    cfg = {k: int(config[k]) for k in wt.CONFIG_KEYS}
+    check_config(cfg)
+    nt = wt.derived(cfg)["NUM_THREADS"]
+    BM, BN = cfg["BM"], cfg["BN"]
+    items = tuple(sorted(cfg.items()))
+
+    def launch_config(M, N, K):
+        return tile_grid(M, N, BM, BN), (nt,)
+
+    return Stage(
+        name="double_buffering",
+        label="9: double buffering",
+        kernel=_make_kernel(items, True),
+        scalar_kernel=_make_kernel(items, False),
+        launch_config=launch_config,
+        config=cfg,
+        factory=make_stage,
+        space=SPACE,
+        check_config=check_config,
+    )
+
+
+STAGE = make_stage(DEFAULT_CONFIG)

@@ -1,0 +1,267 @@
+"""Per-stage resource report without a GPU: ``python -m numba_gemm.resources``.
+
+Every kernel of every stage (the 128-bit variant and, where there is one, the scalar-GMEM variant)
+is compiled to PTX for sm_90 with ``numba.cuda.compile_ptx`` (NVVM from the ``cuda-toolkit`` pip
+packages) and assembled with ``ptxas -arch=sm_90 -v`` (pip package ``nvidia-cuda-nvcc``; the
+system ptxas may be too old for the PTX that NVVM 13.x emits). Reported per kernel: registers per
+thread, spill bytes, stack frame (local memory), static SMEM, threads per block, the theoretical
+occupancy on sm_90, and the PTX evidence for vectorization (128-bit global/shared loads and
+stores) and local memory (``ld.local``/``st.local``).
+
+Occupancy model (CUDA Occupancy Calculator, compute capability 9.0): 65536 registers, 64 warps,
+32 blocks and 228 KB of SMEM per SM; registers allocated per warp in units of 256; 1 KB of SMEM
+reserved per block; at most 227 KB of SMEM per block.
+
+Must run with the simulator off (``NUMBA_ENABLE_CUDASIM`` unset): it compiles real kernels.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+#: Argument types of every stage kernel: A, B, C as 2D C-contiguous float32, alpha, beta.
+KERNEL_SIGNATURE = "void(float32[:, ::1], float32[:, ::1], float32[:, ::1], float32, float32)"
+
+# sm_90 per-SM limits (CUDA C Programming Guide, "Technical Specifications per Compute Capability").
+SM90 = dict(regs=65536, warps=64, blocks=32, smem=228 * 1024, smem_block_max=227 * 1024,
+            smem_reserved=1024, reg_unit=256)
+
+
+@dataclass(frozen=True)
+class KernelResources:
+    """What ptxas and the PTX say about one compiled kernel (sm_90)."""
+
+    stage: str
+    variant: str  # "vector" (the default kernel) or "scalar" (scalar-GMEM fallback)
+    registers: int
+    spill_stores: int  # bytes
+    spill_loads: int  # bytes
+    stack_frame: int  # bytes of local memory per thread
+    smem_static: int  # bytes per block
+    threads: int  # per block
+    blocks_per_sm: int
+    occupancy: float  # active warps / 64
+    ptx_ld_global_v4: int
+    ptx_ld_shared_v4: int
+    ptx_st_global_v4: int
+    ptx_st_shared_v4: int
+    ptx_local: int  # ld.local + st.local in the PTX
+
+    @property
+    def uses_local_memory(self) -> bool:
+        return bool(self.spill_stores or self.spill_loads or self.stack_frame or self.ptx_local)
+
+
+def find_ptxas() -> str:
+    """Path of a ptxas that understands NVVM 13 PTX.
+
+    Order: ``$NUMBA_GEMM_PTXAS``; the pip package ``nvidia-cuda-nvcc`` (``nvidia/cu13/bin`` or
+    ``nvidia/cuda_nvcc/bin``); ``ptxas`` on ``PATH``.
+
+    Raises:
+        FileNotFoundError: none found (install the ``test`` extra: ``pip install -e .[test]``).
+    """
+    env = os.environ.get("NUMBA_GEMM_PTXAS")
+    if env:
+        return env
+    with contextlib.suppress(ImportError):
+        import nvidia
+
+        for root in nvidia.__path__:
+            for sub in ("cu13/bin/ptxas", "cuda_nvcc/bin/ptxas", "cu12/bin/ptxas"):
+                p = Path(root) / sub
+                if p.exists():
+                    return str(p)
+    found = shutil.which("ptxas")
+    if found:
+        return found
+    raise FileNotFoundError(
+        "ptxas not found: install the pip package nvidia-cuda-nvcc (part of the 'test' extra) "
+        "or set NUMBA_GEMM_PTXAS"
+    )
+
+
+@contextlib.contextmanager
+def _offline_device(cc: tuple[int, int]) -> Iterator[None]:
+    """Let kernels that call device functions compile without a GPU.
+
+    numba-cuda compiles a called device function for ``get_current_device()``'s compute
+    capability, which needs a driver. With no GPU, answer with ``cc`` for the duration.
+    """
+    from numba import cuda
+
+    if cuda.is_available():
+        yield
+        return
+    import numba.cuda.dispatcher as dispatcher
+
+    class _Device:
+        compute_capability = cc
+
+    saved = dispatcher.get_current_device
+    dispatcher.get_current_device = lambda: _Device()
+    try:
+        yield
+    finally:
+        dispatcher.get_current_device = saved
+
+
+def compile_kernel_ptx(kernel: Any, cc: tuple[int, int] = (9, 0)) -> str:
+    """PTX of a stage kernel (a ``cuda.jit`` dispatcher) for compute capability ``cc``."""
+    from numba import cuda
+
+    opts = getattr(kernel, "targetoptions", {})
+    with _offline_device(cc):
+        ptx, _ = cuda.compile_ptx(
+            kernel.py_func,
+            KERNEL_SIGNATURE,
+            cc=cc,
+            launch_bounds=opts.get("launch_bounds"),
+        )
+    return ptx
+
+
+_PTXAS_REGS = re.compile(r"Used (\d+) registers")
+_PTXAS_SMEM = re.compile(r"(\d+) bytes smem")
+_PTXAS_FRAME = re.compile(
+    r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads"
+)
+
+
+def ptxas_report(ptx: str, arch: str = "sm_90", max_registers: int | None = None) -> dict:
+    """Run ``ptxas -v`` on PTX text; return registers, smem, stack and spill bytes."""
+    with tempfile.TemporaryDirectory() as tmp:
+        src = Path(tmp) / "kernel.ptx"
+        src.write_text(ptx)
+        cmd = [find_ptxas(), f"-arch={arch}", "-v", str(src), "-o", str(Path(tmp) / "k.cubin")]
+        if max_registers:
+            cmd.insert(1, f"--maxrregcount={max_registers}")
+        res = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    log = res.stdout + res.stderr
+    if res.returncode != 0:
+        raise RuntimeError(f"ptxas failed ({res.returncode}):\n{log}")
+    frame = _PTXAS_FRAME.search(log)
+    smem = _PTXAS_SMEM.search(log)
+    return dict(
+        registers=int(_PTXAS_REGS.search(log).group(1)),
+        smem_static=int(smem.group(1)) if smem else 0,
+        stack_frame=int(frame.group(1)),
+        spill_stores=int(frame.group(2)),
+        spill_loads=int(frame.group(3)),
+    )
+
+
+def occupancy_sm90(registers: int, smem_bytes: int, threads: int) -> tuple[int, float]:
+    """Theoretical ``(blocks per SM, occupancy)`` on sm_90 for one kernel configuration."""
+    warps = -(-threads // 32)
+    regs_per_warp = -(-registers * 32 // SM90["reg_unit"]) * SM90["reg_unit"]
+    by_regs = (SM90["regs"] // regs_per_warp) // warps if registers else SM90["blocks"]
+    by_warps = SM90["warps"] // warps
+    by_smem = SM90["smem"] // (smem_bytes + SM90["smem_reserved"])
+    if smem_bytes > SM90["smem_block_max"]:
+        by_smem = 0
+    blocks = min(by_regs, by_warps, by_smem, SM90["blocks"])
+    return blocks, blocks * warps / SM90["warps"]
+
+
+def ptx_counts(ptx: str) -> dict:
+    """Vector and local-memory instruction counts in PTX text."""
+
+    def count(pattern: str) -> int:
+        return len(re.findall(pattern, ptx))
+
+    return dict(
+        ptx_ld_global_v4=count(r"ld\.global(?:\.nc)?\.v4\.f32"),
+        ptx_ld_shared_v4=count(r"ld\.shared\.v4\.f32"),
+        ptx_st_global_v4=count(r"st\.global\.v4\.f32"),
+        ptx_st_shared_v4=count(r"st\.shared\.v4\.f32"),
+        ptx_local=count(r"\b(?:ld|st)\.local\."),
+    )
+
+
+def kernel_resources(stage: Any, kernel: Any, variant: str) -> KernelResources:
+    """Compile one kernel of ``stage`` for sm_90 and collect its :class:`KernelResources`."""
+    ptx = compile_kernel_ptx(kernel)
+    rep = ptxas_report(ptx, max_registers=getattr(kernel, "targetoptions", {}).get("max_registers"))
+    _, block = stage.launch_config(4096, 4096, 4096)
+    threads = 1
+    for b in block:
+        threads *= b
+    blocks, occ = occupancy_sm90(rep["registers"], rep["smem_static"], threads)
+    return KernelResources(
+        stage=stage.name,
+        variant=variant,
+        threads=threads,
+        blocks_per_sm=blocks,
+        occupancy=occ,
+        **rep,
+        **ptx_counts(ptx),
+    )
+
+
+def stage_resources(stage: Any) -> list[KernelResources]:
+    """Resources of every kernel variant of ``stage`` (vector first, then scalar fallback)."""
+    out = [kernel_resources(stage, stage.kernel, "vector" if stage.scalar_kernel else "-")]
+    if stage.scalar_kernel is not None:
+        out.append(kernel_resources(stage, stage.scalar_kernel, "scalar"))
+    return out
+
+
+def format_table(rows: Sequence[KernelResources]) -> str:
+    head = (
+        f"{'stage':<20} {'variant':<7} {'regs':>4} {'spill':>9} {'stack':>5} {'smem':>6} "
+        f"{'thr':>4} {'blk/SM':>6} {'occ':>5} {'ldg.v4':>6} {'lds.v4':>6} {'stg.v4':>6} "
+        f"{'sts.v4':>6} {'local':>5}"
+    )
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        lines.append(
+            f"{r.stage:<20} {r.variant:<7} {r.registers:>4} "
+            f"{f'{r.spill_stores}/{r.spill_loads}':>9} {r.stack_frame:>5} {r.smem_static:>6} "
+            f"{r.threads:>4} {r.blocks_per_sm:>6} {r.occupancy:>5.0%} {r.ptx_ld_global_v4:>6} "
+            f"{r.ptx_ld_shared_v4:>6} {r.ptx_st_global_v4:>6} {r.ptx_st_shared_v4:>6} "
+            f"{r.ptx_local:>5}"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m numba_gemm.resources",
+        description="Registers, spills, local memory, SMEM and sm_90 occupancy of every stage, "
+        "from numba.cuda.compile_ptx + ptxas -v (no GPU needed).",
+    )
+    parser.add_argument("--stages", nargs="*", help="stage names (default: all)")
+    parser.add_argument("--json", metavar="FILE", help="also write the rows as JSON to FILE")
+    args = parser.parse_args(argv)
+
+    from numba import config
+
+    if config.ENABLE_CUDASIM:
+        parser.error("unset NUMBA_ENABLE_CUDASIM: the report compiles real kernels")
+    from . import STAGES, get_stage
+
+    stages = [get_stage(n) for n in args.stages] if args.stages else list(STAGES)
+    rows = [r for s in stages for r in stage_resources(s)]
+    print(format_table(rows))
+    print("\nspill = store/load bytes; stack = local-memory bytes per thread; occ = theoretical "
+          "occupancy on sm_90; *.v4 and local = instruction counts in the PTX")
+    if args.json:
+        Path(args.json).write_text(json.dumps([asdict(r) for r in rows], indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

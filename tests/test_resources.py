@@ -1,0 +1,71 @@
+"""The no-GPU resource report: every stage compiles for sm_90, and from blocktiling_1d on none
+spills or touches local memory; the vectorized stages really use 128-bit instructions."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from numba_gemm import STAGES
+from numba_gemm.resources import occupancy_sm90
+
+FIRST_REGISTER_TILED = [s.name for s in STAGES].index("blocktiling_1d")
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory):
+    """``python -m numba_gemm.resources --json`` run once, with the simulator off."""
+    out = tmp_path_factory.mktemp("resources") / "report.json"
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+    res = subprocess.run(
+        [sys.executable, "-m", "numba_gemm.resources", "--json", str(out)],
+        env=env, capture_output=True, text=True, timeout=900, check=False,
+    )
+    assert res.returncode == 0, f"resource report failed:\n{res.stdout}\n{res.stderr}"
+    print(res.stdout)
+    return {(r["stage"], r["variant"]): r for r in json.loads(out.read_text())}
+
+
+def test_every_stage_and_variant_reported(report):
+    for s in STAGES:
+        variants = ["vector", "scalar"] if s.scalar_kernel is not None else ["-"]
+        for v in variants:
+            r = report[(s.name, v)]
+            assert 0 < r["registers"] <= 255 and r["threads"] >= 32
+            assert r["blocks_per_sm"] >= 1, f"{s.name}/{v} cannot launch on sm_90"
+
+
+@pytest.mark.parametrize("stage", [s.name for s in STAGES[FIRST_REGISTER_TILED:]])
+def test_no_spills_or_local_memory(report, stage):
+    for (name, variant), r in report.items():
+        if name != stage:
+            continue
+        assert r["spill_stores"] == 0 and r["spill_loads"] == 0, f"{name}/{variant} spills: {r}"
+        assert r["stack_frame"] == 0, f"{name}/{variant} uses {r['stack_frame']} B of local memory"
+        assert r["ptx_local"] == 0, f"{name}/{variant} has ld/st.local in its PTX"
+
+
+@pytest.mark.parametrize("stage", [s.name for s in STAGES if s.scalar_kernel is not None])
+def test_vector_stages_emit_128bit_accesses(report, stage):
+    vec, scalar = report[(stage, "vector")], report[(stage, "scalar")]
+    assert vec["ptx_ld_global_v4"] >= 2, "A and B tiles must be loaded with ld.global.v4.f32"
+    assert vec["ptx_ld_shared_v4"] >= 4, "fragments must be read with ld.shared.v4.f32"
+    assert vec["ptx_st_global_v4"] >= 1, "C must be written with st.global.v4.f32"
+    assert scalar["ptx_ld_global_v4"] == 0, "the scalar fallback must not use vector GMEM loads"
+
+
+def test_occupancy_model():
+    # 256 threads, 128 regs, 16 KB: 2 blocks by registers (65536 / (128 * 256))
+    assert occupancy_sm90(128, 16 * 1024, 256) == (2, 0.25)
+    # register allocation unit: 129 regs round up to 136 per thread -> 1 block
+    assert occupancy_sm90(129, 0, 256)[0] == 1
+    # SMEM-bound: 100 KB per block -> 2 blocks in 228 KB
+    assert occupancy_sm90(32, 100 * 1024, 128)[0] == 2
+    # thread-bound: 1024 threads, few registers -> 2 blocks
+    assert occupancy_sm90(16, 0, 1024) == (2, 1.0)
+    # over the per-block SMEM maximum: cannot launch
+    assert occupancy_sm90(32, 230 * 1024, 128)[0] == 0
