@@ -43,6 +43,8 @@ def main() -> int:
     ap.add_argument("--fast-from", default="vectorize")
     ap.add_argument("--configs", help="JSON file: list of {stage, config} to sweep at 4096")
     ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--no-ladder", action="store_true", help="skip the all-stages table at 4096")
+    ap.add_argument("--best", action="store_true", help="also time sgemm's default (tuned) stage")
     args = ap.parse_args()
     import cupy as cp
 
@@ -77,13 +79,15 @@ def main() -> int:
         return err, t
 
     # --- every stage at 4096
-    n = 4096
-    ca, cb = operands(n, n, n)
-    ref = (ca @ cb).get()
-    tb = cublas_ms(ca, cb, args.reps)
-    cub = tb.gflops(n, n, n)
-    log(f"cuBLAS 4096: {tb.median:.3f} ms {cub:.0f} GFLOP/s (min {tb.min:.3f} max {tb.max:.3f})")
-    for st in STAGES:
+    n = 4096 if not args.no_ladder else 0
+    if n:
+        ca, cb = operands(n, n, n)
+        ref = (ca @ cb).get()
+        tb = cublas_ms(ca, cb, args.reps)
+        cub = tb.gflops(n, n, n)
+        log(f"cuBLAS 4096: {tb.median:.3f} ms {cub:.0f} GFLOP/s (min {tb.min:.3f} "
+            f"max {tb.max:.3f})")
+    for st in STAGES if n else ():
         t0 = time.time()
         err, t = run_stage(st, ca, cb, ref, 5 if st.name in ("naive",) else args.reps)
         g = t.gflops(n, n, n)
@@ -91,12 +95,13 @@ def main() -> int:
                    wall=time.time() - t0)
         res["stages"].append(row)
         log(f"{st.name:20s} {t.median:9.3f} ms {g:8.0f} GFLOP/s {g / cub:6.1%}  err {err:.2e}")
-    tb2 = cublas_ms(ca, cb, args.reps)
-    log(f"cuBLAS 4096 again: {tb2.median:.3f} ms")
-    res["cublas4096"] = [tb.median, tb2.median]
+    if n:
+        tb2 = cublas_ms(ca, cb, args.reps)
+        log(f"cuBLAS 4096 again: {tb2.median:.3f} ms")
+        res["cublas4096"] = [tb.median, tb2.median]
 
     # --- register counts: device vs offline ptxas
-    for st in STAGES:
+    for st in STAGES if n else ():
         for kern, variant in ((st.kernel, "vector"), (st.scalar_kernel, "scalar")):
             if kern is None:
                 continue
@@ -117,12 +122,16 @@ def main() -> int:
         tb = cublas_ms(ca, cb, args.reps)
         cub = tb.gflops(size, size, size)
         log(f"-- {size}: cuBLAS {tb.median:.3f} ms {cub:.0f} GFLOP/s")
-        for st in fast:
+        todo = [numba_gemm.api.stage_for(s.name, size, size, size) for s in fast]
+        if args.best:
+            todo.append(numba_gemm.best_stage(size, size, size))
+        for st in todo:
             err, t = run_stage(st, ca, cb, ref, args.reps)
             g = t.gflops(size, size, size)
             res["sizes"].append(dict(stage=st.name, size=size, ms=t.median, gflops=g,
-                                     pct=g / cub, err=err, cublas=cub))
-            log(f"   {st.name:20s} {t.median:9.3f} ms {g:8.0f} GFLOP/s {g / cub:6.1%} err {err:.1e}")
+                                     pct=g / cub, err=err, cublas=cub, config=dict(st.config)))
+            log(f"   {st.name:20s} {t.median:9.3f} ms {g:8.0f} GFLOP/s {g / cub:6.1%} "
+                f"err {err:.1e} {dict(st.config) or ''}")
 
     # --- config sweep at 4096
     if args.configs:

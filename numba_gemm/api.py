@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import numbers
+import warnings
 from typing import Any
 
 import numpy as np
@@ -11,6 +13,7 @@ from numba import cuda
 from .devarray import as_device_array, overlaps
 from .kernels import STAGES
 from .registry import Stage
+from .tuning import shape_class, tuned_config, winners
 from .vecmem import SIMULATOR
 
 
@@ -27,9 +30,48 @@ def get_stage(name: str) -> Stage:
     raise ValueError(f"unknown stage {name!r}; valid stages: {valid}")
 
 
+@functools.lru_cache(maxsize=256)
+def _configured(name: str, items: tuple) -> Stage:
+    return get_stage(name).with_config(dict(items))
+
+
+def stage_for(stage: str | Stage, M: int, N: int, K: int) -> Stage:
+    """The stage to run for this shape: a ``Stage`` as given; a name resolved with
+    :func:`get_stage` and, for a tunable stage, built with its tuned configuration for the
+    shape's class (``numba_gemm.tuning``) when there is one.
+
+    Raises:
+        ValueError: unknown stage name.
+    """
+    if isinstance(stage, Stage):
+        return stage
+    st = get_stage(stage)
+    if not st.tunable:
+        return st
+    cfg = tuned_config(st.name, M, N, K)
+    if cfg is None:
+        return st
+    try:
+        return _configured(st.name, tuple(sorted(cfg.items())))
+    except (TypeError, ValueError) as e:
+        warnings.warn(f"ignoring tuned config of {st.name!r} ({e}); using its default",
+                      stacklevel=2)
+        return st
+
+
 def best_stage(M: int, N: int, K: int) -> Stage:
-    """The stage ``sgemm(stage=None)`` runs for an ``(M, K) @ (K, N)`` product: the last FP32
-    stage of the ladder that supports the shape."""
+    """The stage ``sgemm(stage=None)`` runs for an ``(M, K) @ (K, N)`` product.
+
+    The fastest FP32 stage recorded for this GPU and the shape's class in the tuning cache or the
+    committed defaults (``numba_gemm.tuning``), with its tuned configuration; without tuning data
+    (or on the simulator), the last FP32 stage of the ladder that supports the shape.
+    """
+    ranked = sorted(winners(shape_class(M, N, K)).items(), key=lambda kv: -kv[1]["gflops"])
+    for name, _ in ranked:
+        if any(s.name == name and s.precision == "fp32" for s in STAGES):
+            st = stage_for(name, M, N, K)
+            if st.supports(M, N, K):
+                return st
     for s in reversed(STAGES):
         if s.precision == "fp32" and s.supports(M, N, K):
             return s
@@ -100,7 +142,8 @@ def sgemm(
             array or any object with ``__cuda_array_interface__`` (CuPy array, PyTorch CUDA
             tensor), used zero-copy.
         b: B, shape ``(K, N)``, same requirements.
-        stage: a stage name from ``STAGES`` (e.g. ``"smem_tiling"``) or a ``Stage``; ``None``
+        stage: a stage name from ``STAGES`` (e.g. ``"smem_tiling"``; tunable stages then use
+            their tuned configuration for the shape, see ``stage_for``) or a ``Stage``; ``None``
             picks the fastest FP32 stage for this GPU and shape (see ``best_stage``).
         out: C, shape ``(M, N)``, float32, C-contiguous, on the GPU, not overlapping A or B.
             Written in place and returned. When ``None``, a new Numba device array is returned
@@ -152,12 +195,10 @@ def sgemm(
         C = None
         beta32 = np.float32(0.0)
 
-    if isinstance(stage, Stage):
-        st = stage
-    elif stage is None:
+    if stage is None:
         st = best_stage(max(M, 1), max(N, 1), max(K, 1))
-    elif isinstance(stage, str):
-        st = get_stage(stage)
+    elif isinstance(stage, (str, Stage)):
+        st = stage_for(stage, max(M, 1), max(N, 1), max(K, 1))
     else:
         raise TypeError(f"stage must be a stage name, a Stage or None, got {type(stage).__name__}")
     if M and N and K and not st.supports(M, N, K):

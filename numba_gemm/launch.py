@@ -35,6 +35,38 @@ def tile_grid(M: int, N: int, BM: int, BN: int) -> tuple[int, int]:
     return cdiv(N, BN), cdiv(M, BM)
 
 
+_SMEM_OPT_IN = 48 * 1024
+_smem_opted_in: set = set()
+
+
+def allow_dynamic_smem(kernel: Any, args: tuple, nbytes: int) -> None:
+    """Let ``kernel`` (for the types of ``args``) launch with ``nbytes`` of dynamic SMEM.
+
+    A block gets more than 48 KB of SMEM only after the driver attribute
+    ``CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES`` is raised for the compiled function
+    (CUDA C Programming Guide, "Shared Memory", compute capability 7.x+); up to 227 KB on sm_90.
+    Compiles the kernel for these argument types if needed, sets the attribute once per
+    (kernel, signature, device). No-op up to 48 KB and on the simulator.
+
+    Raises:
+        numba.cuda.cudadrv.driver.CudaAPIError: ``nbytes`` exceeds the device's limit.
+    """
+    if SIMULATOR or nbytes <= _SMEM_OPT_IN:
+        return
+    from numba.cuda.cudadrv import driver
+
+    sig = tuple(kernel.typeof_pyval(a) for a in args)
+    device = cuda.get_current_device()
+    key = (id(kernel), sig, device.id, nbytes)
+    if key in _smem_opted_in:
+        return
+    compiled = kernel.compile(sig)
+    handle = compiled._codelibrary.get_cufunc().handle
+    attr = driver.binding.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+    driver.driver.cuKernelSetAttribute(attr, nbytes, handle, device.id)
+    _smem_opted_in.add(key)
+
+
 @cuda.jit
 def _hold_kernel(iterations):
     # One thread sleeping ~1 us per iteration keeps the stream busy while the host enqueues.

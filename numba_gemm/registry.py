@@ -58,6 +58,10 @@ class Stage:
         space: for tunable stages, the candidate configurations the tuner sweeps.
         check_config: for tunable stages, ``config -> None`` raising ``ValueError`` with the
             violated constraint when a configuration is invalid.
+        dynamic_smem: bytes of dynamic SMEM per block the kernel needs (0: static only). Above
+            48 KB the launcher opts the kernel in (``launch.allow_dynamic_smem``).
+        split_k: K slices (``launch_config``'s grid z). With more than one, the kernel writes
+            per-slice partial products into a workspace and ``_splitk`` sums them into C.
     """
 
     name: str
@@ -71,6 +75,8 @@ class Stage:
     factory: Callable[[Mapping[str, int]], Stage] | None = None
     space: tuple[Mapping[str, int], ...] = ()
     check_config: Callable[[Mapping[str, int]], None] | None = None
+    dynamic_smem: int = 0
+    split_k: int = 1
 
     @property
     def rtol(self) -> float:
@@ -101,11 +107,25 @@ class Stage:
         return self.scalar_kernel
 
     def launch(self, A: Any, B: Any, C: Any, alpha: Any, beta: Any, stream: Any = 0) -> None:
-        """Enqueue the kernel on ``stream``; no validation (``numba_gemm.sgemm`` validates)."""
+        """Enqueue the kernel on ``stream``; no validation (``numba_gemm.sgemm`` validates).
+
+        ``alpha`` and ``beta`` should be ``numpy.float32`` (a Python float would compile a
+        float64 variant of the kernel).
+        """
+        from .launch import allow_dynamic_smem
+
         M, K = A.shape
         N = B.shape[1]
         grid, block = self.launch_config(M, N, K)
-        self.select_kernel(A, B, C)[grid, block, stream](A, B, C, alpha, beta)
+        if self.split_k > 1:
+            from .kernels._splitk import launch_split_k
+
+            launch_split_k(self, grid, block, A, B, C, alpha, beta, stream)
+            return
+        kernel = self.select_kernel(A, B, C)
+        if self.dynamic_smem:
+            allow_dynamic_smem(kernel, (A, B, C, alpha, beta), self.dynamic_smem)
+        kernel[grid, block, stream, self.dynamic_smem](A, B, C, alpha, beta)
 
     def __repr__(self) -> str:
         cfg = f", config={dict(self.config)}" if self.config else ""

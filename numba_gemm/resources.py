@@ -50,6 +50,7 @@ class KernelResources:
     spill_loads: int  # bytes
     stack_frame: int  # bytes of local memory per thread
     smem_static: int  # bytes per block
+    smem_dynamic: int  # bytes per block, asked at launch
     threads: int  # per block
     blocks_per_sm: int
     occupancy: float  # active warps / 64
@@ -199,10 +200,11 @@ def kernel_resources(stage: Any, kernel: Any, variant: str) -> KernelResources:
     threads = 1
     for b in block:
         threads *= b
-    blocks, occ = occupancy_sm90(rep["registers"], rep["smem_static"], threads)
+    blocks, occ = occupancy_sm90(rep["registers"], rep["smem_static"] + stage.dynamic_smem, threads)
     return KernelResources(
         stage=stage.name,
         variant=variant,
+        smem_dynamic=stage.dynamic_smem,
         threads=threads,
         blocks_per_sm=blocks,
         occupancy=occ,
@@ -221,7 +223,7 @@ def stage_resources(stage: Any) -> list[KernelResources]:
 
 def format_table(rows: Sequence[KernelResources]) -> str:
     head = (
-        f"{'stage':<20} {'variant':<7} {'regs':>4} {'spill':>9} {'stack':>5} {'smem':>6} "
+        f"{'stage':<20} {'variant':<7} {'regs':>4} {'spill':>9} {'stack':>5} {'smem':>7} "
         f"{'thr':>4} {'blk/SM':>6} {'occ':>5} {'ldg.v4':>6} {'lds.v4':>6} {'stg.v4':>6} "
         f"{'sts.v4':>6} {'local':>5}"
     )
@@ -229,7 +231,8 @@ def format_table(rows: Sequence[KernelResources]) -> str:
     for r in rows:
         lines.append(
             f"{r.stage:<20} {r.variant:<7} {r.registers:>4} "
-            f"{f'{r.spill_stores}/{r.spill_loads}':>9} {r.stack_frame:>5} {r.smem_static:>6} "
+            f"{f'{r.spill_stores}/{r.spill_loads}':>9} {r.stack_frame:>5} "
+            f"{r.smem_static + r.smem_dynamic:>7} "
             f"{r.threads:>4} {r.blocks_per_sm:>6} {r.occupancy:>5.0%} {r.ptx_ld_global_v4:>6} "
             f"{r.ptx_ld_shared_v4:>6} {r.ptx_st_global_v4:>6} {r.ptx_st_shared_v4:>6} "
             f"{r.ptx_local:>5}"
@@ -256,8 +259,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     stages = [get_stage(n) for n in args.stages] if args.stages else list(STAGES)
     rows = [r for s in stages for r in stage_resources(s)]
     print(format_table(rows))
-    print("\nspill = store/load bytes; stack = local-memory bytes per thread; occ = theoretical "
-          "occupancy on sm_90; *.v4 and local = instruction counts in the PTX")
+    print("\nspill = store/load bytes; stack = local-memory bytes per thread; smem = static + "
+          "dynamic bytes per block; occ = theoretical occupancy on sm_90; *.v4 and local = "
+          "instruction counts in the PTX")
     if args.json:
         Path(args.json).write_text(json.dumps([asdict(r) for r in rows], indent=2))
     return 0

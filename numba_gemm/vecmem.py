@@ -15,6 +15,13 @@ and ``c`` is a multiple of 4. A misaligned vector access is a CUDA "misaligned a
 SMEM tiles meant for these helpers are declared with ``smem_array(shape)``, which asks for
 ``alignment=SMEM_ALIGN`` (16 bytes) on the GPU.
 
+A third helper carves dynamic SMEM (one 1D ``cuda.shared.array(0, float32)``) into tiles:
+
+- ``tile_view(buf, offset, shape)``: the C-contiguous array of literal ``shape`` (a tuple of ints)
+  starting at ``buf[offset]``. Numba's own ``reshape`` calls a runtime helper
+  (``numba_attempt_nocopy_reshape``) that ptxas cannot resolve in an offline compile; this view
+  is pure address arithmetic.
+
 They are Numba ``@intrinsic`` functions, which the CUDA simulator cannot run: under
 ``NUMBA_ENABLE_CUDASIM=1`` the same names are plain Python functions doing four scalar accesses, so
 that every stage runs, unchanged, on the simulator (which checks indexing, not vector width).
@@ -44,6 +51,13 @@ if SIMULATOR:
         arr[r, c + 1] = x1
         arr[r, c + 2] = x2
         arr[r, c + 3] = x3
+
+    def tile_view(buf, offset, shape):
+        """Simulator path of :func:`tile_view`: a NumPy reshape of a slice."""
+        size = 1
+        for n in shape:
+            size *= n
+        return buf[offset : offset + size].reshape(shape)
 
 else:
     from llvmlite import ir
@@ -106,4 +120,44 @@ else:
         return sig, codegen
 
 
-__all__ = ["SIMULATOR", "SMEM_ALIGN", "load4", "store4"]
+    @intrinsic
+    def tile_view(typingctx, buf, offset, shape):
+        """C-contiguous view of literal ``shape`` starting at ``buf[offset]`` (1D float32 buf)."""
+        if not (isinstance(buf, types.Array) and buf.ndim == 1 and buf.dtype == types.float32):
+            raise TypeError(f"tile_view needs a 1D float32 array, got {buf}")
+        if not isinstance(offset, types.Integer):
+            raise TypeError(f"tile_view needs an integer offset, got {offset}")
+        if not (
+            isinstance(shape, types.BaseTuple)
+            and all(isinstance(t, types.IntegerLiteral) for t in shape)
+        ):
+            return None  # Numba retries with literal argument types
+        dims = [t.literal_value for t in shape]
+        retty = types.Array(types.float32, len(dims), "C")
+        sig = retty(buf, offset, shape)
+
+        def codegen(context, builder, sig, args):
+            bufty, offty, _ = sig.args
+            src = context.make_array(bufty)(context, builder, value=args[0])
+            off = context.cast(builder, args[1], offty, types.intp)
+            data = builder.gep(src.data, [off])
+            strides, stride = [], 4
+            for n in reversed(dims):
+                strides.insert(0, stride)
+                stride *= n
+            intp = lambda v: context.get_constant(types.intp, v)  # noqa: E731
+            view = context.make_array(sig.return_type)(context, builder)
+            context.populate_array(
+                view,
+                data=data,
+                shape=[intp(n) for n in dims],
+                strides=[intp(x) for x in strides],
+                itemsize=intp(4),
+                meminfo=None,
+            )
+            return view._getvalue()
+
+        return sig, codegen
+
+
+__all__ = ["SIMULATOR", "SMEM_ALIGN", "load4", "store4", "tile_view"]

@@ -10,6 +10,7 @@ from . import (
     k07_bank_conflict_free,
     k08_warptiling,
     k09_double_buffering,
+    k10_multistage,
 )
 
 #: Every stage, slowest first. Adding a stage = one module + one line here.
@@ -23,6 +24,7 @@ STAGES = (
     k07_bank_conflict_free.STAGE,
     k08_warptiling.STAGE,
     k09_double_buffering.STAGE,
+    k10_multistage.STAGE,
 )
 
 __all__ = ["STAGES"]

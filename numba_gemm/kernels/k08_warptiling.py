@@ -33,101 +33,24 @@ from collections.abc import Mapping
 
 from numba import cuda, float32
 
-from ..launch import tile_grid
 from ..registry import Stage
 from ..vecmem import SMEM_ALIGN, load4, store4
+from . import _tunable as tun
 from ._common import device_jit, kernel_jit, load_a4, load_b4, store_c4, unroll
 
-WARP_SIZE = 32
-A_PAD = 4  # floats of padding per row of the transposed A tile (keeps rows 16-byte aligned)
-SMEM_LIMIT = 48 * 1024  # static SMEM per block without the opt-in attribute
-
 #: Tile configuration used when no tuning result is available (one 128x128 block of 8 warps,
-#: each warp 64x32 as 2x2 sub-tiles of 32x16, each thread 2x2 tiles of 4x4). MINB is the
-#: minimum number of resident blocks per SM asked of ptxas (``launch_bounds``; 0: none), which
-#: caps registers per thread at 65536 / (MINB * NUM_THREADS).
-DEFAULT_CONFIG = dict(BM=128, BN=128, BK=16, WM=64, WN=32, WNITER=2, TM=4, TN=4, MINB=0)
-
-CONFIG_KEYS = tuple(DEFAULT_CONFIG)
+#: each warp 64x32 as 2x2 sub-tiles of 32x16, each thread 2x2 tiles of 4x4). See ``_tunable``
+#: for the keys.
+DEFAULT_CONFIG = dict(BM=128, BN=128, BK=16, WM=64, WN=32, WNITER=2, TM=4, TN=4, MINB=0, SPLITK=1)
 
 
-def derived(cfg: Mapping[str, int]) -> dict:
-    """Derived constants of a configuration: NUM_THREADS, WMITER, WSUBM, WSUBN, loads, SMEM."""
-    BM, BN, BK, WM, WN, WNITER, TM, TN = (cfg[k] for k in CONFIG_KEYS[:8])
-    num_threads = (BM // WM) * (BN // WN) * WARP_SIZE
-    wmiter = (WM * WN) // (WARP_SIZE * TM * TN * WNITER)
-    return dict(
-        NUM_THREADS=num_threads,
-        WMITER=wmiter,
-        WSUBM=WM // max(wmiter, 1),
-        WSUBN=WN // WNITER,
-        A_LOADS=(BM * BK // 4) // num_threads,  # float4s of the A tile per thread
-        B_LOADS=(BK * BN // 4) // num_threads,
-        AS_PITCH=BM + A_PAD,
-        SMEM_BYTES=4 * BK * (BM + A_PAD + BN),
-    )
+def check_config(cfg: Mapping[str, int]) -> None:
+    """Raise ``ValueError`` if ``cfg`` is not a valid warptiling configuration (48 KB static SMEM,
+    one copy of each tile)."""
+    tun.check_config(cfg)
 
 
-def check_config(cfg: Mapping[str, int], *, smem_stages: int = 1) -> None:
-    """Raise ``ValueError`` naming the first constraint that ``cfg`` violates.
-
-    ``smem_stages``: how many copies of the A and B tiles the kernel keeps in SMEM (2 for
-    ``double_buffering``), for the 48 KB static-SMEM limit.
-    """
-    missing = set(CONFIG_KEYS) - set(cfg)
-    extra = set(cfg) - set(CONFIG_KEYS)
-    if missing or extra:
-        raise ValueError(f"config keys must be {CONFIG_KEYS}; missing {missing}, unknown {extra}")
-    if not all(isinstance(cfg[k], int) and cfg[k] > 0 for k in CONFIG_KEYS[:8]):
-        raise ValueError(f"tile sizes must be positive ints, got {dict(cfg)}")
-    BM, BN, BK, WM, WN, WNITER, TM, TN = (cfg[k] for k in CONFIG_KEYS[:8])
-    d = derived(cfg)
-    nt = d["NUM_THREADS"]
-    rules = [
-        (BM % WM == 0 and BN % WN == 0, "warp tiles must divide the block tile (BM % WM, BN % WN)"),
-        (WARP_SIZE <= nt <= 1024, f"NUM_THREADS = (BM/WM)*(BN/WN)*32 = {nt} not in [32, 1024]"),
-        (TM % 4 == 0 and TN % 4 == 0 and BK % 4 == 0, "TM, TN and BK must be multiples of 4"),
-        (WN % WNITER == 0, "WNITER must divide WN"),
-        ((WM * WN) % (WARP_SIZE * TM * TN * WNITER) == 0 and d["WMITER"] >= 1,
-         "WM*WN must be a multiple of 32*TM*TN*WNITER (WMITER = WM*WN/(32*TM*TN*WNITER))"),
-        (WM % max(d["WMITER"], 1) == 0, "WMITER must divide WM"),
-        (d["WSUBM"] % TM == 0 and d["WSUBN"] % TN == 0, "TM, TN must divide the warp sub-tile"),
-        ((d["WSUBM"] // TM) * (d["WSUBN"] // TN) == WARP_SIZE,
-         "a warp sub-tile must hold exactly 32 thread tiles"),
-        ((BM * BK // 4) % nt == 0 and nt % (BK // 4) == 0 and BM % (nt // (BK // 4)) == 0,
-         "the A tile's float4s must split evenly over the threads"),
-        ((BK * BN // 4) % nt == 0 and nt % (BN // 4) == 0 and BK % (nt // (BN // 4)) == 0,
-         "the B tile's float4s must split evenly over the threads"),
-        (smem_stages * d["SMEM_BYTES"] <= SMEM_LIMIT,
-         f"SMEM {smem_stages * d['SMEM_BYTES']} B per block exceeds {SMEM_LIMIT} B"),
-        (d["WMITER"] * TM * cfg["WNITER"] * TN <= 128, "more than 128 accumulators per thread"),
-        (cfg["MINB"] in (0, 1, 2, 3, 4) and cfg["MINB"] * nt <= 2048,
-         "MINB (min. blocks per SM) must be 0-4 and MINB * NUM_THREADS <= 2048"),
-    ]
-    for ok, msg in rules:
-        if not ok:
-            raise ValueError(f"invalid tile config {dict(cfg)}: {msg}")
-
-
-def _space() -> tuple[dict, ...]:
-    """Candidate configurations for the tuner (the valid ones of a small grid)."""
-    out = []
-    for BM, BN in ((128, 128), (128, 64), (64, 128), (128, 256), (256, 128), (64, 64)):
-        for BK in (8, 16, 32):
-            for WM, WN in ((64, 32), (32, 64), (64, 64), (32, 32), (64, 16), (16, 64)):
-                for WNITER in (1, 2, 4):
-                    for TM, TN in ((4, 4), (8, 4), (4, 8), (8, 8)):
-                        cfg = dict(BM=BM, BN=BN, BK=BK, WM=WM, WN=WN, WNITER=WNITER, TM=TM, TN=TN,
-                                   MINB=0)
-                        try:
-                            check_config(cfg)
-                        except ValueError:
-                            continue
-                        out.append(cfg)
-    return tuple(out)
-
-
-SPACE = _space()
+SPACE = tun.make_space(check_config)
 
 
 def make_parts(cfg: Mapping[str, int]):
@@ -145,7 +68,7 @@ def make_parts(cfg: Mapping[str, int]):
       the thread's WMITER x WNITER tiles, unrolled;
     - ``store_results(C, thread_results, r0, c0, alpha, beta, M, N, vec)``: the epilogue.
     """
-    d = derived(cfg)
+    d = tun.derived(cfg)
     BK, BN = cfg["BK"], cfg["BN"]
     TM, TN, WNITER = cfg["TM"], cfg["TN"], cfg["WNITER"]
     WMITER, WSUBM, WSUBN = d["WMITER"], d["WSUBM"], d["WSUBN"]
@@ -234,11 +157,6 @@ def make_parts(cfg: Mapping[str, int]):
     return d, load_tiles, store_tiles, mma_tile, store_results
 
 
-def launch_bounds(cfg: Mapping[str, int], d: Mapping[str, int]):
-    """``launch_bounds`` for ``cuda.jit``: (NUM_THREADS, MINB), or None when MINB is 0."""
-    return (d["NUM_THREADS"], cfg["MINB"]) if cfg["MINB"] else None
-
-
 @functools.lru_cache(maxsize=None)
 def _make_kernel(items: tuple, vec: bool):
     cfg = dict(items)
@@ -248,13 +166,16 @@ def _make_kernel(items: tuple, vec: bool):
     AS_PITCH = d["AS_PITCH"]
     LANES_N = d["WSUBN"] // TN  # lanes along N in a warp sub-tile
     WARPS_N = BN // WN
+    WARP_SIZE = tun.WARP_SIZE
     A_REGS, B_REGS = 4 * d["A_LOADS"], 4 * d["B_LOADS"]
     RES_M, RES_N = WMITER * TM, WNITER * TN
 
-    @kernel_jit(launch_bounds=launch_bounds(cfg, d))
+    @kernel_jit(launch_bounds=tun.launch_bounds(cfg))
     def sgemm_warptiling(A, B, C, alpha, beta):
         M, K = A.shape
         N = B.shape[1]
+        k_begin, k_end = tun.split_k_range(K, BK)  # all of K unless SPLITK > 1
+        c_row0 = cuda.blockIdx.z * M  # this slice's rows of C (the split-K workspace)
         As = cuda.shared.array((BK, AS_PITCH), float32, alignment=SMEM_ALIGN)  # [k, m]
         Bs = cuda.shared.array((BK, BN), float32, alignment=SMEM_ALIGN)
         tid = cuda.threadIdx.x
@@ -277,9 +198,10 @@ def _make_kernel(items: tuple, vec: bool):
             for n in range(RES_N):
                 thread_results[m, n] = float32(0.0)
 
-        for k0 in range(0, K, BK):
-            # --- GMEM -> registers -> SMEM
-            load_tiles(A, B, ra, rb, k0, a_row, a_col, b_row, b_col, row0, col0, M, N, K, vec)
+        for k0 in range(k_begin, k_end, BK):
+            # --- GMEM -> registers -> SMEM (zeros past k_end)
+            load_tiles(A, B, ra, rb, k0, a_row, a_col, b_row, b_col, row0, col0, M, N, k_end,
+                       vec)
             store_tiles(As, Bs, ra, rb, a_row, a_col, b_row, b_col)
             cuda.syncthreads()  # the tiles are complete before anyone reads them
 
@@ -287,33 +209,17 @@ def _make_kernel(items: tuple, vec: bool):
             mma_tile(As, Bs, reg_m, reg_n, thread_results, wm0, wn0)
             cuda.syncthreads()  # everyone is done reading before the next tiles overwrite SMEM
 
-        # --- epilogue: write C
-        store_results(C, thread_results, row0 + wm0, col0 + wn0, alpha, beta, M, N, vec)
+        # --- epilogue: write C (rows c_row0 + [0, M))
+        store_results(C, thread_results, c_row0 + row0 + wm0, col0 + wn0, alpha, beta,
+                      c_row0 + M, N, vec)
 
     return sgemm_warptiling
 
 
 def make_stage(config: Mapping[str, int]) -> Stage:
-    """The warptiling stage for one tile configuration (validated by :func:`check_config`)."""
-    cfg = {k: int(config[k]) for k in CONFIG_KEYS}
-    check_config(cfg)
-    nt = derived(cfg)["NUM_THREADS"]
-    BM, BN = cfg["BM"], cfg["BN"]
-    items = tuple(sorted(cfg.items()))
-
-    def launch_config(M, N, K):
-        return tile_grid(M, N, BM, BN), (nt,)
-
-    return Stage(
-        name="warptiling",
-        label="8: warptiling",
-        kernel=_make_kernel(items, True),
-        scalar_kernel=_make_kernel(items, False),
-        launch_config=launch_config,
-        config=cfg,
-        factory=make_stage,
-        space=SPACE,
-        check_config=check_config,
+    """The warptiling stage for one configuration (validated by :func:`check_config`)."""
+    return tun.build_stage(
+        "warptiling", "8: warptiling", config, _make_kernel, make_stage, SPACE, check_config
     )
 
 

@@ -22,35 +22,24 @@ from collections.abc import Mapping
 
 from numba import cuda, float32
 
-from ..launch import tile_grid
 from ..registry import Stage
 from ..vecmem import SMEM_ALIGN
+from . import _tunable as tun
 from . import k08_warptiling as wt
 from ._common import kernel_jit
 
 #: SMEM copies of each tile.
-STAGES_SMEM = 2
+SMEM_COPIES = 2
 
 DEFAULT_CONFIG = dict(wt.DEFAULT_CONFIG)
 
 
 def check_config(cfg: Mapping[str, int]) -> None:
-    """``warptiling``'s constraints, with two SMEM copies of each tile (48 KB limit)."""
-    wt.check_config(cfg, smem_stages=STAGES_SMEM)
+    """``warptiling``'s constraints with two SMEM copies of each tile (48 KB static SMEM)."""
+    tun.check_config(cfg, smem_copies=SMEM_COPIES)
 
 
-def _space() -> tuple[dict, ...]:
-    out = []
-    for cfg in wt.SPACE:
-        try:
-            check_config(cfg)
-        except ValueError:
-            continue
-        out.append(cfg)
-    return tuple(out)
-
-
-SPACE = _space()
+SPACE = tun.make_space(check_config)
 
 
 @functools.lru_cache(maxsize=None)
@@ -62,16 +51,18 @@ def _make_kernel(items: tuple, vec: bool):
     AS_PITCH = d["AS_PITCH"]
     LANES_N = d["WSUBN"] // TN
     WARPS_N = BN // WN
-    WARP_SIZE = wt.WARP_SIZE
+    WARP_SIZE = tun.WARP_SIZE
     A_REGS, B_REGS = 4 * d["A_LOADS"], 4 * d["B_LOADS"]
     RES_M, RES_N = WMITER * TM, WNITER * TN
 
-    @kernel_jit(launch_bounds=wt.launch_bounds(cfg, d))
+    @kernel_jit(launch_bounds=tun.launch_bounds(cfg))
     def sgemm_double_buffering(A, B, C, alpha, beta):
         M, K = A.shape
         N = B.shape[1]
-        As = cuda.shared.array((STAGES_SMEM, BK, AS_PITCH), float32, alignment=SMEM_ALIGN)
-        Bs = cuda.shared.array((STAGES_SMEM, BK, BN), float32, alignment=SMEM_ALIGN)
+        k_begin, k_end = tun.split_k_range(K, BK)  # all of K unless SPLITK > 1
+        c_row0 = cuda.blockIdx.z * M  # this slice's rows of C (the split-K workspace)
+        As = cuda.shared.array((SMEM_COPIES, BK, AS_PITCH), float32, alignment=SMEM_ALIGN)
+        Bs = cuda.shared.array((SMEM_COPIES, BK, BN), float32, alignment=SMEM_ALIGN)
         tid = cuda.threadIdx.x
         row0 = cuda.blockIdx.y * BM
         col0 = cuda.blockIdx.x * BN
@@ -91,53 +82,39 @@ def _make_kernel(items: tuple, vec: bool):
                 thread_results[m, n] = float32(0.0)
 
         # --- prologue: first K tile GMEM -> registers -> SMEM copy 0
-        load_tiles(A, B, ra, rb, 0, a_row, a_col, b_row, b_col, row0, col0, M, N, K, vec)
+        load_tiles(A, B, ra, rb, k_begin, a_row, a_col, b_row, b_col, row0, col0, M, N, k_end,
+                   vec)
         store_tiles(As[0], Bs[0], ra, rb, a_row, a_col, b_row, b_col)
         cuda.syncthreads()  # copy 0 is complete before anyone reads it
 
         buf = 0
-        for k0 in range(0, K, BK):
+        for k0 in range(k_begin, k_end, BK):
             k_next = k0 + BK
             # --- GMEM -> registers for the next tile: in flight during the math below
-            if k_next < K:
-                load_tiles(A, B, ra, rb, k_next, a_row, a_col, b_row, b_col, row0, col0, M, N, K,
-                           vec)
+            if k_next < k_end:
+                load_tiles(A, B, ra, rb, k_next, a_row, a_col, b_row, b_col, row0, col0, M, N,
+                           k_end, vec)
             # --- SMEM (copy buf) -> registers, FMA
             mma_tile(As[buf], Bs[buf], reg_m, reg_n, thread_results, wm0, wn0)
             # --- registers -> SMEM copy 1 - buf (last read in the previous step, before the
             # previous barrier)
-            if k_next < K:
+            if k_next < k_end:
                 store_tiles(As[1 - buf], Bs[1 - buf], ra, rb, a_row, a_col, b_row, b_col)
             cuda.syncthreads()  # copy 1 - buf is complete, and everyone is done with copy buf
             buf = 1 - buf
 
-        # --- epilogue: write C
-        store_results(C, thread_results, row0 + wm0, col0 + wn0, alpha, beta, M, N, vec)
+        # --- epilogue: write C (rows c_row0 + [0, M))
+        store_results(C, thread_results, c_row0 + row0 + wm0, col0 + wn0, alpha, beta,
+                      c_row0 + M, N, vec)
 
     return sgemm_double_buffering
 
 
 def make_stage(config: Mapping[str, int]) -> Stage:
-    """The double-buffering stage for one tile configuration (validated by :func:`check_config`)."""
-    cfg = {k: int(config[k]) for k in wt.CONFIG_KEYS}
-    check_config(cfg)
-    nt = wt.derived(cfg)["NUM_THREADS"]
-    BM, BN = cfg["BM"], cfg["BN"]
-    items = tuple(sorted(cfg.items()))
-
-    def launch_config(M, N, K):
-        return tile_grid(M, N, BM, BN), (nt,)
-
-    return Stage(
-        name="double_buffering",
-        label="9: double buffering",
-        kernel=_make_kernel(items, True),
-        scalar_kernel=_make_kernel(items, False),
-        launch_config=launch_config,
-        config=cfg,
-        factory=make_stage,
-        space=SPACE,
-        check_config=check_config,
+    """The double-buffering stage for one configuration (validated by :func:`check_config`)."""
+    return tun.build_stage(
+        "double_buffering", "9: double buffering", config, _make_kernel, make_stage, SPACE,
+        check_config,
     )
 
 

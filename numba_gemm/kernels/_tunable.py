@@ -1,0 +1,205 @@
+"""Configuration machinery of the tunable stages (warptiling, double_buffering, multistage).
+
+A configuration is a plain dict of ints:
+
+- tile sizes ``BM, BN, BK`` (block), ``WM, WN`` (warp), ``WNITER`` (warp sub-tiles along N;
+  ``WMITER`` is derived), ``TM, TN`` (thread);
+- ``MINB``: minimum resident blocks per SM asked of ptxas through ``launch_bounds`` (0: none); it
+  caps registers at 65536 / (MINB * NUM_THREADS);
+- ``SPLITK``: number of K slices (1: none). With SPLITK > 1 each block computes a partial product
+  over its slice of K into a workspace, and a second kernel sums the slices into C
+  (``_splitk.py``): more blocks for shapes whose M x N has too few tiles to fill the GPU;
+- stage-specific keys (``NBUF``: SMEM buffers of the multistage pipeline).
+
+``check_config`` raises ``ValueError`` naming the first violated constraint; the tuner relies on it
+to skip invalid points, and ``Stage.with_config`` to reject them.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Mapping
+
+from numba import cuda
+
+from ..launch import tile_grid
+from ..registry import Stage
+from ._common import device_jit
+
+WARP_SIZE = 32
+A_PAD = 4  # floats of padding per row of the transposed A tile (keeps rows 16-byte aligned)
+SMEM_STATIC_LIMIT = 48 * 1024  # static SMEM per block (more needs dynamic SMEM + opt-in)
+SMEM_DYNAMIC_LIMIT = 227 * 1024  # sm_90 maximum per block, with the opt-in attribute
+MAX_ACCUMULATORS = 128  # per thread: more cannot stay in 255 registers with the fragments
+
+TILE_KEYS = ("BM", "BN", "BK", "WM", "WN", "WNITER", "TM", "TN")
+COMMON_KEYS = ("MINB", "SPLITK")
+
+
+def derived(cfg: Mapping[str, int]) -> dict:
+    """Derived constants: NUM_THREADS, WMITER, WSUBM, WSUBN, per-thread float4 loads, SMEM."""
+    BM, BN, BK, WM, WN, WNITER, TM, TN = (cfg[k] for k in TILE_KEYS)
+    num_threads = (BM // WM) * (BN // WN) * WARP_SIZE
+    wmiter = (WM * WN) // (WARP_SIZE * TM * TN * WNITER)
+    return dict(
+        NUM_THREADS=num_threads,
+        WMITER=wmiter,
+        WSUBM=WM // max(wmiter, 1),
+        WSUBN=WN // WNITER,
+        A_LOADS=(BM * BK // 4) // num_threads,  # float4s of the A tile per thread
+        B_LOADS=(BK * BN // 4) // num_threads,
+        AS_PITCH=BM + A_PAD,
+        TILE_SMEM_BYTES=4 * BK * (BM + A_PAD + BN),  # one copy of the A and B tiles
+    )
+
+
+def check_config(
+    cfg: Mapping[str, int],
+    *,
+    extra_keys: tuple[str, ...] = (),
+    smem_copies: int = 1,
+    smem_limit: int = SMEM_STATIC_LIMIT,
+) -> None:
+    """Raise ``ValueError`` naming the first constraint ``cfg`` violates.
+
+    Args:
+        extra_keys: stage-specific keys expected besides the tile and common keys.
+        smem_copies: copies of the A and B tiles the kernel keeps in SMEM.
+        smem_limit: SMEM bytes per block available to the kernel.
+    """
+    keys = TILE_KEYS + COMMON_KEYS + tuple(extra_keys)
+    missing, unknown = set(keys) - set(cfg), set(cfg) - set(keys)
+    if missing or unknown:
+        raise ValueError(
+            f"config keys must be {keys}; missing {sorted(missing)}, unknown {sorted(unknown)}"
+        )
+    if not all(isinstance(cfg[k], int) and not isinstance(cfg[k], bool) for k in keys):
+        raise ValueError(f"config values must be ints, got {dict(cfg)}")
+    if not all(cfg[k] > 0 for k in TILE_KEYS):
+        raise ValueError(f"tile sizes must be positive, got {dict(cfg)}")
+    BM, BN, BK, WM, WN, WNITER, TM, TN = (cfg[k] for k in TILE_KEYS)
+    d = derived(cfg)
+    nt = d["NUM_THREADS"]
+    smem = smem_copies * d["TILE_SMEM_BYTES"]
+    rules = [
+        (BM % WM == 0 and BN % WN == 0, "warp tiles must divide the block tile (BM % WM, BN % WN)"),
+        (WARP_SIZE <= nt <= 1024, f"NUM_THREADS = (BM/WM)*(BN/WN)*32 = {nt} not in [32, 1024]"),
+        (TM % 4 == 0 and TN % 4 == 0 and BK % 4 == 0, "TM, TN and BK must be multiples of 4"),
+        (WN % WNITER == 0, "WNITER must divide WN"),
+        ((WM * WN) % (WARP_SIZE * TM * TN * WNITER) == 0 and d["WMITER"] >= 1,
+         "WM*WN must be a multiple of 32*TM*TN*WNITER (WMITER = WM*WN/(32*TM*TN*WNITER))"),
+        (WM % max(d["WMITER"], 1) == 0, "WMITER must divide WM"),
+        (d["WSUBM"] % TM == 0 and d["WSUBN"] % TN == 0, "TM, TN must divide the warp sub-tile"),
+        ((d["WSUBM"] // TM) * (d["WSUBN"] // TN) == WARP_SIZE,
+         "a warp sub-tile must hold exactly 32 thread tiles"),
+        ((BM * BK // 4) % nt == 0 and nt % (BK // 4) == 0 and BM % (nt // (BK // 4)) == 0,
+         "the A tile's float4s must split evenly over the threads"),
+        ((BK * BN // 4) % nt == 0 and nt % (BN // 4) == 0 and BK % (nt // (BN // 4)) == 0,
+         "the B tile's float4s must split evenly over the threads"),
+        (smem <= smem_limit, f"SMEM {smem} B per block exceeds {smem_limit} B"),
+        (d["WMITER"] * TM * WNITER * TN <= MAX_ACCUMULATORS,
+         f"more than {MAX_ACCUMULATORS} accumulators per thread"),
+        (0 <= cfg["MINB"] <= 4 and cfg["MINB"] * nt <= 2048,
+         "MINB (min. blocks per SM) must be 0-4 and MINB * NUM_THREADS <= 2048"),
+        (1 <= cfg["SPLITK"] <= 16, "SPLITK must be 1-16"),
+    ]
+    for ok, msg in rules:
+        if not ok:
+            raise ValueError(f"invalid config {dict(cfg)}: {msg}")
+
+
+#: The grid of tile shapes the tuner sweeps (then filtered by the constraints and by
+#: ``THREADS``/``ACCUMULATORS``): block tiles, warp tiles, (TM, TN, WNITER).
+_BLOCKS = ((128, 128), (128, 64), (64, 128), (256, 128), (128, 256))
+_WARPS = ((64, 32), (32, 64), (64, 64), (32, 32))
+_THREADS = ((4, 4, 1), (4, 4, 2), (4, 4, 4), (8, 4, 1), (8, 4, 2), (4, 8, 1), (4, 8, 2))
+#: Block sizes and per-thread accumulator counts worth timing: fewer threads or accumulators
+#: leave the SM short of warps or of FMA reuse (bench/NOTES.md).
+THREADS = (128, 256)
+ACCUMULATORS = (32, 64, 128)
+
+
+def make_space(
+    check: Callable[[Mapping[str, int]], None],
+    extra: Mapping[str, tuple[int, ...]] | None = None,
+    bks: tuple[int, ...] = (8, 16),
+) -> tuple[dict, ...]:
+    """Every valid tile configuration of a grid of tile shapes, for the tuner's first phase.
+
+    ``extra`` gives the values to try for stage-specific keys; MINB = 0 and SPLITK = 1 here (the
+    tuner refines them for the best tiles); ``check`` filters.
+    """
+    extra = dict(extra or {})
+    out = []
+    for (BM, BN), BK, (WM, WN), (TM, TN, WNITER) in itertools.product(
+        _BLOCKS, bks, _WARPS, _THREADS
+    ):
+        base = dict(BM=BM, BN=BN, BK=BK, WM=WM, WN=WN, WNITER=WNITER, TM=TM, TN=TN)
+        for rest in itertools.product(*extra.values()):
+            cfg = dict(base, MINB=0, SPLITK=1, **dict(zip(extra, rest)))
+            try:
+                check(cfg)
+            except ValueError:
+                continue
+            d = derived(cfg)
+            acc = d["WMITER"] * TM * WNITER * TN
+            if d["NUM_THREADS"] in THREADS and acc in ACCUMULATORS:
+                out.append(cfg)
+    return tuple(out)
+
+
+def launch_bounds(cfg: Mapping[str, int]):
+    """``launch_bounds`` for ``cuda.jit``: ``(NUM_THREADS, MINB)``, or None when MINB is 0."""
+    return (derived(cfg)["NUM_THREADS"], cfg["MINB"]) if cfg["MINB"] else None
+
+
+@device_jit
+def split_k_range(K, BK):
+    """``[k_begin, k_end)``: this block's slice of K when the grid has ``gridDim.z`` slices.
+
+    Slices are whole BK tiles; trailing slices may be empty (their blocks then write zeros).
+    """
+    nz = cuda.gridDim.z
+    per = ((K + nz - 1) // nz + BK - 1) // BK * BK
+    k_begin = cuda.blockIdx.z * per
+    return k_begin, min(K, k_begin + per)
+
+
+def build_stage(
+    name: str,
+    label: str,
+    cfg: Mapping[str, int],
+    make_kernel: Callable[[tuple, bool], object],
+    factory: Callable[[Mapping[str, int]], Stage],
+    space: tuple[dict, ...],
+    check: Callable[[Mapping[str, int]], None],
+    dynamic_smem: int = 0,
+) -> Stage:
+    """A ``Stage`` for one configuration of a tunable stage.
+
+    ``make_kernel(items, vec)`` builds the kernel from the sorted config items; the launch grid
+    is ``(N/BN, M/BM, SPLITK)`` blocks of NUM_THREADS.
+    """
+    cfg = dict(cfg)
+    check(cfg)
+    nt = derived(cfg)["NUM_THREADS"]
+    BM, BN, splits = cfg["BM"], cfg["BN"], cfg["SPLITK"]
+    items = tuple(sorted(cfg.items()))
+
+    def launch_config(M, N, K):
+        gx, gy = tile_grid(M, N, BM, BN)
+        return (gx, gy, splits), (nt,)
+
+    return Stage(
+        name=name,
+        label=label,
+        kernel=make_kernel(items, True),
+        scalar_kernel=make_kernel(items, False),
+        launch_config=launch_config,
+        config=cfg,
+        factory=factory,
+        space=space,
+        check_config=check,
+        dynamic_smem=dynamic_smem,
+        split_k=splits,
+    )

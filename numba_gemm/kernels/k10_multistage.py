@@ -1,0 +1,201 @@
+"""Stage 10, multistage: an NBUF-deep ring of SMEM tiles filled by asynchronous copies (cp.async).
+
+From ``double_buffering`` (same warp/thread map and FMA core, ``warptiling.make_parts``): GMEM
+tiles no longer pass through registers. Each thread issues ``cp.async`` copies straight into SMEM
+(``numba_gemm.cpasync``) for the tile NBUF - 1 steps ahead, so NBUF - 1 K tiles are in flight
+while the warps compute on the current one:
+
+    prologue: issue tiles 0 .. NBUF-2, one commit group each
+    for t in tiles:
+        wait until tile t's group has landed; syncthreads    # all copies of tile t visible, and
+                                                             # everyone done with buffer t-1
+        issue tile t + NBUF - 1 into buffer (t - 1) % NBUF; commit
+        BK outer-product steps on buffer t % NBUF
+
+One barrier per K tile; no registers spent on staging (more for accumulators); more latency
+hidden than with two buffers. A's tile is still stored transposed (``As[k, m]``): its copies are
+4-byte ``cp.async.ca``, one per element, which can land anywhere in SMEM; B's rows are copied 16
+bytes at a time (``cp.async.cg``) when B has 16-byte aligned rows, else 4 bytes at a time. Past K
+the copies zero-fill (``src-size`` 0); rows/columns past M/N are clamped as in stage 6. The NBUF
+copies of the tiles live in dynamic SMEM, over 48 KB when the configuration asks
+(``launch.allow_dynamic_smem``).
+
+Shapes: A ``(M, K)``, B ``(K, N)``, C ``(M, N)``; float32, row-major, C-contiguous; any
+``M, N, K >= 1``. Computes ``C = alpha * A @ B + beta * C``; C is not read when ``beta == 0``.
+
+Source: NVIDIA CUTLASS ``MmaMultistage`` (sm_80 multistage mainloop with cp.async); CUDA C++
+Programming Guide, "Asynchronous Data Copies using cuda::pipeline"; PTX ISA, ``cp.async``.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping
+
+from numba import cuda, float32
+
+from ..cpasync import commit, copy_async, wait
+from ..registry import Stage
+from ..vecmem import SMEM_ALIGN, tile_view
+from . import _tunable as tun
+from . import k08_warptiling as wt
+from ._common import device_jit, kernel_jit, unroll
+
+#: Default: 256x128 block tile, 8 warps of 64x64 (2x2 sub-tiles of 32x32), 8x4 thread tiles
+#: (16x8 accumulators per thread), BK = 8, three SMEM buffers (37 KB).
+DEFAULT_CONFIG = dict(
+    BM=256, BN=128, BK=8, WM=64, WN=64, WNITER=2, TM=8, TN=4, MINB=0, SPLITK=1, NBUF=3
+)
+
+
+def check_config(cfg: Mapping[str, int]) -> None:
+    """Tile constraints of ``warptiling`` with NBUF (2-6) copies of the tiles in dynamic SMEM."""
+    nbuf = cfg.get("NBUF")
+    if not (isinstance(nbuf, int) and 2 <= nbuf <= 6):
+        raise ValueError(f"invalid config {dict(cfg)}: NBUF must be an int in 2..6")
+    tun.check_config(
+        cfg, extra_keys=("NBUF",), smem_copies=nbuf, smem_limit=tun.SMEM_DYNAMIC_LIMIT
+    )
+
+
+SPACE = tun.make_space(check_config, extra={"NBUF": (2, 3, 4)})
+
+
+def smem_bytes(cfg: Mapping[str, int]) -> int:
+    """Dynamic SMEM per block: NBUF copies of the (padded, transposed) A tile and the B tile."""
+    return cfg["NBUF"] * tun.derived(cfg)["TILE_SMEM_BYTES"]
+
+
+def make_copy_tile(cfg: Mapping[str, int]):
+    """``copy_tile(As, Bs, A, B, k0, a_row, a_col, b_row, b_col, row0, col0, M, N, K, k_end,
+    vec, full)``: issue this thread's cp.async copies of the K tile at ``k0`` into one SMEM buffer.
+
+    ``full`` (a literal at the call site): the whole tile lies before ``k_end``, so no copy needs
+    a bounds check; else each copy past ``k_end`` zero-fills and reads a clamped, valid address.
+    """
+    d = tun.derived(cfg)
+    BK, BN = cfg["BK"], cfg["BN"]
+    A_ROW_STRIDE = d["NUM_THREADS"] // (BK // 4)
+    B_ROW_STRIDE = d["NUM_THREADS"] // (BN // 4)
+
+    @device_jit
+    def _copy_a(l, As, A, k0, a_row, a_col, row0, M, K, k_end, full):
+        m = a_row + l * A_ROW_STRIDE
+        src_row = min(row0 + m, M - 1)  # clamp: rows past M are never stored
+        for i in range(4):  # transposing: one 4-byte copy per element, As[k, m] = A[row, k]
+            k = k0 + a_col + i
+            if full:
+                copy_async(As, a_col + i, m, A, src_row, k, 4, True)
+            else:
+                copy_async(As, a_col + i, m, A, src_row, min(k, K - 1), 4, k < k_end)
+
+    @device_jit
+    def _copy_b(l, Bs, B, k0, b_row, b_col, col0, N, K, k_end, vec, full):
+        r = b_row + l * B_ROW_STRIDE
+        k = k0 + r
+        valid = full or k < k_end
+        src_k = k if full else min(k, K - 1)
+        if vec:
+            copy_async(Bs, r, b_col, B, src_k, min(col0 + b_col, N - 4), 16, valid)
+        else:
+            for i in range(4):
+                copy_async(Bs, r, b_col + i, B, src_k, min(col0 + b_col + i, N - 1), 4, valid)
+
+    copy_a_all = unroll(d["A_LOADS"], _copy_a)
+    copy_b_all = unroll(d["B_LOADS"], _copy_b)
+
+    @device_jit
+    def copy_tile(As, Bs, A, B, k0, a_row, a_col, b_row, b_col, row0, col0, M, N, K, k_end, vec,
+                  full):
+        copy_a_all(As, A, k0, a_row, a_col, row0, M, K, k_end, full)
+        copy_b_all(Bs, B, k0, b_row, b_col, col0, N, K, k_end, vec, full)
+
+    return copy_tile
+
+
+@functools.lru_cache(maxsize=None)
+def _make_kernel(items: tuple, vec: bool):
+    cfg = dict(items)
+    d, _, _, mma_tile, store_results = wt.make_parts(cfg)
+    copy_tile = make_copy_tile(cfg)
+    BM, BN, BK, WM, WN, TM, TN = (cfg[k] for k in ("BM", "BN", "BK", "WM", "WN", "TM", "TN"))
+    NBUF = cfg["NBUF"]
+    WAIT_PENDING = NBUF - 2  # groups allowed in flight when tile t must have landed
+    AS_PITCH = d["AS_PITCH"]
+    A_FLOATS = NBUF * BK * AS_PITCH
+    LANES_N = d["WSUBN"] // TN
+    WARPS_N = BN // WN
+    WARP_SIZE = tun.WARP_SIZE
+    RES_M, RES_N = d["WMITER"] * TM, cfg["WNITER"] * TN
+
+    @kernel_jit(launch_bounds=tun.launch_bounds(cfg))
+    def sgemm_multistage(A, B, C, alpha, beta):
+        M, K = A.shape
+        N = B.shape[1]
+        k_begin, k_end = tun.split_k_range(K, BK)  # all of K unless SPLITK > 1
+        c_row0 = cuda.blockIdx.z * M  # this slice's rows of C (the split-K workspace)
+        # dynamic SMEM: NBUF copies of the A tile (transposed, padded), then NBUF of the B tile
+        smem = cuda.shared.array(0, float32, alignment=SMEM_ALIGN)
+        As = tile_view(smem, 0, (NBUF, BK, AS_PITCH))
+        Bs = tile_view(smem, A_FLOATS, (NBUF, BK, BN))
+        tid = cuda.threadIdx.x
+        row0 = cuda.blockIdx.y * BM
+        col0 = cuda.blockIdx.x * BN
+        warp, lane = tid // WARP_SIZE, tid % WARP_SIZE
+        wm0 = (warp // WARPS_N) * WM + (lane // LANES_N) * TM
+        wn0 = (warp % WARPS_N) * WN + (lane % LANES_N) * TN
+        a_row, a_col = tid // (BK // 4), (tid % (BK // 4)) * 4
+        b_row, b_col = tid // (BN // 4), (tid % (BN // 4)) * 4
+
+        reg_m = cuda.local.array(RES_M, float32)
+        reg_n = cuda.local.array(RES_N, float32)
+        thread_results = cuda.local.array((RES_M, RES_N), float32)
+        for m in range(RES_M):
+            for n in range(RES_N):
+                thread_results[m, n] = float32(0.0)
+
+        # --- prologue: GMEM -> SMEM copies of tiles 0 .. NBUF-2 in flight, one group each
+        for s in range(NBUF - 1):
+            k0 = k_begin + s * BK
+            if k0 < k_end:
+                copy_tile(As[s], Bs[s], A, B, k0, a_row, a_col, b_row, b_col, row0, col0,
+                          M, N, K, k_end, vec, False)
+            commit()  # (possibly empty: keeps one group per tile)
+
+        cb = 0  # buffer of tile t
+        nb = NBUF - 1  # buffer of tile t + NBUF - 1 (the one tile t - 1 used)
+        k_next = k_begin + (NBUF - 1) * BK
+        for _ in range(k_begin, k_end, BK):
+            wait(WAIT_PENDING)  # this thread's copies of tile t have landed
+            cuda.syncthreads()  # ...everyone's; and everyone is done computing on tile t - 1
+            # --- GMEM -> SMEM: tile t + NBUF - 1 into the buffer tile t - 1 used
+            if k_next + BK <= k_end:
+                copy_tile(As[nb], Bs[nb], A, B, k_next, a_row, a_col, b_row, b_col, row0, col0,
+                          M, N, K, k_end, vec, True)
+            elif k_next < k_end:
+                copy_tile(As[nb], Bs[nb], A, B, k_next, a_row, a_col, b_row, b_col, row0, col0,
+                          M, N, K, k_end, vec, False)
+            commit()
+            # --- SMEM -> registers, FMA on tile t
+            mma_tile(As[cb], Bs[cb], reg_m, reg_n, thread_results, wm0, wn0)
+            k_next += BK
+            cb = cb + 1 if cb + 1 < NBUF else 0
+            nb = nb + 1 if nb + 1 < NBUF else 0
+        wait(0)  # no copy may still be writing SMEM when the block exits
+
+        # --- epilogue: write C (rows c_row0 + [0, M))
+        store_results(C, thread_results, c_row0 + row0 + wm0, col0 + wn0, alpha, beta,
+                      c_row0 + M, N, vec)
+
+    return sgemm_multistage
+
+
+def make_stage(config: Mapping[str, int]) -> Stage:
+    """The multistage stage for one configuration (validated by :func:`check_config`)."""
+    return tun.build_stage(
+        "multistage", "10: cp.async multistage", config, _make_kernel, make_stage, SPACE,
+        check_config, dynamic_smem=smem_bytes(config),
+    )
+
+
+STAGE = make_stage(DEFAULT_CONFIG)

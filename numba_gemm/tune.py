@@ -1,0 +1,201 @@
+"""``python -m numba_gemm.tune``: sweep tile configurations of the tunable stages on this GPU.
+
+For each shape class (``numba_gemm.tuning.CLASSES``: small 1024^3, medium 2048^3, large 4096^3)
+and each tunable stage (warptiling, double_buffering, multistage):
+
+1. tiles: the stage's ``SPACE`` (every configuration of a grid of BM, BN, BK, WM, WN, WNITER, TM,
+   TN that passes the stage's own ``check_config``), most register reuse first, timed until the
+   (class, stage) share of ``--budget`` is spent;
+2. knobs: for the ``--top`` fastest, ``MINB`` (launch bounds) 1 and 2 and, below the large class,
+   ``SPLITK`` 2 and 4.
+
+Every configuration is validated before it is timed (relative error against cuBLAS, or a float64
+NumPy product without CuPy, NaN-poisoned output); one that fails or does not compile is reported
+and skipped. Timing: CUDA events, median of ``--reps`` after warm-up (``launch.time_stage``).
+The winners go to the tuning cache (``tuning.user_cache_path()``, or ``--out``), keyed by GPU name,
+stage and class; ``sgemm(stage=None)`` and the bench read it.
+
+Exit status: 0 on success, 2 when no GPU is available.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+
+from . import tuning
+from .reference import cupy_or_none, rel_error
+
+
+def _order(space: Sequence[dict]) -> list[dict]:
+    """Most promising first: more accumulators per thread, larger block tiles, deeper BK."""
+    from .kernels._tunable import derived
+
+    def key(cfg):
+        d = derived(cfg)
+        acc = d["WMITER"] * cfg["TM"] * cfg["WNITER"] * cfg["TN"]
+        return (-acc, -cfg["BM"] * cfg["BN"], -cfg["BK"], -d["NUM_THREADS"], cfg.get("NBUF", 0))
+
+    return sorted(space, key=key)
+
+
+def knob_variants(cfg: dict, cls: str) -> list[dict]:
+    """Phase-2 variants of a configuration: launch bounds, and split-K below the large class."""
+    out = [dict(cfg, MINB=m) for m in (1, 2)]
+    if cls != "large":
+        out += [dict(cfg, SPLITK=s) for s in (2, 4)]
+    return out
+
+
+class Problem:
+    """Random float32 operands of one shape on the GPU, and the reference product."""
+
+    def __init__(self, M: int, N: int, K: int, rng: np.random.Generator, cp) -> None:
+        from numba import cuda
+
+        self.shape = (M, N, K)
+        a = rng.standard_normal((M, K), dtype=np.float32)
+        b = rng.standard_normal((K, N), dtype=np.float32)
+        self.A, self.B = cuda.to_device(a), cuda.to_device(b)
+        self.C = cuda.device_array((M, N), np.float32)
+        if cp is not None:
+            self.ref = (cp.asarray(a) @ cp.asarray(b)).get()
+            self.cublas_gflops = _cublas_gflops(cp, a, b)
+        else:
+            self.ref = a.astype(np.float64) @ b.astype(np.float64)
+            self.cublas_gflops = None
+
+
+def _cublas_gflops(cp, a, b) -> float:
+    from .launch import time_launches
+
+    ca, cb = cp.asarray(a), cp.asarray(b)
+    cc = cp.empty((a.shape[0], b.shape[1]), cp.float32)
+    t = time_launches(lambda: cp.matmul(ca, cb, out=cc), warmup=3, reps=20)
+    return t.gflops(a.shape[0], b.shape[1], a.shape[1])
+
+
+def evaluate(stage, prob: Problem, reps: int, warmup: int) -> dict:
+    """Validate then time one configured stage; ``{"ok": False, "error": ...}`` on failure."""
+    from .launch import time_stage
+
+    one, zero = np.float32(1.0), np.float32(0.0)
+    try:
+        prob.C.copy_to_device(np.full(prob.C.shape, np.nan, np.float32))
+        stage.launch(prob.A, prob.B, prob.C, one, zero)
+        err = rel_error(prob.C.copy_to_host(), prob.ref)
+        if not err <= stage.rtol:
+            return dict(ok=False, error=f"rel. error {err:.3g} > {stage.rtol}")
+        t = time_stage(stage, prob.A, prob.B, prob.C, warmup=warmup, reps=reps)
+    except Exception as e:  # noqa: BLE001 - a config that cannot compile or launch is skipped
+        return dict(ok=False, error=f"{type(e).__name__}: {str(e).splitlines()[0][:200]}")
+    M, N, K = prob.shape
+    g = t.gflops(M, N, K)
+    res = dict(ok=True, ms=t.median, gflops=g, err=err, shape=list(prob.shape))
+    if prob.cublas_gflops:
+        res["pct_cublas"] = g / prob.cublas_gflops
+    return res
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from .api import get_stage
+    from .kernels import STAGES
+
+    tunable = [s.name for s in STAGES if s.tunable]
+    classes = [c[0] for c in tuning.CLASSES]
+    ap = argparse.ArgumentParser(
+        prog="python -m numba_gemm.tune",
+        description="Sweep tile configurations of the tunable stages on this GPU and store the "
+        "fastest valid one per stage and shape class in the tuning cache.",
+    )
+    ap.add_argument("--stages", nargs="+", default=tunable, choices=tunable,
+                    help="stages to tune (default: all tunable)")
+    ap.add_argument("--classes", nargs="+", default=classes, choices=classes,
+                    help="shape classes to tune (default: all)")
+    ap.add_argument("--budget", type=float, default=480.0,
+                    help="seconds for the whole sweep, shared equally by (class, stage) pairs; "
+                    "compilation counts (default 480)")
+    ap.add_argument("--top", type=int, default=3, help="configs refined in phase 2 (default 3)")
+    ap.add_argument("--reps", type=int, default=10, help="timed repeats per config (default 10)")
+    ap.add_argument("--warmup", type=int, default=2, help="warm-up runs per config (default 2)")
+    ap.add_argument("--out", type=Path, default=None,
+                    help=f"tuning file to update (default {tuning.user_cache_path()})")
+    ap.add_argument("--seed", type=int, default=0, help="seed of the random operands")
+    args = ap.parse_args(argv)
+
+    device = tuning._device()
+    if device is None:
+        print("numba_gemm.tune: no CUDA GPU available (tuning needs a real GPU)", file=sys.stderr)
+        return 2
+    gpu, cc = device
+    out = args.out or tuning.user_cache_path()
+    data = tuning.load(out)
+    cp = cupy_or_none()
+    rng = np.random.default_rng(args.seed)
+    from tqdm import tqdm
+
+    share = args.budget / (len(args.classes) * len(args.stages))
+    rows = []
+    # large first: its compiled kernels are reused by the smaller classes
+    for cls in sorted(args.classes, key=lambda c: -classes.index(c)):
+        M, N, K = next(c[2] for c in tuning.CLASSES if c[0] == cls)
+        prob = Problem(M, N, K, rng, cp)
+        for name in args.stages:
+            base = get_stage(name)
+            results: list[tuple[dict, dict]] = []
+            t_end = time.monotonic() + 0.7 * share
+            cands = _order(base.space)
+            bar = tqdm(cands, desc=f"{cls} {name}", unit="cfg", leave=False)
+            for cfg in bar:
+                if time.monotonic() > t_end:
+                    break
+                res = evaluate(base.with_config(cfg), prob, args.reps, args.warmup)
+                if res["ok"]:
+                    results.append((cfg, res))
+                    bar.set_postfix(best=f"{max(r['gflops'] for _, r in results):.0f}")
+            bar.close()
+            timed = len(results)
+            results.sort(key=lambda cr: -cr[1]["gflops"])
+            t_end = time.monotonic() + 0.3 * share
+            for cfg, _ in list(results[: args.top]):
+                for var in knob_variants(cfg, cls):
+                    if time.monotonic() > t_end:
+                        break
+                    try:
+                        st = base.with_config(var)
+                    except ValueError:
+                        continue
+                    res = evaluate(st, prob, args.reps, args.warmup)
+                    if res["ok"]:
+                        results.append((var, res))
+            if not results:
+                print(f"{cls} {name}: no valid configuration timed", file=sys.stderr)
+                continue
+            best_cfg, best = max(results, key=lambda cr: cr[1]["gflops"])
+            best = dict(best, config=best_cfg, candidates_timed=timed,
+                        candidates_total=len(cands),
+                        date=datetime.now(timezone.utc).isoformat(timespec="seconds"))
+            best.pop("ok", None)
+            tuning.record(data, gpu, cc, cls, name, best)
+            tuning.save(data, out)
+            rows.append((cls, name, best))
+
+    print(f"\nGPU: {gpu} (sm_{cc[0]}{cc[1]}); cache: {out}")
+    print(f"{'class':<7} {'stage':<17} {'GFLOP/s':>9} {'% cuBLAS':>9} {'timed':>9}  config")
+    for cls, name, r in rows:
+        pct = f"{r['pct_cublas']:.1%}" if "pct_cublas" in r else "-"
+        cfg = " ".join(f"{k}={v}" for k, v in r["config"].items())
+        print(f"{cls:<7} {name:<17} {r['gflops']:>9.0f} {pct:>9} "
+              f"{r['candidates_timed']:>4}/{r['candidates_total']:<4}  {cfg}")
+    return 0 if rows else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+

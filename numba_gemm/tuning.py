@@ -1,0 +1,140 @@
+"""Tuned tile configurations: shape classes, the JSON cache, and the lookup ``sgemm`` uses.
+
+``python -m numba_gemm.tune`` times candidate configurations of the tunable stages on the current
+GPU and stores, per GPU name, per stage and per shape class, the fastest valid one:
+
+    {"format": 1,
+     "gpus": {"NVIDIA H200": {
+         "compute_capability": [9, 0],
+         "classes": {"large": {"multistage": {"config": {...}, "gflops": ..., "ms": ...,
+                                              "pct_cublas": ..., "shape": [M, N, K]}, ...},
+                     ...}}}}
+
+Lookup order for a shape: the user cache (``$NUMBA_GEMM_TUNING`` or
+``~/.cache/numba_gemm/tuning.json``) for this GPU's name; else the committed defaults for its
+compute capability (``numba_gemm/tuning/sm_XY.json``, same format, measured on the GPU named in
+it); else the stage's own ``DEFAULT_CONFIG``.
+
+Shape classes split by the number of C elements, because that decides how many block tiles there
+are to fill the GPU (the reason split-K pays for small products): see :data:`CLASSES`.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from .vecmem import SIMULATOR
+
+FORMAT = 1
+
+#: (name, largest M*N in the class, the (M, N, K) the tuner times for it). Upper bounds sit between
+#: the tuned sizes, so 1024^2 is "small", 2048^2 "medium" and 4096^2 "large".
+CLASSES = (
+    ("small", 1536 * 1536, (1024, 1024, 1024)),
+    ("medium", 3072 * 3072, (2048, 2048, 2048)),
+    ("large", None, (4096, 4096, 4096)),
+)
+
+DEFAULTS_DIR = Path(__file__).with_name("tuning")
+
+
+def shape_class(M: int, N: int, K: int) -> str:
+    """Name of the shape class of an ``(M, K) @ (K, N)`` product."""
+    for name, limit, _ in CLASSES:
+        if limit is None or M * N <= limit:
+            return name
+    raise AssertionError("unreachable: the last class has no limit")
+
+
+def user_cache_path() -> Path:
+    """Where ``numba_gemm.tune`` writes: ``$NUMBA_GEMM_TUNING`` or the user cache dir."""
+    env = os.environ.get("NUMBA_GEMM_TUNING")
+    if env:
+        return Path(env)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "numba_gemm" / "tuning.json"
+
+
+def defaults_path(cc: tuple[int, int]) -> Path:
+    """Committed defaults for a compute capability, e.g. ``tuning/sm_90.json``."""
+    return DEFAULTS_DIR / f"sm_{cc[0]}{cc[1]}.json"
+
+
+def load(path: Path) -> dict:
+    """A tuning file (a fresh copy), or an empty one if it does not exist.
+
+    Raises:
+        ValueError: the file is not a tuning file of this format.
+    """
+    if not path.exists():
+        return {"format": FORMAT, "gpus": {}}
+    return json.loads(json.dumps(_load_cached(str(path), path.stat().st_mtime_ns)))
+
+
+@functools.lru_cache(maxsize=8)
+def _load_cached(path: str, mtime_ns: int) -> dict:
+    # sgemm() looks tuning up on every call: parse each file once per modification
+    data = json.loads(Path(path).read_text())
+    if not isinstance(data, dict) or data.get("format") != FORMAT or "gpus" not in data:
+        raise ValueError(f"{path} is not a numba_gemm tuning file (format {FORMAT})")
+    return data
+
+
+def record(
+    data: dict, gpu: str, cc: tuple[int, int], cls: str, stage: str, result: Mapping[str, Any]
+) -> None:
+    """Put one winner (``result`` holds at least ``config``) into ``data`` in place."""
+    entry = data["gpus"].setdefault(gpu, {"compute_capability": list(cc), "classes": {}})
+    entry["classes"].setdefault(cls, {})[stage] = dict(result)
+
+
+def save(data: dict, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+    tmp.replace(path)
+
+
+def _device() -> tuple[str, tuple[int, int]] | None:
+    """(name, compute capability) of the current GPU; None on the simulator or without a GPU."""
+    if SIMULATOR:
+        return None
+    from numba import cuda
+
+    if not cuda.is_available():
+        return None
+    dev = cuda.get_current_device()
+    name = dev.name.decode() if isinstance(dev.name, bytes) else str(dev.name)
+    return name, tuple(dev.compute_capability)
+
+
+def winners(cls: str, device: tuple[str, tuple[int, int]] | None = None) -> dict:
+    """``{stage name: result}`` for a shape class on the current (or given) GPU.
+
+    From the user cache if it has this GPU, else from the committed defaults for its compute
+    capability; empty on the simulator or when nothing matches.
+    """
+    device = device or _device()
+    if device is None:
+        return {}
+    name, cc = device
+    for path, key in ((user_cache_path(), name), (defaults_path(cc), None)):
+        try:
+            gpus = _load_cached(str(path), path.stat().st_mtime_ns)["gpus"]
+        except (ValueError, OSError):
+            continue
+        entry = gpus.get(key) if key else next(iter(gpus.values()), None)
+        if entry and cls in entry.get("classes", {}):
+            return entry["classes"][cls]
+    return {}
+
+
+def tuned_config(stage_name: str, M: int, N: int, K: int) -> dict | None:
+    """The tuned configuration of ``stage_name`` for this shape's class, or None."""
+    res = winners(shape_class(M, N, K)).get(stage_name)
+    return dict(res["config"]) if res else None

@@ -1,0 +1,159 @@
+"""The tuner's constraint filtering, its validate-then-time step, and the cache round trip that
+``sgemm(stage=None)`` relies on, on tiny configurations (simulator-friendly)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from helpers import randn
+from numba import cuda
+
+import numba_gemm
+from numba_gemm import STAGES, tuning
+from numba_gemm.api import stage_for
+from numba_gemm.reference import reference_f64, rel_error
+from numba_gemm.tune import Problem, _order, evaluate, knob_variants
+
+TUNABLE = [s for s in STAGES if s.tunable]
+
+#: One warp: 32x32 block tile, 2x1 sub-tiles of 16x32, 4x4 per thread.
+TINY = dict(BM=32, BN=32, BK=8, WM=32, WN=32, WNITER=1, TM=4, TN=4, MINB=0, SPLITK=1)
+
+
+def tiny(stage):
+    extra = {"NBUF": 3} if "NBUF" in stage.config else {}
+    return dict(TINY, **extra)
+
+
+@pytest.mark.parametrize("stage", TUNABLE, ids=[s.name for s in TUNABLE])
+def test_space_is_valid_and_nonempty(stage):
+    assert stage.space, "a tunable stage needs candidates"
+    for cfg in stage.space:
+        stage.check_config(cfg)  # raises if invalid
+
+
+@pytest.mark.parametrize("stage", TUNABLE, ids=[s.name for s in TUNABLE])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (dict(WM=48), "warp tiles must divide"),
+        (dict(TM=6), "multiples of 4"),
+        (dict(WNITER=3), "WNITER must divide WN"),
+        (dict(BM=512, BN=512, WM=32, WN=32), "NUM_THREADS"),
+        (dict(SPLITK=0), "SPLITK"),
+        (dict(MINB=9), "MINB"),
+        (dict(BK=0), "positive"),
+    ],
+)
+def test_invalid_configs_rejected(stage, change, message):
+    with pytest.raises(ValueError, match=message):
+        stage.with_config(dict(stage.config, **change))
+
+
+@pytest.mark.parametrize("stage", TUNABLE, ids=[s.name for s in TUNABLE])
+def test_unknown_and_missing_keys_rejected(stage):
+    with pytest.raises(ValueError, match="unknown"):
+        stage.with_config(dict(stage.config, XX=1))
+    cfg = dict(stage.config)
+    cfg.pop("BK")
+    with pytest.raises(ValueError, match="missing"):
+        stage.with_config(cfg)
+
+
+def test_static_smem_limit_enforced():
+    wt = numba_gemm.get_stage("double_buffering")
+    with pytest.raises(ValueError, match="SMEM"):
+        wt.with_config(dict(wt.config, BM=256, BN=256, BK=16, WM=64, WN=64, WNITER=4, TM=4, TN=4))
+
+
+def test_fixed_stage_takes_no_config():
+    with pytest.raises(TypeError, match="takes no configuration"):
+        numba_gemm.get_stage("naive").with_config({})
+
+
+def test_order_and_knobs():
+    space = numba_gemm.get_stage("warptiling").space
+    ordered = _order(space)
+    assert sorted(map(str, ordered)) == sorted(map(str, space))
+    assert knob_variants(TINY, "large") == [dict(TINY, MINB=1), dict(TINY, MINB=2)]
+    assert dict(TINY, SPLITK=4) in knob_variants(TINY, "small")
+
+
+@pytest.mark.parametrize("stage", TUNABLE, ids=[s.name for s in TUNABLE])
+def test_evaluate_validates_then_times(stage, rng):
+    prob = Problem(37, 29, 45, rng, cp=None)
+    res = evaluate(stage.with_config(tiny(stage)), prob, reps=1, warmup=0)
+    assert res["ok"], res
+    assert res["err"] <= 1e-5 and res["gflops"] > 0
+
+
+@pytest.mark.parametrize("splits", [2, 3])
+def test_split_k_matches_reference(splits, rng):
+    st = numba_gemm.get_stage("double_buffering").with_config(dict(TINY, SPLITK=splits))
+    a, b, c0 = randn(rng, (33, 21)), randn(rng, (21, 35)), randn(rng, (33, 35))
+    d_c = cuda.to_device(c0)
+    numba_gemm.sgemm(cuda.to_device(a), cuda.to_device(b), stage=st, out=d_c, alpha=0.5,
+                     beta=-2.0)
+    assert rel_error(d_c.copy_to_host(), reference_f64(a, b, c0, 0.5, -2.0)) <= 1e-5
+
+
+def test_shape_classes():
+    assert tuning.shape_class(1024, 1024, 1024) == "small"
+    assert tuning.shape_class(2048, 2048, 64) == "medium"
+    assert tuning.shape_class(4096, 4096, 4096) == "large"
+    assert tuning.shape_class(1, 10**7, 1) == "large"
+
+
+def test_cache_round_trip_drives_sgemm(tmp_path, monkeypatch, rng):
+    """A winner written to the cache is what stage_for/best_stage/sgemm(stage=None) run."""
+    path = tmp_path / "tuning.json"
+    monkeypatch.setenv("NUMBA_GEMM_TUNING", str(path))
+    monkeypatch.setattr(tuning, "_device", lambda: ("Fake GPU", (9, 0)))
+    data = tuning.load(path)
+    assert data == {"format": tuning.FORMAT, "gpus": {}}
+    cfg = dict(TINY, SPLITK=2)
+    tuning.record(data, "Fake GPU", (9, 0), "small", "double_buffering",
+                  dict(config=cfg, gflops=2.0))
+    tuning.record(data, "Fake GPU", (9, 0), "small", "warptiling", dict(config=TINY, gflops=1.0))
+    tuning.save(data, path)
+    assert tuning.load(path) == data
+
+    assert tuning.tuned_config("double_buffering", 40, 30, 20) == cfg
+    assert tuning.tuned_config("double_buffering", 4096, 4096, 4096) is None  # other class
+    st = stage_for("double_buffering", 40, 30, 20)
+    assert dict(st.config) == cfg and st.split_k == 2
+    best = numba_gemm.best_stage(40, 30, 20)
+    assert best.name == "double_buffering" and dict(best.config) == cfg
+
+    a, b = randn(rng, (40, 20)), randn(rng, (20, 30))
+    out = numba_gemm.sgemm(cuda.to_device(a), cuda.to_device(b)).copy_to_host()
+    assert rel_error(out, reference_f64(a, b)) <= 1e-5
+
+
+def test_bad_cache_file_rejected(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"hello": 1}')
+    with pytest.raises(ValueError, match="not a numba_gemm tuning file"):
+        tuning.load(bad)
+
+
+def test_stale_cached_config_falls_back_with_warning(tmp_path, monkeypatch):
+    path = tmp_path / "tuning.json"
+    monkeypatch.setenv("NUMBA_GEMM_TUNING", str(path))
+    monkeypatch.setattr(tuning, "_device", lambda: ("Fake GPU", (9, 0)))
+    data = tuning.load(path)
+    tuning.record(data, "Fake GPU", (9, 0), "small", "warptiling",
+                  dict(config=dict(TINY, TM=6), gflops=1.0))
+    tuning.save(data, path)
+    with pytest.warns(UserWarning, match="ignoring tuned config"):
+        st = stage_for("warptiling", 10, 10, 10)
+    assert st is numba_gemm.get_stage("warptiling")
+
+
+def test_committed_defaults_are_valid():
+    for path in sorted(tuning.DEFAULTS_DIR.glob("sm_*.json")):
+        data = tuning.load(path)
+        for entry in data["gpus"].values():
+            for winners in entry["classes"].values():
+                for name, res in winners.items():
+                    numba_gemm.get_stage(name).with_config(res["config"])
