@@ -13,7 +13,7 @@ from numba import cuda
 from .devarray import as_device_array, overlaps
 from .kernels import STAGES
 from .registry import Stage
-from .tuning import shape_class, tuned_config, winners
+from .tuning import select, shape_class, tuned_config, winners
 from .vecmem import SIMULATOR
 
 
@@ -62,16 +62,18 @@ def stage_for(stage: str | Stage, M: int, N: int, K: int) -> Stage:
 def best_stage(M: int, N: int, K: int) -> Stage:
     """The stage ``sgemm(stage=None)`` runs for an ``(M, K) @ (K, N)`` product.
 
-    The fastest FP32 stage recorded for this GPU and the shape's class in the tuning cache or the
-    committed defaults (``numba_gemm.tuning``), with its tuned configuration; without tuning data
-    (or on the simulator), the last FP32 stage of the ladder that supports the shape.
+    The FP32 stage predicted fastest for this shape from the tuning cache or the committed
+    defaults for this GPU (``numba_gemm.tuning.select``: tuned time at the class's shape, scaled
+    by a wave-quantization model), with that configuration; without tuning data (or on the
+    simulator), the last FP32 stage of the ladder that supports the shape.
     """
-    ranked = sorted(winners(shape_class(M, N, K)).items(), key=lambda kv: -kv[1]["gflops"])
-    for name, _ in ranked:
-        if any(s.name == name and s.precision == "fp32" for s in STAGES):
-            st = stage_for(name, M, N, K)
-            if st.supports(M, N, K):
-                return st
+    fp32 = {s.name for s in STAGES if s.precision == "fp32"}
+    picks = [(sel[1], name) for name in winners(shape_class(M, N, K)) if name in fp32
+             for sel in [select(name, M, N, K)] if sel]
+    for _, name in sorted(picks):
+        st = stage_for(name, M, N, K)
+        if st.supports(M, N, K):
+            return st
     for s in reversed(STAGES):
         if s.precision == "fp32" and s.supports(M, N, K):
             return s

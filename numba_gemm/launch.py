@@ -67,6 +67,29 @@ def allow_dynamic_smem(kernel: Any, args: tuple, nbytes: int) -> None:
     _smem_opted_in.add(key)
 
 
+def blocks_per_sm(kernel: Any, threads: int, dynamic_smem: int = 0) -> int:
+    """Resident blocks per SM of a compiled kernel (CUDA occupancy API, first compiled signature).
+
+    Raises:
+        ValueError: the kernel has not been compiled yet (launch it once first).
+    """
+    if SIMULATOR:
+        return 1
+    if not kernel.overloads:
+        raise ValueError("kernel not compiled yet: launch it once before asking its occupancy")
+    compiled = next(iter(kernel.overloads.values()))
+    cufunc = compiled._codelibrary.get_cufunc()
+    return int(cuda.current_context().get_active_blocks_per_multiprocessor(
+        cufunc, threads, dynamic_smem))
+
+
+def sm_count() -> int:
+    """Multiprocessors of the current GPU (1 on the simulator)."""
+    if SIMULATOR:
+        return 1
+    return int(cuda.get_current_device().MULTIPROCESSOR_COUNT)
+
+
 @cuda.jit
 def _hold_kernel(iterations):
     # One thread sleeping ~1 us per iteration keeps the stream busy while the host enqueues.

@@ -103,6 +103,32 @@ def evaluate(stage, prob: Problem, reps: int, warmup: int) -> dict:
     return res
 
 
+#: Share of the budget per class: the large class decides the headline numbers and compiles
+#: most kernels, which the smaller classes then reuse.
+CLASS_WEIGHT = {"large": 0.5, "medium": 0.25, "small": 0.25}
+ALTERNATIVES = 6
+
+
+def _alternatives(results: list[tuple[dict, dict]], stage, prob: Problem) -> list[dict]:
+    """Best result per (BM, BN, SPLITK), fastest first, with its occupancy: the candidates that
+    ``tuning.select`` chooses among for other shapes of the class (wave quantization)."""
+    from .launch import blocks_per_sm
+
+    best: dict[tuple, tuple[dict, dict]] = {}
+    for cfg, res in results:
+        key = (cfg["BM"], cfg["BN"], cfg["SPLITK"])
+        if key not in best or res["ms"] < best[key][1]["ms"]:
+            best[key] = (cfg, res)
+    out = []
+    for cfg, res in sorted(best.values(), key=lambda cr: cr[1]["ms"])[:ALTERNATIVES]:
+        st = stage.with_config(cfg)
+        kern = st.select_kernel(prob.A, prob.B, prob.C)
+        nt = st.launch_config(*prob.shape)[1][0]
+        out.append(dict(config=cfg, ms=res["ms"], shape=res["shape"],
+                        blocks_per_sm=blocks_per_sm(kern, nt, st.dynamic_smem)))
+    return out
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     from .api import get_stage
     from .kernels import STAGES
@@ -112,20 +138,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         prog="python -m numba_gemm.tune",
         description="Sweep tile configurations of the tunable stages on this GPU and store the "
-        "fastest valid one per stage and shape class in the tuning cache.",
+        "fastest valid ones per stage and shape class in the tuning cache.",
     )
     ap.add_argument("--stages", nargs="+", default=tunable, choices=tunable,
                     help="stages to tune (default: all tunable)")
     ap.add_argument("--classes", nargs="+", default=classes, choices=classes,
                     help="shape classes to tune (default: all)")
     ap.add_argument("--budget", type=float, default=480.0,
-                    help="seconds for the whole sweep, shared equally by (class, stage) pairs; "
-                    "compilation counts (default 480)")
+                    help="seconds for the whole sweep, compilation included (default 480); "
+                    "the large class gets half, the others a quarter, split among the stages")
     ap.add_argument("--top", type=int, default=3, help="configs refined in phase 2 (default 3)")
     ap.add_argument("--reps", type=int, default=10, help="timed repeats per config (default 10)")
     ap.add_argument("--warmup", type=int, default=2, help="warm-up runs per config (default 2)")
     ap.add_argument("--out", type=Path, default=None,
                     help=f"tuning file to update (default {tuning.user_cache_path()})")
+    ap.add_argument("--log", type=Path, default=None,
+                    help="also write every evaluation (config, time, error) to this CSV file")
     ap.add_argument("--seed", type=int, default=0, help="seed of the random operands")
     args = ap.parse_args(argv)
 
@@ -140,22 +168,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     rng = np.random.default_rng(args.seed)
     from tqdm import tqdm
 
-    share = args.budget / (len(args.classes) * len(args.stages))
+    weight = {c: CLASS_WEIGHT[c] for c in args.classes}
+    total_w = sum(weight.values())
+    log_rows: list[dict] = []
     rows = []
+    tried: dict[str, list[dict]] = {name: [] for name in args.stages}  # best-first, all classes
     # large first: its compiled kernels are reused by the smaller classes
     for cls in sorted(args.classes, key=lambda c: -classes.index(c)):
         M, N, K = next(c[2] for c in tuning.CLASSES if c[0] == cls)
         prob = Problem(M, N, K, rng, cp)
+        share = args.budget * weight[cls] / total_w / len(args.stages)
         for name in args.stages:
             base = get_stage(name)
             results: list[tuple[dict, dict]] = []
             t_end = time.monotonic() + 0.7 * share
-            cands = _order(base.space)
+            # configs already compiled for a larger class first, then the rest of the space
+            seen = {str(c) for c in tried[name]}
+            cands = tried[name] + [c for c in _order(base.space) if str(c) not in seen]
             bar = tqdm(cands, desc=f"{cls} {name}", unit="cfg", leave=False)
             for cfg in bar:
                 if time.monotonic() > t_end:
                     break
                 res = evaluate(base.with_config(cfg), prob, args.reps, args.warmup)
+                log_rows.append(dict(cls=cls, stage=name, **cfg, **res))
                 if res["ok"]:
                     results.append((cfg, res))
                     bar.set_postfix(best=f"{max(r['gflops'] for _, r in results):.0f}")
@@ -172,13 +207,19 @@ def main(argv: Sequence[str] | None = None) -> int:
                     except ValueError:
                         continue
                     res = evaluate(st, prob, args.reps, args.warmup)
+                    log_rows.append(dict(cls=cls, stage=name, **var, **res))
                     if res["ok"]:
                         results.append((var, res))
             if not results:
                 print(f"{cls} {name}: no valid configuration timed", file=sys.stderr)
                 continue
-            best_cfg, best = max(results, key=lambda cr: cr[1]["gflops"])
-            best = dict(best, config=best_cfg, candidates_timed=timed,
+            results.sort(key=lambda cr: -cr[1]["gflops"])
+            tile_only = [dict(c, MINB=0, SPLITK=1) for c, _ in results]
+            tried[name] = list({str(c): c for c in tile_only + tried[name]}.values())[:24]
+            alts = _alternatives(results, base, prob)
+            best_cfg, best = results[0]
+            best = dict(best, config=best_cfg, blocks_per_sm=alts[0]["blocks_per_sm"],
+                        alternatives=alts[1:], candidates_timed=timed,
                         candidates_total=len(cands),
                         date=datetime.now(timezone.utc).isoformat(timespec="seconds"))
             best.pop("ok", None)
@@ -186,6 +227,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             tuning.save(data, out)
             rows.append((cls, name, best))
 
+    if args.log:
+        import csv
+
+        keys = sorted({k for r in log_rows for k in r})
+        with open(args.log, "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=keys)
+            w.writeheader()
+            w.writerows(log_rows)
     print(f"\nGPU: {gpu} (sm_{cc[0]}{cc[1]}); cache: {out}")
     print(f"{'class':<7} {'stage':<17} {'GFLOP/s':>9} {'% cuBLAS':>9} {'timed':>9}  config")
     for cls, name, r in rows:
@@ -198,4 +247,3 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
-

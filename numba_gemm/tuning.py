@@ -134,7 +134,49 @@ def winners(cls: str, device: tuple[str, tuple[int, int]] | None = None) -> dict
     return {}
 
 
-def tuned_config(stage_name: str, M: int, N: int, K: int) -> dict | None:
-    """The tuned configuration of ``stage_name`` for this shape's class, or None."""
+def estimate_ms(cand: Mapping[str, Any], M: int, N: int, K: int, sms: int) -> float:
+    """Predicted time of a tuned candidate at ``(M, N, K)`` from its time at the tuned shape.
+
+    Wave-quantization model: a kernel runs in ``ceil(blocks / (SMs * blocks_per_sm))`` waves of
+    blocks that each walk ``ceil(K_slice / BK)`` K tiles, so time scales with waves x K tiles.
+    It is what makes a ragged size (4097: one more row and column of mostly empty tiles, maybe one
+    more wave) pick a finer tile than 4096 does.
+    """
+    cfg = cand["config"]
+    Mr, Nr, Kr = cand["shape"]
+    slots = max(1, sms * int(cand.get("blocks_per_sm", 1)))
+    s = cfg.get("SPLITK", 1)
+
+    def cdiv(a, b):
+        return -(-a // b)
+
+    def work(m, n, k):
+        waves = cdiv(cdiv(m, cfg["BM"]) * cdiv(n, cfg["BN"]) * s, slots)
+        return waves * cdiv(cdiv(k, s), cfg["BK"])
+
+    return float(cand["ms"]) * work(M, N, K) / work(Mr, Nr, Kr)
+
+
+def candidates(result: Mapping[str, Any]) -> list[dict]:
+    """The winner of a (class, stage) entry and its recorded alternatives."""
+    main = {k: result[k] for k in ("config", "ms", "shape", "blocks_per_sm") if k in result}
+    return [main, *result.get("alternatives", [])]
+
+
+def select(stage_name: str, M: int, N: int, K: int) -> tuple[dict, float] | None:
+    """``(config, predicted ms)`` of the tuned candidate of ``stage_name`` predicted fastest for
+    this shape (see :func:`estimate_ms`), or None without tuning data for its class."""
     res = winners(shape_class(M, N, K)).get(stage_name)
-    return dict(res["config"]) if res else None
+    if not res:
+        return None
+    from .launch import sm_count
+
+    sms = sm_count()
+    best = min(candidates(res), key=lambda c: estimate_ms(c, M, N, K, sms))
+    return dict(best["config"]), estimate_ms(best, M, N, K, sms)
+
+
+def tuned_config(stage_name: str, M: int, N: int, K: int) -> dict | None:
+    """The tuned configuration of ``stage_name`` for this shape, or None (see :func:`select`)."""
+    sel = select(stage_name, M, N, K)
+    return sel[0] if sel else None

@@ -104,6 +104,32 @@ def test_shape_classes():
     assert tuning.shape_class(1, 10**7, 1) == "large"
 
 
+def result(cfg, ms=1.0, shape=(1024, 1024, 1024), blocks_per_sm=1, alternatives=()):
+    """A tuner record as ``numba_gemm.tune`` writes it."""
+    return dict(config=cfg, ms=ms, shape=list(shape), blocks_per_sm=blocks_per_sm,
+                gflops=2e-6 * shape[0] * shape[1] * shape[2] / ms, alternatives=list(alternatives))
+
+
+def test_wave_model_prefers_finer_tiles_for_ragged_sizes(monkeypatch, tmp_path):
+    """Two candidates tuned at 4096^3 on 132 SMs: 128x256 tiles (1 block/SM, 4 waves, faster
+    there) and 128x128 tiles (2 blocks/SM). At 4097 the big tiles need a 5th wave."""
+    big = dict(TINY, BM=128, BN=256)
+    fine = dict(TINY, BM=128, BN=128)
+    shape = (4096, 4096, 4096)
+    rec = result(big, ms=3.0, shape=shape, blocks_per_sm=1,
+                 alternatives=[dict(config=fine, ms=3.1, shape=list(shape), blocks_per_sm=2)])
+    assert tuning.estimate_ms(rec, *shape, sms=132) == 3.0
+    assert tuning.estimate_ms(rec, 4097, 4097, 4097, sms=132) == pytest.approx(3.0 * 5 / 4 * 513 / 512)  # BK = 8
+    monkeypatch.setenv("NUMBA_GEMM_TUNING", str(tmp_path / "t.json"))
+    monkeypatch.setattr(tuning, "_device", lambda: ("Fake GPU", (9, 0)))
+    monkeypatch.setattr("numba_gemm.launch.sm_count", lambda: 132)
+    data = tuning.load(tmp_path / "t.json")
+    tuning.record(data, "Fake GPU", (9, 0), "large", "warptiling", rec)
+    tuning.save(data, tmp_path / "t.json")
+    assert tuning.select("warptiling", 4096, 4096, 4096)[0] == big
+    assert tuning.select("warptiling", 4097, 4097, 4097)[0] == fine
+
+
 def test_cache_round_trip_drives_sgemm(tmp_path, monkeypatch, rng):
     """A winner written to the cache is what stage_for/best_stage/sgemm(stage=None) run."""
     path = tmp_path / "tuning.json"
@@ -112,9 +138,8 @@ def test_cache_round_trip_drives_sgemm(tmp_path, monkeypatch, rng):
     data = tuning.load(path)
     assert data == {"format": tuning.FORMAT, "gpus": {}}
     cfg = dict(TINY, SPLITK=2)
-    tuning.record(data, "Fake GPU", (9, 0), "small", "double_buffering",
-                  dict(config=cfg, gflops=2.0))
-    tuning.record(data, "Fake GPU", (9, 0), "small", "warptiling", dict(config=TINY, gflops=1.0))
+    tuning.record(data, "Fake GPU", (9, 0), "small", "double_buffering", result(cfg, ms=1.0))
+    tuning.record(data, "Fake GPU", (9, 0), "small", "warptiling", result(TINY, ms=2.0))
     tuning.save(data, path)
     assert tuning.load(path) == data
 
@@ -142,8 +167,7 @@ def test_stale_cached_config_falls_back_with_warning(tmp_path, monkeypatch):
     monkeypatch.setenv("NUMBA_GEMM_TUNING", str(path))
     monkeypatch.setattr(tuning, "_device", lambda: ("Fake GPU", (9, 0)))
     data = tuning.load(path)
-    tuning.record(data, "Fake GPU", (9, 0), "small", "warptiling",
-                  dict(config=dict(TINY, TM=6), gflops=1.0))
+    tuning.record(data, "Fake GPU", (9, 0), "small", "warptiling", result(dict(TINY, TM=6)))
     tuning.save(data, path)
     with pytest.warns(UserWarning, match="ignoring tuned config"):
         st = stage_for("warptiling", 10, 10, 10)

@@ -49,13 +49,18 @@ DEFAULT_CONFIG = dict(
 
 
 def check_config(cfg: Mapping[str, int]) -> None:
-    """Tile constraints of ``warptiling`` with NBUF (2-6) copies of the tiles in dynamic SMEM."""
+    """Tile constraints of ``warptiling`` with NBUF (2-6) copies of the tiles in dynamic SMEM,
+    and element-wise 4-byte copies that split evenly over the threads."""
     nbuf = cfg.get("NBUF")
     if not (isinstance(nbuf, int) and 2 <= nbuf <= 6):
         raise ValueError(f"invalid config {dict(cfg)}: NBUF must be an int in 2..6")
     tun.check_config(
         cfg, extra_keys=("NBUF",), smem_copies=nbuf, smem_limit=tun.SMEM_DYNAMIC_LIMIT
     )
+    warps = tun.derived(cfg)["NUM_THREADS"] // tun.WARP_SIZE
+    if cfg["BK"] % warps or cfg["BN"] % tun.WARP_SIZE:
+        raise ValueError(f"invalid config {dict(cfg)}: element-wise copies of B need BK to be a "
+                         "multiple of the warp count and BN of 32")
 
 
 SPACE = tun.make_space(check_config, extra={"NBUF": (2, 3, 4)})
@@ -67,48 +72,69 @@ def smem_bytes(cfg: Mapping[str, int]) -> int:
 
 
 def make_copy_tile(cfg: Mapping[str, int]):
-    """``copy_tile(As, Bs, A, B, k0, a_row, a_col, b_row, b_col, row0, col0, M, N, K, k_end,
-    vec, full)``: issue this thread's cp.async copies of the K tile at ``k0`` into one SMEM buffer.
+    """``copy_tile(As, Bs, A, B, k0, tid, row0, col0, M, N, K, k_end, vec, full)``: issue this
+    thread's cp.async copies of the K tile at ``k0`` into one SMEM buffer.
 
-    ``full`` (a literal at the call site): the whole tile lies before ``k_end``, so no copy needs
-    a bounds check; else each copy past ``k_end`` zero-fills and reads a clamped, valid address.
+    A is transposed on the way, so its copies are 4-byte ones: a thread takes A_LOADS chunks of 4
+    consecutive k of one row (few distinct rows per thread: few address registers). B goes float4
+    by float4 (16-byte copies) when its rows are 16-byte aligned; otherwise element by element:
+    warp ``w`` copies rows ``w * BK/NW ...`` of the tile, lane ``l`` columns ``l, l + 32, ...``,
+    so that a warp's 4-byte copies read 128 contiguous bytes and a thread's copies of one row
+    are one address plus constant offsets.
+    ``full`` (a literal at the call site): the tile lies before ``k_end`` and the block's columns
+    before N, so no copy needs a bounds check or a clamp; else copies past ``k_end`` zero-fill and
+    every address is clamped into the matrices.
     """
     d = tun.derived(cfg)
-    BK, BN = cfg["BK"], cfg["BN"]
-    A_ROW_STRIDE = d["NUM_THREADS"] // (BK // 4)
-    B_ROW_STRIDE = d["NUM_THREADS"] // (BN // 4)
+    BM, BN, BK = cfg["BM"], cfg["BN"], cfg["BK"]
+    NT = d["NUM_THREADS"]
+    B_ELEMS = BK * BN // NT  # 4-byte copies of B per thread (scalar path)
+    B_ROWS_PER_WARP = BK // (NT // tun.WARP_SIZE)
+    B_COL_GROUPS = BN // tun.WARP_SIZE
+    A_ROW_STRIDE = NT // (BK // 4)  # rows of the A tile per pass
+    B_ROW_STRIDE = NT // (BN // 4)  # float4 path: rows of the B tile per pass
 
     @device_jit
-    def _copy_a(l, As, A, k0, a_row, a_col, row0, M, K, k_end, full):
-        m = a_row + l * A_ROW_STRIDE
+    def _copy_a(j, As, A, k0, tid, row0, M, K, k_end, full):
+        m = tid // (BK // 4) + j * A_ROW_STRIDE
+        kk = (tid % (BK // 4)) * 4
         src_row = min(row0 + m, M - 1)  # clamp: rows past M are never stored
-        for i in range(4):  # transposing: one 4-byte copy per element, As[k, m] = A[row, k]
-            k = k0 + a_col + i
+        for i in range(4):  # transposing: As[k, m] = A[row, k], one element per copy
+            k = k0 + kk + i
             if full:
-                copy_async(As, a_col + i, m, A, src_row, k, 4, True)
+                copy_async(As, kk + i, m, A, src_row, k, 4, True)
             else:
-                copy_async(As, a_col + i, m, A, src_row, min(k, K - 1), 4, k < k_end)
+                copy_async(As, kk + i, m, A, src_row, min(k, K - 1), 4, k < k_end)
 
     @device_jit
-    def _copy_b(l, Bs, B, k0, b_row, b_col, col0, N, K, k_end, vec, full):
-        r = b_row + l * B_ROW_STRIDE
+    def _copy_b4(j, Bs, B, k0, tid, col0, N, K, k_end, full):
+        r = tid // (BN // 4) + j * B_ROW_STRIDE
+        c = (tid % (BN // 4)) * 4
         k = k0 + r
-        valid = full or k < k_end
         src_k = k if full else min(k, K - 1)
-        if vec:
-            copy_async(Bs, r, b_col, B, src_k, min(col0 + b_col, N - 4), 16, valid)
+        copy_async(Bs, r, c, B, src_k, min(col0 + c, N - 4), 16, full or k < k_end)
+
+    @device_jit
+    def _copy_b1(j, Bs, B, k0, tid, col0, N, K, k_end, full):
+        r = (tid // tun.WARP_SIZE) * B_ROWS_PER_WARP + j // B_COL_GROUPS
+        c = tid % tun.WARP_SIZE + (j % B_COL_GROUPS) * tun.WARP_SIZE
+        k = k0 + r
+        if full:
+            copy_async(Bs, r, c, B, k, col0 + c, 4, True)
         else:
-            for i in range(4):
-                copy_async(Bs, r, b_col + i, B, src_k, min(col0 + b_col + i, N - 1), 4, valid)
+            copy_async(Bs, r, c, B, min(k, K - 1), min(col0 + c, N - 1), 4, k < k_end)
 
     copy_a_all = unroll(d["A_LOADS"], _copy_a)
-    copy_b_all = unroll(d["B_LOADS"], _copy_b)
+    copy_b4_all = unroll(d["B_LOADS"], _copy_b4)
+    copy_b1_all = unroll(B_ELEMS, _copy_b1)
 
     @device_jit
-    def copy_tile(As, Bs, A, B, k0, a_row, a_col, b_row, b_col, row0, col0, M, N, K, k_end, vec,
-                  full):
-        copy_a_all(As, A, k0, a_row, a_col, row0, M, K, k_end, full)
-        copy_b_all(Bs, B, k0, b_row, b_col, col0, N, K, k_end, vec, full)
+    def copy_tile(As, Bs, A, B, k0, tid, row0, col0, M, N, K, k_end, vec, full):
+        copy_a_all(As, A, k0, tid, row0, M, K, k_end, full)
+        if vec:
+            copy_b4_all(Bs, B, k0, tid, col0, N, K, k_end, full)
+        else:
+            copy_b1_all(Bs, B, k0, tid, col0, N, K, k_end, full)
 
     return copy_tile
 
@@ -144,8 +170,6 @@ def _make_kernel(items: tuple, vec: bool):
         warp, lane = tid // WARP_SIZE, tid % WARP_SIZE
         wm0 = (warp // WARPS_N) * WM + (lane // LANES_N) * TM
         wn0 = (warp % WARPS_N) * WN + (lane % LANES_N) * TN
-        a_row, a_col = tid // (BK // 4), (tid % (BK // 4)) * 4
-        b_row, b_col = tid // (BN // 4), (tid % (BN // 4)) * 4
 
         reg_m = cuda.local.array(RES_M, float32)
         reg_n = cuda.local.array(RES_N, float32)
@@ -158,10 +182,10 @@ def _make_kernel(items: tuple, vec: bool):
         for s in range(NBUF - 1):
             k0 = k_begin + s * BK
             if k0 < k_end:
-                copy_tile(As[s], Bs[s], A, B, k0, a_row, a_col, b_row, b_col, row0, col0,
-                          M, N, K, k_end, vec, False)
+                copy_tile(As[s], Bs[s], A, B, k0, tid, row0, col0, M, N, K, k_end, vec, False)
             commit()  # (possibly empty: keeps one group per tile)
 
+        interior = col0 + BN <= N  # no column of this block's B tiles needs a clamp
         cb = 0  # buffer of tile t
         nb = NBUF - 1  # buffer of tile t + NBUF - 1 (the one tile t - 1 used)
         k_next = k_begin + (NBUF - 1) * BK
@@ -169,12 +193,11 @@ def _make_kernel(items: tuple, vec: bool):
             wait(WAIT_PENDING)  # this thread's copies of tile t have landed
             cuda.syncthreads()  # ...everyone's; and everyone is done computing on tile t - 1
             # --- GMEM -> SMEM: tile t + NBUF - 1 into the buffer tile t - 1 used
-            if k_next + BK <= k_end:
-                copy_tile(As[nb], Bs[nb], A, B, k_next, a_row, a_col, b_row, b_col, row0, col0,
-                          M, N, K, k_end, vec, True)
+            if k_next + BK <= k_end and interior:
+                copy_tile(As[nb], Bs[nb], A, B, k_next, tid, row0, col0, M, N, K, k_end, vec, True)
             elif k_next < k_end:
-                copy_tile(As[nb], Bs[nb], A, B, k_next, a_row, a_col, b_row, b_col, row0, col0,
-                          M, N, K, k_end, vec, False)
+                copy_tile(As[nb], Bs[nb], A, B, k_next, tid, row0, col0, M, N, K, k_end, vec,
+                          False)
             commit()
             # --- SMEM -> registers, FMA on tile t
             mma_tile(As[cb], Bs[cb], reg_m, reg_n, thread_results, wm0, wn0)
