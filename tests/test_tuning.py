@@ -111,13 +111,14 @@ def result(cfg, ms=1.0, shape=(1024, 1024, 1024), blocks_per_sm=1, alternatives=
 
 
 def test_wave_model_prefers_finer_tiles_for_ragged_sizes(monkeypatch, tmp_path):
-    """Two candidates tuned at 4096^3 on 132 SMs: 128x256 tiles (1 block/SM, 4 waves, faster
-    there) and 128x128 tiles (2 blocks/SM). At 4097 the big tiles need a 5th wave."""
+    """Two candidates tuned at 4096^3 on 132 SMs: 128x256 tiles (1 block/SM: 512 tiles in 3.9
+    waves, so 4; faster there) and 64x128 tiles (3 blocks/SM: 2048 tiles in 5.2 waves, so 6).
+    At 4097 the big tiles need a 5th wave (561 tiles); the fine ones still fit 6 (2145 tiles)."""
     big = dict(TINY, BM=128, BN=256)
-    fine = dict(TINY, BM=128, BN=128)
+    fine = dict(TINY, BM=64, BN=128)
     shape = (4096, 4096, 4096)
     rec = result(big, ms=3.0, shape=shape, blocks_per_sm=1,
-                 alternatives=[dict(config=fine, ms=3.1, shape=list(shape), blocks_per_sm=2)])
+                 alternatives=[dict(config=fine, ms=3.1, shape=list(shape), blocks_per_sm=3)])
     assert tuning.estimate_ms(rec, *shape, sms=132) == 3.0
     assert tuning.estimate_ms(rec, 4097, 4097, 4097, sms=132) == pytest.approx(3.0 * 5 / 4 * 513 / 512)  # BK = 8
     monkeypatch.setenv("NUMBA_GEMM_TUNING", str(tmp_path / "t.json"))
