@@ -34,20 +34,52 @@ from .reference import cupy_or_none, rel_error
 
 
 def _order(space: Sequence[dict]) -> list[dict]:
-    """Most promising first: more accumulators per thread, larger block tiles, deeper BK."""
+    """Most promising first, round-robin over block-tile shapes (so that every (BM, BN) is timed
+    early: the finer ones are what ``tuning.select`` picks for ragged sizes). Within a shape:
+    more accumulators per thread, deeper BK, 256 threads, square-ish warp sub-tiles, fewer
+    SMEM buffers."""
     from .kernels._tunable import derived
 
     def key(cfg):
         d = derived(cfg)
         acc = d["WMITER"] * cfg["TM"] * cfg["WNITER"] * cfg["TN"]
-        return (-acc, -cfg["BM"] * cfg["BN"], -cfg["BK"], -d["NUM_THREADS"], cfg.get("NBUF", 0))
+        return (-acc, -cfg["BK"], -d["NUM_THREADS"], abs(cfg["WNITER"] - 2),
+                cfg.get("NBUF", 0), str(cfg))
 
-    return sorted(space, key=key)
+    groups: dict[tuple, list[dict]] = {}
+    for cfg in sorted(space, key=key):
+        groups.setdefault((cfg["BM"], cfg["BN"]), []).append(cfg)
+    shapes = sorted(groups, key=lambda bn: -bn[0] * bn[1])
+    out = []
+    for i in range(max(map(len, groups.values()), default=0)):
+        out += [groups[bn][i] for bn in shapes if i < len(groups[bn])]
+    return out
+
+
+def known_configs(gpu: str, cc: tuple[int, int], cls: str, stage: str, *datas: dict) -> list[dict]:
+    """Configurations already recorded for this GPU (or its compute capability's defaults), class
+    and stage, winner first: timed before the rest of the space (a warm start)."""
+    out = []
+    for data in datas:
+        entries = [data["gpus"][gpu]] if gpu in data["gpus"] else [
+            e for e in data["gpus"].values() if tuple(e["compute_capability"]) == tuple(cc)]
+        for entry in entries:
+            res = entry.get("classes", {}).get(cls, {}).get(stage)
+            if res:
+                out += [dict(c["config"]) for c in tuning.candidates(res)]
+    return list({str(c): c for c in out}.values())
 
 
 def knob_variants(cfg: dict, cls: str) -> list[dict]:
-    """Phase-2 variants of a configuration: launch bounds, and split-K below the large class."""
-    out = [dict(cfg, MINB=m) for m in (1, 2)]
+    """Phase-2 variants of a configuration: launch bounds, and split-K below the large class.
+
+    MINB = 2 (at most 65536 / (2 * threads) registers) is skipped for 128 accumulators per
+    thread: it always spilled there (bench/NOTES.md)."""
+    from .kernels._tunable import derived
+
+    d = derived(cfg)
+    acc = d["WMITER"] * cfg["TM"] * cfg["WNITER"] * cfg["TN"]
+    out = [dict(cfg, MINB=m) for m in ((1, 2) if acc < 128 else (1,)) if m != cfg["MINB"]]
     if cls != "large":
         out += [dict(cfg, SPLITK=s) for s in (2, 4)]
     return out
@@ -164,6 +196,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     gpu, cc = device
     out = args.out or tuning.user_cache_path()
     data = tuning.load(out)
+    defaults = tuning.load(tuning.defaults_path(cc))
     cp = cupy_or_none()
     rng = np.random.default_rng(args.seed)
     from tqdm import tqdm
@@ -182,9 +215,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             base = get_stage(name)
             results: list[tuple[dict, dict]] = []
             t_end = time.monotonic() + 0.7 * share
-            # configs already compiled for a larger class first, then the rest of the space
-            seen = {str(c) for c in tried[name]}
-            cands = tried[name] + [c for c in _order(base.space) if str(c) not in seen]
+            # known winners, then configs compiled for a larger class, then the rest of the space
+            first = known_configs(gpu, cc, cls, name, data, defaults) + tried[name]
+            first = list({str(c): c for c in first}.values())
+            seen = set(map(str, first))
+            cands = first + [c for c in _order(base.space) if str(c) not in seen]
             bar = tqdm(cands, desc=f"{cls} {name}", unit="cfg", leave=False)
             for cfg in bar:
                 if time.monotonic() > t_end:

@@ -76,6 +76,10 @@ def test_order_and_knobs():
     ordered = _order(space)
     assert sorted(map(str, ordered)) == sorted(map(str, space))
     assert knob_variants(TINY, "large") == [dict(TINY, MINB=1), dict(TINY, MINB=2)]
+    big = dict(TINY, BM=128, BN=128, WM=64, WN=64, WNITER=2)  # 128 accumulators: no MINB=2
+    assert knob_variants(big, "large") == [dict(big, MINB=1)]
+    shapes = [(c["BM"], c["BN"]) for c in ordered[:5]]
+    assert len(set(shapes)) == 5, "the first configs must cover every block shape"
     assert dict(TINY, SPLITK=4) in knob_variants(TINY, "small")
 
 
