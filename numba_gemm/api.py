@@ -107,7 +107,7 @@ def _check_scalar(label: str, v: Any) -> np.float32:
 
 
 def _resolve_stream(stream: Any) -> Any:
-    """0/None -> default stream; a Numba stream as is; CuPy/PyTorch streams or raw handles wrapped."""
+    """0/None: default stream; a Numba stream as is; CuPy/PyTorch streams, raw handles wrapped."""
     if stream is None or (isinstance(stream, int) and stream == 0):
         return 0
     if SIMULATOR:

@@ -111,7 +111,7 @@ else:
 
     @intrinsic
     def wait(typingctx, n):
-        """``cp.async.wait_group n``: wait until at most ``n`` groups are pending (``n`` literal)."""
+        """``cp.async.wait_group n``: wait until at most ``n`` groups are pending (literal n)."""
         if not isinstance(n, types.IntegerLiteral):
             return None  # Numba retries with literal argument types
         count = n.literal_value

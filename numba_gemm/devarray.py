@@ -1,4 +1,4 @@
-"""Recognising device arrays: Numba's own, any ``__cuda_array_interface__`` object, the simulator's."""
+"""Recognising device arrays: Numba's, any ``__cuda_array_interface__`` object, the simulator's."""
 
 from __future__ import annotations
 
@@ -56,7 +56,7 @@ def byte_span(arr: Any) -> tuple[int, int]:
         return start, start
     itemsize = np.dtype(arr.dtype).itemsize
     lo = hi = 0
-    for n, s in zip(arr.shape, arr.strides):
+    for n, s in zip(arr.shape, arr.strides, strict=True):
         if s >= 0:
             hi += (n - 1) * s
         else:

@@ -171,12 +171,12 @@ def time_launches(
     starts = [cuda.event(timing=True) for _ in range(reps)]
     ends = [cuda.event(timing=True) for _ in range(reps)]
     _hold_kernel[1, 1, s](hold_us)
-    for start, end in zip(starts, ends):
+    for start, end in zip(starts, ends, strict=True):
         start.record(s)
         enqueue()
         end.record(s)
     ends[-1].synchronize()
-    return Timing(tuple(cuda.event_elapsed_time(a, b) for a, b in zip(starts, ends)))
+    return Timing(tuple(cuda.event_elapsed_time(a, b) for a, b in zip(starts, ends, strict=True)))
 
 
 def time_stage(

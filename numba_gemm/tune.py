@@ -21,6 +21,7 @@ Exit status: 0 on success, 2 when no GPU is available.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from collections.abc import Sequence
@@ -187,6 +188,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--log", type=Path, default=None,
                     help="also write every evaluation (config, time, error) to this CSV file")
     ap.add_argument("--seed", type=int, default=0, help="seed of the random operands")
+    ap.add_argument("--configs", type=Path, default=None,
+                    help="JSON file: a list of configurations (dicts) to time first in every "
+                    "class, before the known winners and the stage's space")
     args = ap.parse_args(argv)
 
     device = tuning._device()
@@ -213,10 +217,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         share = args.budget * weight[cls] / total_w / len(args.stages)
         for name in args.stages:
             base = get_stage(name)
+            extra = []
+            for cfg in json.loads(args.configs.read_text()) if args.configs else []:
+                try:
+                    base.check_config(cfg)
+                except (ValueError, KeyError):
+                    continue  # a configuration of another stage
+                extra.append(cfg)
             results: list[tuple[dict, dict]] = []
             t_end = time.monotonic() + 0.7 * share
             # known winners, then configs compiled for a larger class, then the rest of the space
-            first = known_configs(gpu, cc, cls, name, data, defaults) + tried[name]
+            first = extra + known_configs(gpu, cc, cls, name, data, defaults) + tried[name]
             first = list({str(c): c for c in first}.values())
             seen = set(map(str, first))
             cands = first + [c for c in _order(base.space) if str(c) not in seen]

@@ -113,6 +113,22 @@ def _device() -> tuple[str, tuple[int, int]] | None:
     return name, tuple(dev.compute_capability)
 
 
+def source(device: tuple[str, tuple[int, int]] | None = None) -> str | None:
+    """The tuning file ``winners`` reads for this GPU (user cache or committed defaults), if any."""
+    device = device or _device()
+    if device is None:
+        return None
+    name, cc = device
+    for path, key in ((user_cache_path(), name), (defaults_path(cc), None)):
+        try:
+            gpus = _load_cached(str(path), path.stat().st_mtime_ns)["gpus"]
+        except (ValueError, OSError):
+            continue
+        if (key in gpus) if key else gpus:
+            return str(path)
+    return None
+
+
 def winners(cls: str, device: tuple[str, tuple[int, int]] | None = None) -> dict:
     """``{stage name: result}`` for a shape class on the current (or given) GPU.
 

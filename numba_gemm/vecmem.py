@@ -111,7 +111,7 @@ else:
             aryty, rty, cty = sig.args[:3]
             vptr = _vector_pointer(context, builder, aryty, args[0], rty, args[1], cty, args[2])
             vec = ir.Constant(_V4, ir.Undefined)
-            for i, (val, valty) in enumerate(zip(args[3:], sig.args[3:])):
+            for i, (val, valty) in enumerate(zip(args[3:], sig.args[3:], strict=True)):
                 val = context.cast(builder, val, valty, types.float32)
                 vec = builder.insert_element(vec, val, ir.Constant(ir.IntType(32), i))
             builder.store(vec, vptr, align=16)

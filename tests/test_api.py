@@ -74,8 +74,8 @@ def test_k_zero_gives_beta_c(beta, rng):
 
 def test_k_zero_beta_zero_clears_nan():
     d_c = poisoned((3, 2))
-    sgemm(cuda.to_device(np.zeros((3, 0), np.float32)), cuda.to_device(np.zeros((0, 2), np.float32)),
-          out=d_c)
+    a, b = np.zeros((3, 0), np.float32), np.zeros((0, 2), np.float32)
+    sgemm(cuda.to_device(a), cuda.to_device(b), out=d_c)
     np.testing.assert_array_equal(d_c.copy_to_host(), np.zeros((3, 2), np.float32))
 
 
@@ -215,7 +215,8 @@ class _View:
 
     def __init__(self, arr):
         self.__cuda_array_interface__ = self.__array_interface__ = arr.__array_interface__
-        self.shape, self.strides, self.size, self.dtype = arr.shape, arr.strides, arr.size, arr.dtype
+        self.shape, self.strides = arr.shape, arr.strides
+        self.size, self.dtype = arr.size, arr.dtype
 
 
 @given(

@@ -136,7 +136,7 @@ def make_space(
     ):
         base = dict(BM=BM, BN=BN, BK=BK, WM=WM, WN=WN, WNITER=WNITER, TM=TM, TN=TN)
         for rest in itertools.product(*extra.values()):
-            cfg = dict(base, MINB=0, SPLITK=1, **dict(zip(extra, rest)))
+            cfg = dict(base, MINB=0, SPLITK=1, **dict(zip(extra, rest, strict=True)))
             try:
                 check(cfg)
             except ValueError:

@@ -1,9 +1,9 @@
 """Stage 1, naive: one thread per element of C, threadIdx.x mapped to the row.
 
-Each thread computes one ``C[row, col]`` as a K-long dot product read straight from GMEM. Consecutive
-threads of a warp take consecutive *rows*, so a warp's loads of ``A[row, k]`` are K floats apart
-(uncoalesced: one 32-byte sector per thread) and its stores to C likewise: this is the baseline that
-every later stage is measured against.
+Each thread computes one ``C[row, col]`` as a K-long dot product read straight from GMEM.
+Consecutive threads of a warp take consecutive *rows*, so a warp's loads of ``A[row, k]`` are K
+floats apart (uncoalesced: one 32-byte sector per thread) and its stores to C likewise: this is
+the baseline that every later stage is measured against.
 
 Shapes: A ``(M, K)``, B ``(K, N)``, C ``(M, N)``; float32, row-major, C-contiguous; any
 ``M, N, K >= 1``. Computes ``C = alpha * A @ B + beta * C``; C is not read when ``beta == 0``.

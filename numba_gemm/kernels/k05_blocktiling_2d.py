@@ -4,7 +4,13 @@ From ``blocktiling_1d``: the block tile grows to 128x128 and each of the 256 thr
 TM x TN = 8x8 tile of C. Per k it loads a fragment of TM values of A and TN values of B from SMEM
 into registers (``reg_m``, ``reg_n``) and does their outer product: 64 FMAs per 16 SMEM loads,
 twice the reuse of stage 4. Accumulators and fragments are ``cuda.local.array`` indexed only by
-constants (the loops are unrolled), so they live in registers.
+constants (the TM/TN loops are unrolled by NVVM), so they live in registers.
+
+The BK loop is deliberately *not* unrolled (unlike stages 4 and 6+): unrolled, ptxas hoists the
+SMEM loads of later k steps and needs 148 registers, one block per SM, and measured 14.0 TFLOP/s
+on an H200 at 4096^3; rolled it fits 128 registers (two blocks per SM) and measured 16.8 TFLOP/s
+(unrolled with a 128-register cap: 19.9 TFLOP/s but 80 bytes of spills, which the project's
+resource check forbids). bench/NOTES.md has the numbers.
 
 Edges as in stage 4: rows/columns past M/N clamped, elements past K zero-filled.
 
@@ -18,7 +24,7 @@ from numba import cuda, float32
 
 from ..launch import tile_grid
 from ..registry import Stage
-from ._common import device_jit, store_c, unroll
+from ._common import device_jit, store_c
 
 # --- tile constants
 BM = 128
@@ -35,7 +41,7 @@ assert BM % TM == 0 and BN % TN == 0, "thread tiles must divide the block tile"
 
 
 @device_jit
-def _outer_product_step(d, As, Bs, reg_m, reg_n, thread_results, thread_row, thread_col):
+def _outer_product(d, As, Bs, reg_m, reg_n, thread_results, thread_row, thread_col):
     # SMEM -> registers: a TM fragment of A's column d and a TN fragment of B's row d
     for i in range(TM):
         reg_m[i] = As[thread_row * TM + i, d]
@@ -46,8 +52,6 @@ def _outer_product_step(d, As, Bs, reg_m, reg_n, thread_results, thread_row, thr
         for j in range(TN):
             thread_results[i, j] += reg_m[i] * reg_n[j]
 
-
-_outer_products = unroll(BK, _outer_product_step)
 
 
 @cuda.jit
@@ -61,7 +65,7 @@ def sgemm_blocktiling_2d(A, B, C, alpha, beta):
     col0 = cuda.blockIdx.x * BN
     thread_row = tid // (BN // TN)
     thread_col = tid % (BN // TN)
-    a_row, a_col = tid // BK, tid % BK  # first A element this thread copies; then every STRIDE_A rows
+    a_row, a_col = tid // BK, tid % BK  # first A element this thread copies, then every STRIDE_A
     b_row, b_col = tid // BN, tid % BN
     b_src_col = min(col0 + b_col, N - 1)
 
@@ -84,7 +88,8 @@ def sgemm_blocktiling_2d(A, B, C, alpha, beta):
         cuda.syncthreads()  # the tiles are complete before anyone reads them
 
         # --- SMEM -> registers, FMA
-        _outer_products(As, Bs, reg_m, reg_n, thread_results, thread_row, thread_col)
+        for d in range(BK):  # rolled: see the module docstring
+            _outer_product(d, As, Bs, reg_m, reg_n, thread_results, thread_row, thread_col)
         cuda.syncthreads()  # everyone is done reading before the next tiles overwrite SMEM
 
     # --- epilogue: write C

@@ -157,7 +157,7 @@ def make_parts(cfg: Mapping[str, int]):
     return d, load_tiles, store_tiles, mma_tile, store_results
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _make_kernel(items: tuple, vec: bool):
     cfg = dict(items)
     d, load_tiles, store_tiles, mma_tile, store_results = make_parts(cfg)

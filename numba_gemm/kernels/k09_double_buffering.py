@@ -42,7 +42,7 @@ def check_config(cfg: Mapping[str, int]) -> None:
 SPACE = tun.make_space(check_config)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _make_kernel(items: tuple, vec: bool):
     cfg = dict(items)
     d, load_tiles, store_tiles, mma_tile, store_results = wt.make_parts(cfg)
@@ -89,17 +89,17 @@ def _make_kernel(items: tuple, vec: bool):
 
         buf = 0
         for k0 in range(k_begin, k_end, BK):
-            k_next = k0 + BK
-            # --- GMEM -> registers for the next tile: in flight during the math below
-            if k_next < k_end:
-                load_tiles(A, B, ra, rb, k_next, a_row, a_col, b_row, b_col, row0, col0, M, N,
-                           k_end, vec)
+            # --- GMEM -> registers for the next tile: in flight during the math below.
+            # Unconditional (past k_end it loads zeros, and the store below is harmless): a load
+            # under "if there is a next tile" got sunk by the compiler into the store's identical
+            # "if", after the math, exposing its latency (-25% at 4096^3; bench/NOTES.md).
+            load_tiles(A, B, ra, rb, k0 + BK, a_row, a_col, b_row, b_col, row0, col0, M, N,
+                       k_end, vec)
             # --- SMEM (copy buf) -> registers, FMA
             mma_tile(As[buf], Bs[buf], reg_m, reg_n, thread_results, wm0, wn0)
             # --- registers -> SMEM copy 1 - buf (last read in the previous step, before the
             # previous barrier)
-            if k_next < k_end:
-                store_tiles(As[1 - buf], Bs[1 - buf], ra, rb, a_row, a_col, b_row, b_col)
+            store_tiles(As[1 - buf], Bs[1 - buf], ra, rb, a_row, a_col, b_row, b_col)
             cuda.syncthreads()  # copy 1 - buf is complete, and everyone is done with copy buf
             buf = 1 - buf
 

@@ -86,7 +86,7 @@ def make_copy_tile(cfg: Mapping[str, int]):
     every address is clamped into the matrices.
     """
     d = tun.derived(cfg)
-    BM, BN, BK = cfg["BM"], cfg["BN"], cfg["BK"]
+    BN, BK = cfg["BN"], cfg["BK"]
     NT = d["NUM_THREADS"]
     B_ELEMS = BK * BN // NT  # 4-byte copies of B per thread (scalar path)
     B_ROWS_PER_WARP = BK // (NT // tun.WARP_SIZE)
@@ -139,7 +139,7 @@ def make_copy_tile(cfg: Mapping[str, int]):
     return copy_tile
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _make_kernel(items: tuple, vec: bool):
     cfg = dict(items)
     d, _, _, mma_tile, store_results = wt.make_parts(cfg)
