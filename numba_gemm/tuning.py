@@ -150,18 +150,31 @@ def winners(cls: str, device: tuple[str, tuple[int, int]] | None = None) -> dict
     return {}
 
 
-def estimate_ms(cand: Mapping[str, Any], M: int, N: int, K: int, sms: int) -> float:
+def estimate_ms(
+    cand: Mapping[str, Any], M: int, N: int, K: int, sms: int, aligned: bool = True,
+    scalar_factor: float = 1.0,
+) -> float:
     """Predicted time of a tuned candidate at ``(M, N, K)`` from its time at the tuned shape.
 
     Wave-quantization model: a kernel runs in ``ceil(blocks / (SMs * blocks_per_sm))`` waves of
     blocks that each walk ``ceil(K_slice / BK)`` K tiles, so time scales with waves x K tiles.
     It is what makes a ragged size (4097: one more row and column of mostly empty tiles, maybe one
     more wave) pick a finer tile than 4096 does.
+
+    ``aligned=False`` (rows of A or B not 16-byte aligned: the scalar-GMEM kernel runs) scales
+    from ``ms_scalar``, the scalar kernel's time at the tuned shape less one in each dimension
+    (same tile counts), with its own occupancy ``blocks_per_sm_scalar``; a candidate without
+    ``ms_scalar`` uses ``ms * scalar_factor`` (the class winner's ratio).
     """
     cfg = cand["config"]
     Mr, Nr, Kr = cand["shape"]
-    slots = max(1, sms * int(cand.get("blocks_per_sm", 1)))
     s = cfg.get("SPLITK", 1)
+    if aligned:
+        ms, bps = cand["ms"], cand.get("blocks_per_sm", 1)
+    else:
+        ms = cand.get("ms_scalar", cand["ms"] * scalar_factor)
+        bps = cand.get("blocks_per_sm_scalar", cand.get("blocks_per_sm", 1))
+    slots = max(1, sms * int(bps))
 
     def cdiv(a, b):
         return -(-a // b)
@@ -170,12 +183,19 @@ def estimate_ms(cand: Mapping[str, Any], M: int, N: int, K: int, sms: int) -> fl
         waves = cdiv(cdiv(m, cfg["BM"]) * cdiv(n, cfg["BN"]) * s, slots)
         return waves * cdiv(cdiv(k, s), cfg["BK"])
 
-    return float(cand["ms"]) * work(M, N, K) / work(Mr, Nr, Kr)
+    return float(ms) * work(M, N, K) / work(Mr, Nr, Kr)
+
+
+def is_aligned(M: int, N: int, K: int) -> bool:
+    """Whether rows of A (K floats) and of B and C (N floats) allow 128-bit accesses (assuming
+    16-byte aligned allocations, as ``cudaMalloc`` gives)."""
+    return K % 4 == 0 and N % 4 == 0
 
 
 def candidates(result: Mapping[str, Any]) -> list[dict]:
     """The winner of a (class, stage) entry and its recorded alternatives."""
-    main = {k: result[k] for k in ("config", "ms", "shape", "blocks_per_sm") if k in result}
+    main = {k: result[k] for k in ("config", "ms", "shape", "blocks_per_sm",
+                                   "blocks_per_sm_scalar", "ms_scalar") if k in result}
     return [main, *result.get("alternatives", [])]
 
 
@@ -188,8 +208,14 @@ def select(stage_name: str, M: int, N: int, K: int) -> tuple[dict, float] | None
     from .launch import sm_count
 
     sms = sm_count()
-    best = min(candidates(res), key=lambda c: estimate_ms(c, M, N, K, sms))
-    return dict(best["config"]), estimate_ms(best, M, N, K, sms)
+    aligned = is_aligned(M, N, K)
+    factor = res["ms_scalar"] / res["ms"] if "ms_scalar" in res else 1.0
+
+    def est(c):
+        return estimate_ms(c, M, N, K, sms, aligned, factor)
+
+    best = min(candidates(res), key=est)
+    return dict(best["config"]), est(best)
 
 
 def tuned_config(stage_name: str, M: int, N: int, K: int) -> dict | None:
