@@ -4,6 +4,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 SIZES  ?= 128..4096
+RESULTS_CSV ?=
 
 .PHONY: setup test test-gpu lint resources bench bench-sim tune results-table clean
 
@@ -35,7 +36,7 @@ tune:  ## sweep tile configurations on this GPU and cache the winners
 	$(PY) -m numba_gemm.tune
 
 results-table:  ## regenerate README's results table from the newest committed CSV
-	$(PY) bench/results_table.py
+	$(PY) bench/results_table.py $(RESULTS_CSV)
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache

@@ -248,6 +248,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--stages", nargs="*", help="stage names (default: all)")
     parser.add_argument("--json", metavar="FILE", help="also write the rows as JSON to FILE")
+    parser.add_argument("--tuned", metavar="CLASS", choices=("small", "medium", "large"),
+                        help="report the tunable stages with their tuned configuration for this "
+                        "shape class from the committed sm_90 defaults (numba_gemm/tuning)")
     args = parser.parse_args(argv)
 
     from numba import config
@@ -257,6 +260,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     from . import STAGES, get_stage
 
     stages = [get_stage(n) for n in args.stages] if args.stages else list(STAGES)
+    if args.tuned:
+        from .tuning import winners
+
+        tuned = winners(args.tuned, device=("", (9, 0)))
+        stages = [s.with_config(tuned[s.name]["config"]) if s.name in tuned else s
+                  for s in stages]
     rows = [r for s in stages for r in stage_resources(s)]
     print(format_table(rows))
     print("\nspill = store/load bytes; stack = local-memory bytes per thread; smem = static + "

@@ -147,8 +147,9 @@ def _alternatives(results: list[tuple[dict, dict]], stage, prob: Problem, cls: s
     """Best result per (BM, BN, SPLITK), fastest first, with the occupancy of its vector and
     scalar kernels and, given the unaligned ``twin`` problem (each dimension one less: the scalar
     kernel, same tile counts), its time there (``ms_scalar``): the candidates that
-    ``tuning.select`` chooses among for other shapes of the class (wave quantization). Split-K results are left out of the large class: the model does
-    not price their reduction pass, and at 4097^3 it mispredicted them (bench/NOTES.md)."""
+    ``tuning.select`` chooses among for other shapes of the class (wave quantization).
+    Split-K results are left out of the large class: the model does not price their reduction
+    pass, and at 4097^3 it mispredicted them (bench/NOTES.md)."""
     from .launch import allow_dynamic_smem, blocks_per_sm
 
     best: dict[tuple, tuple[dict, dict]] = {}

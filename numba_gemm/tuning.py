@@ -24,7 +24,7 @@ from __future__ import annotations
 import functools
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -113,31 +113,12 @@ def _device() -> tuple[str, tuple[int, int]] | None:
     return name, tuple(dev.compute_capability)
 
 
-def source(device: tuple[str, tuple[int, int]] | None = None) -> str | None:
-    """The tuning file ``winners`` reads for this GPU (user cache or committed defaults), if any."""
+def _entries(device: tuple[str, tuple[int, int]] | None) -> Iterator[tuple[Path, dict]]:
+    """``(file, GPU entry)`` pairs to consult, in order: the user cache's entry for this GPU's
+    name, then the committed defaults for its compute capability. None on the simulator."""
     device = device or _device()
     if device is None:
-        return None
-    name, cc = device
-    for path, key in ((user_cache_path(), name), (defaults_path(cc), None)):
-        try:
-            gpus = _load_cached(str(path), path.stat().st_mtime_ns)["gpus"]
-        except (ValueError, OSError):
-            continue
-        if (key in gpus) if key else gpus:
-            return str(path)
-    return None
-
-
-def winners(cls: str, device: tuple[str, tuple[int, int]] | None = None) -> dict:
-    """``{stage name: result}`` for a shape class on the current (or given) GPU.
-
-    From the user cache if it has this GPU, else from the committed defaults for its compute
-    capability; empty on the simulator or when nothing matches.
-    """
-    device = device or _device()
-    if device is None:
-        return {}
+        return
     name, cc = device
     for path, key in ((user_cache_path(), name), (defaults_path(cc), None)):
         try:
@@ -145,7 +126,23 @@ def winners(cls: str, device: tuple[str, tuple[int, int]] | None = None) -> dict
         except (ValueError, OSError):
             continue
         entry = gpus.get(key) if key else next(iter(gpus.values()), None)
-        if entry and cls in entry.get("classes", {}):
+        if entry:
+            yield path, entry
+
+
+def source(device: tuple[str, tuple[int, int]] | None = None) -> str | None:
+    """The first tuning file with an entry for this GPU (user cache, else committed defaults)."""
+    return next((str(path) for path, _ in _entries(device)), None)
+
+
+def winners(cls: str, device: tuple[str, tuple[int, int]] | None = None) -> dict:
+    """``{stage name: result}`` for a shape class on the current (or given) GPU.
+
+    From the user cache if it has this GPU and class, else from the committed defaults for its
+    compute capability; empty on the simulator or when nothing matches.
+    """
+    for _, entry in _entries(device):
+        if cls in entry.get("classes", {}):
             return entry["classes"][cls]
     return {}
 

@@ -128,13 +128,18 @@ def test_inner_dimension_mismatch_names_both_shapes(operands):
 
 
 def test_non_contiguous_rejected(rng):
+    # a strided view (every other column); numba's DeviceNDArray.T would be a contiguous copy
+    d_wide = cuda.to_device(randn(rng, (8, 16)))
+    d_v = d_wide[:, ::2]
     d_x = cuda.to_device(randn(rng, (8, 8)))
-    d_t = d_x.T  # F-contiguous view
+    assert d_v.shape == (8, 8) and not d_v.is_c_contiguous()
     with pytest.raises(ValueError, match="C-contiguous"):
-        sgemm(d_t, d_x)
-    d_c = poisoned((8, 8))
+        sgemm(d_v, d_x)
     with pytest.raises(ValueError, match="C-contiguous"):
-        sgemm(d_x, d_t, out=d_c)
+        sgemm(d_x, d_v)
+    d_c = poisoned((8, 16))
+    with pytest.raises(ValueError, match="C-contiguous"):
+        sgemm(d_x, d_x, out=d_c[:, ::2])
     assert_untouched(d_c)
 
 

@@ -56,10 +56,12 @@ SPACE = tun.make_space(check_config)
 def make_parts(cfg: Mapping[str, int]):
     """Device functions shared by this stage and ``double_buffering`` for one configuration.
 
-    Returns ``(d, load_tiles, store_tiles, mma_tile, store_results)`` where ``d`` holds the
-    derived constants and the functions are force-inlined device functions with every tile size
-    a compile-time constant:
+    Returns ``(d, thread_origin, load_tiles, store_tiles, mma_tile, store_results)`` where ``d``
+    holds the derived constants and the functions are force-inlined device functions with every
+    tile size a compile-time constant:
 
+    - ``thread_origin(tid) -> (wm0, wn0)``: block -> warp -> lane, the first row and column of
+      this thread's tiles inside the block tile;
     - ``load_tiles(A, B, ra, rb, k0, a_row, a_col, b_row, b_col, row0, col0, M, N, K, vec)``:
       GMEM -> registers ``ra``/``rb`` (A_LOADS and B_LOADS float4s per thread);
     - ``store_tiles(As, Bs, ra, rb, a_row, a_col, b_row, b_col)``: registers -> SMEM, A
@@ -69,12 +71,22 @@ def make_parts(cfg: Mapping[str, int]):
     - ``store_results(C, thread_results, r0, c0, alpha, beta, M, N, vec)``: the epilogue.
     """
     d = tun.derived(cfg)
-    BK, BN = cfg["BK"], cfg["BN"]
+    BK, BN, WM, WN = cfg["BK"], cfg["BN"], cfg["WM"], cfg["WN"]
     TM, TN, WNITER = cfg["TM"], cfg["TN"], cfg["WNITER"]
     WMITER, WSUBM, WSUBN = d["WMITER"], d["WSUBM"], d["WSUBN"]
     A_LOADS, B_LOADS = d["A_LOADS"], d["B_LOADS"]
     A_ROW_STRIDE = d["NUM_THREADS"] // (BK // 4)  # rows of the A tile covered per pass
     B_ROW_STRIDE = d["NUM_THREADS"] // (BN // 4)
+    LANES_N = WSUBN // TN  # lanes along N in a warp sub-tile
+    WARPS_N = BN // WN
+    WARP_SIZE = tun.WARP_SIZE
+
+    @device_jit
+    def thread_origin(tid):
+        warp, lane = tid // WARP_SIZE, tid % WARP_SIZE
+        wm0 = (warp // WARPS_N) * WM + (lane // LANES_N) * TM
+        wn0 = (warp % WARPS_N) * WN + (lane % LANES_N) * TN
+        return wm0, wn0
 
     # --- GMEM -> registers: l-th float4 of this thread's share of each tile
     @device_jit
@@ -154,19 +166,16 @@ def make_parts(cfg: Mapping[str, int]):
                 )
 
     store_results = unroll(WMITER * TM, _store_row)
-    return d, load_tiles, store_tiles, mma_tile, store_results
+    return d, thread_origin, load_tiles, store_tiles, mma_tile, store_results
 
 
 @functools.cache
 def _make_kernel(items: tuple, vec: bool):
     cfg = dict(items)
-    d, load_tiles, store_tiles, mma_tile, store_results = make_parts(cfg)
-    BM, BN, BK, WM, WN, TM, TN = (cfg[k] for k in ("BM", "BN", "BK", "WM", "WN", "TM", "TN"))
+    d, thread_origin, load_tiles, store_tiles, mma_tile, store_results = make_parts(cfg)
+    BM, BN, BK, TM, TN = (cfg[k] for k in ("BM", "BN", "BK", "TM", "TN"))
     WMITER, WNITER = d["WMITER"], cfg["WNITER"]
     AS_PITCH = d["AS_PITCH"]
-    LANES_N = d["WSUBN"] // TN  # lanes along N in a warp sub-tile
-    WARPS_N = BN // WN
-    WARP_SIZE = tun.WARP_SIZE
     A_REGS, B_REGS = 4 * d["A_LOADS"], 4 * d["B_LOADS"]
     RES_M, RES_N = WMITER * TM, WNITER * TN
 
@@ -181,10 +190,7 @@ def _make_kernel(items: tuple, vec: bool):
         tid = cuda.threadIdx.x
         row0 = cuda.blockIdx.y * BM
         col0 = cuda.blockIdx.x * BN
-        # block -> warp -> lane: first row/column of this thread's tiles inside the block tile
-        warp, lane = tid // WARP_SIZE, tid % WARP_SIZE
-        wm0 = (warp // WARPS_N) * WM + (lane // LANES_N) * TM
-        wn0 = (warp % WARPS_N) * WN + (lane % LANES_N) * TN
+        wm0, wn0 = thread_origin(tid)  # first row/column of this thread's tiles in the block
         # this thread's float4s of the GMEM tiles
         a_row, a_col = tid // (BK // 4), (tid % (BK // 4)) * 4
         b_row, b_col = tid // (BN // 4), (tid % (BN // 4)) * 4
