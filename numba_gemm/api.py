@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 from numba import cuda
 
+from . import tuning
 from .devarray import as_device_array, overlaps
 from .kernels import STAGES
 from .registry import Stage
@@ -67,15 +68,17 @@ def best_stage(M: int, N: int, K: int) -> Stage:
     by a wave-quantization model), with that configuration; without tuning data (or on the
     simulator), the last FP32 stage of the ladder that supports the shape.
     """
-    fp32 = {s.name for s in STAGES if s.precision == "fp32"}
-    picks = [(sel[1], name) for name in winners(shape_class(M, N, K)) if name in fp32
+    device = tuning.current_device()
+    cc = device[1] if device else (99, 99)  # the simulator runs every stage
+    usable = {s.name for s in STAGES if s.precision == "fp32" and tuple(s.min_cc) <= cc}
+    picks = [(sel[1], name) for name in winners(shape_class(M, N, K), device) if name in usable
              for sel in [select(name, M, N, K)] if sel]
     for _, name in sorted(picks):
         st = stage_for(name, M, N, K)
         if st.supports(M, N, K):
             return st
     for s in reversed(STAGES):
-        if s.precision == "fp32" and s.supports(M, N, K):
+        if s.name in usable and s.supports(M, N, K):
             return s
     raise ValueError(f"no FP32 stage supports M={M}, N={N}, K={K}")  # pragma: no cover
 
@@ -166,7 +169,8 @@ def sgemm(
         ValueError: an operand not 2-D or not C-contiguous; inner dimensions that differ (both
             shapes given); ``out`` of the wrong shape or dtype, non-contiguous, or overlapping
             ``a`` or ``b``; an unknown stage name (valid names listed); a stage that does not
-            support the shape. Nothing is launched or written when an error is raised.
+            support the shape or this GPU's compute capability (``Stage.min_cc``). Nothing is
+            launched or written when an error is raised.
     """
     A = as_device_array(a)
     B = as_device_array(b)
@@ -205,6 +209,12 @@ def sgemm(
         raise TypeError(f"stage must be a stage name, a Stage or None, got {type(stage).__name__}")
     if M and N and K and not st.supports(M, N, K):
         raise ValueError(f"stage {st.name!r} does not support M={M}, N={N}, K={K}")
+    device = tuning.current_device()
+    if device is not None and tuple(device[1]) < tuple(st.min_cc):
+        raise ValueError(
+            f"stage {st.name!r} needs compute capability {st.min_cc[0]}.{st.min_cc[1]}+, this GPU "
+            f"({device[0]}) is {device[1][0]}.{device[1][1]}"
+        )
 
     strm = _resolve_stream(stream)
     if C is None:

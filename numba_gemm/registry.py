@@ -62,6 +62,7 @@ class Stage:
             48 KB the launcher opts the kernel in (``launch.allow_dynamic_smem``).
         split_k: K slices (``launch_config``'s grid z). With more than one, the kernel writes
             per-slice partial products into a workspace and ``_splitk`` sums them into C.
+        min_cc: the lowest compute capability the kernel compiles for (``cp.async``: (8, 0)).
     """
 
     name: str
@@ -77,6 +78,7 @@ class Stage:
     check_config: Callable[[Mapping[str, int]], None] | None = None
     dynamic_smem: int = 0
     split_k: int = 1
+    min_cc: tuple[int, int] = (0, 0)
 
     @property
     def rtol(self) -> float:

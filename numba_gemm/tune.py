@@ -210,7 +210,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     "class, before the known winners and the stage's space")
     args = ap.parse_args(argv)
 
-    device = tuning._device()
+    device = tuning.current_device()
     if device is None:
         print("numba_gemm.tune: no CUDA GPU available (tuning needs a real GPU)", file=sys.stderr)
         return 2

@@ -100,7 +100,7 @@ def save(data: dict, path: Path) -> None:
     tmp.replace(path)
 
 
-def _device() -> tuple[str, tuple[int, int]] | None:
+def current_device() -> tuple[str, tuple[int, int]] | None:
     """(name, compute capability) of the current GPU; None on the simulator or without a GPU."""
     if SIMULATOR:
         return None
@@ -116,7 +116,7 @@ def _device() -> tuple[str, tuple[int, int]] | None:
 def _entries(device: tuple[str, tuple[int, int]] | None) -> Iterator[tuple[Path, dict]]:
     """``(file, GPU entry)`` pairs to consult, in order: the user cache's entry for this GPU's
     name, then the committed defaults for its compute capability. None on the simulator."""
-    device = device or _device()
+    device = device or current_device()
     if device is None:
         return
     name, cc = device

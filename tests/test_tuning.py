@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from helpers import randn
 from numba import cuda
@@ -126,7 +127,7 @@ def test_wave_model_prefers_finer_tiles_for_ragged_sizes(monkeypatch, tmp_path):
     ragged = tuning.estimate_ms(rec, 4097, 4097, 4097, sms=132)
     assert ragged == pytest.approx(3.0 * 5 / 4 * 513 / 512)  # 5 waves instead of 4; BK = 8
     monkeypatch.setenv("NUMBA_GEMM_TUNING", str(tmp_path / "t.json"))
-    monkeypatch.setattr(tuning, "_device", lambda: ("Fake GPU", (1, 0)))
+    monkeypatch.setattr(tuning, "current_device", lambda: ("Fake GPU", (1, 0)))
     monkeypatch.setattr("numba_gemm.launch.sm_count", lambda: 132)
     data = tuning.load(tmp_path / "t.json")
     tuning.record(data, "Fake GPU", (9, 0), "large", "warptiling", rec)
@@ -139,7 +140,7 @@ def test_cache_round_trip_drives_sgemm(tmp_path, monkeypatch, rng):
     """A winner written to the cache is what stage_for/best_stage/sgemm(stage=None) run."""
     path = tmp_path / "tuning.json"
     monkeypatch.setenv("NUMBA_GEMM_TUNING", str(path))
-    monkeypatch.setattr(tuning, "_device", lambda: ("Fake GPU", (1, 0)))
+    monkeypatch.setattr(tuning, "current_device", lambda: ("Fake GPU", (1, 0)))
     data = tuning.load(path)
     assert data == {"format": tuning.FORMAT, "gpus": {}}
     cfg = dict(TINY, SPLITK=2)
@@ -170,7 +171,7 @@ def test_bad_cache_file_rejected(tmp_path):
 def test_stale_cached_config_falls_back_with_warning(tmp_path, monkeypatch):
     path = tmp_path / "tuning.json"
     monkeypatch.setenv("NUMBA_GEMM_TUNING", str(path))
-    monkeypatch.setattr(tuning, "_device", lambda: ("Fake GPU", (1, 0)))
+    monkeypatch.setattr(tuning, "current_device", lambda: ("Fake GPU", (1, 0)))
     data = tuning.load(path)
     tuning.record(data, "Fake GPU", (9, 0), "small", "warptiling", result(dict(TINY, TM=6)))
     tuning.save(data, path)
@@ -186,3 +187,17 @@ def test_committed_defaults_are_valid():
             for winners in entry["classes"].values():
                 for name, res in winners.items():
                     numba_gemm.get_stage(name).with_config(res["config"])
+
+
+def test_stages_above_the_gpu_compute_capability_are_skipped(tmp_path, monkeypatch, rng):
+    """multistage needs cp.async (sm_80+): never the default on an older GPU, and a clear error
+    when asked for by name (nothing written)."""
+    monkeypatch.setenv("NUMBA_GEMM_TUNING", str(tmp_path / "none.json"))
+    monkeypatch.setattr(tuning, "current_device", lambda: ("Old GPU", (7, 5)))
+    assert numba_gemm.get_stage("multistage").min_cc == (8, 0)
+    assert numba_gemm.best_stage(64, 64, 64).name == "double_buffering"
+    d_c = cuda.to_device(np.full((5, 6), np.nan, np.float32))
+    with pytest.raises(ValueError, match=r"needs compute capability 8\.0\+.*7\.5"):
+        numba_gemm.sgemm(cuda.to_device(randn(rng, (5, 3))), cuda.to_device(randn(rng, (3, 6))),
+                         stage="multistage", out=d_c)
+    assert np.isnan(d_c.copy_to_host()).all()

@@ -174,6 +174,7 @@ def build_stage(
     space: tuple[dict, ...],
     check: Callable[[Mapping[str, int]], None],
     dynamic_smem: int = 0,
+    min_cc: tuple[int, int] = (0, 0),
 ) -> Stage:
     """A ``Stage`` for one configuration of a tunable stage.
 
@@ -202,4 +203,5 @@ def build_stage(
         check_config=check,
         dynamic_smem=dynamic_smem,
         split_k=splits,
+        min_cc=min_cc,
     )

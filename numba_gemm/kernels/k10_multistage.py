@@ -213,7 +213,7 @@ def make_stage(config: Mapping[str, int]) -> Stage:
     """The multistage stage for one configuration (validated by :func:`check_config`)."""
     return tun.build_stage(
         "multistage", "10: cp.async multistage", config, _make_kernel, make_stage, SPACE,
-        check_config, dynamic_smem=smem_bytes(config),
+        check_config, dynamic_smem=smem_bytes(config), min_cc=(8, 0),
     )
 
 
