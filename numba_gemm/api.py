@@ -106,15 +106,24 @@ def _check_matrix(label: str, x: Any, *, error: type[Exception] = TypeError) -> 
 def _check_scalar(label: str, v: Any) -> np.float32:
     if isinstance(v, bool) or not isinstance(v, numbers.Real):
         raise TypeError(f"{label} must be a real number, got {type(v).__name__}")
-    return np.float32(v)
+    with np.errstate(over="ignore"):
+        try:
+            x = np.float32(float(v))
+        except OverflowError:
+            x = np.float32(np.inf)
+    if not np.isfinite(x):
+        raise ValueError(f"{label} must be finite in float32, got {v!r}")
+    return x
 
 
 def _resolve_stream(stream: Any) -> Any:
     """0/None: default stream; a Numba stream as is; CuPy/PyTorch streams, raw handles wrapped."""
-    if stream is None or (isinstance(stream, int) and stream == 0):
+    if stream is None or (isinstance(stream, int) and not isinstance(stream, bool) and stream == 0):
         return 0
     if SIMULATOR:
-        return stream
+        if isinstance(stream, type(cuda.default_stream())):
+            return stream
+        raise TypeError(f"stream must be 0 or a Numba stream, got {type(stream).__name__}")
     from numba.cuda.cudadrv.driver import Stream
 
     if isinstance(stream, Stream):
@@ -165,10 +174,12 @@ def sgemm(
 
     Raises:
         TypeError: a host (NumPy) array or other non-device object (the message names
-            ``numba.cuda.to_device``); ``a`` or ``b`` not float32; alpha/beta not real numbers.
-        ValueError: an operand not 2-D or not C-contiguous; inner dimensions that differ (both
-            shapes given); ``out`` of the wrong shape or dtype, non-contiguous, or overlapping
-            ``a`` or ``b``; an unknown stage name (valid names listed); a stage that does not
+            ``numba.cuda.to_device``); ``a`` or ``b`` not float32; alpha/beta not real numbers;
+            ``stage`` or ``stream`` of another type.
+        ValueError: alpha/beta not finite in float32; an operand not 2-D or not
+            C-contiguous; inner dimensions that differ (both shapes given); ``out`` of the
+            wrong shape or dtype, non-contiguous, or overlapping ``a`` or ``b``; an unknown
+            stage name (valid names listed); a stage that does not
             support the shape or this GPU's compute capability (``Stage.min_cc``). Nothing is
             launched or written when an error is raised.
     """

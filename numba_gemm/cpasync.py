@@ -32,8 +32,14 @@ from .vecmem import SIMULATOR
 if SIMULATOR:
 
     def copy_async(dst, dr, dc, src, sr, sc, size, valid):
-        """Simulator path: synchronous copy of ``size // 4`` floats, zeros when not ``valid``."""
-        for i in range(size // 4):
+        """Simulator path: synchronous copy of ``size // 4`` floats, zeros when not ``valid``.
+
+        The source address is bounds-checked even when nothing is read (the GPU computes it
+        either way, and NumPy would wrap a negative index silently)."""
+        n = size // 4
+        if not (0 <= sr < src.shape[0] and 0 <= sc and sc + n <= src.shape[1]):
+            raise IndexError(f"copy_async source [{sr}, {sc}:{sc + n}] outside {src.shape}")
+        for i in range(n):
             dst[dr, dc + i] = src[sr, sc + i] if valid else float32(0.0)
 
     def commit():

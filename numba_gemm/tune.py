@@ -15,7 +15,7 @@ and skipped. Timing: CUDA events, median of ``--reps`` after warm-up (``launch.t
 The winners go to the tuning cache (``tuning.user_cache_path()``, or ``--out``), keyed by GPU name,
 stage and class; ``sgemm(stage=None)`` and the bench read it.
 
-Exit status: 0 on success, 2 when no GPU is available.
+Exit status: 0 on success, 1 when no configuration could be timed, 2 when no GPU is available.
 """
 
 from __future__ import annotations
@@ -55,6 +55,16 @@ def _order(space: Sequence[dict]) -> list[dict]:
     for i in range(max(map(len, groups.values()), default=0)):
         out += [groups[bn][i] for bn in shapes if i < len(groups[bn])]
     return out
+
+
+def _valid_for(stage, cfg) -> bool:
+    """Whether ``cfg`` is a valid configuration of ``stage`` (stale cache entries, or another
+    stage's configurations in ``--configs``, are skipped)."""
+    try:
+        stage.check_config(cfg)
+    except (ValueError, KeyError, TypeError):
+        return False
+    return True
 
 
 def known_configs(gpu: str, cc: tuple[int, int], cls: str, stage: str, *datas: dict) -> list[dict]:
@@ -235,18 +245,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         share = args.budget * weight[cls] / total_w / len(args.stages)
         for name in args.stages:
             base = get_stage(name)
-            extra = []
-            for cfg in json.loads(args.configs.read_text()) if args.configs else []:
-                try:
-                    base.check_config(cfg)
-                except (ValueError, KeyError):
-                    continue  # a configuration of another stage
-                extra.append(cfg)
+            extra = json.loads(args.configs.read_text()) if args.configs else []
             results: list[tuple[dict, dict]] = []
             t_end = time.monotonic() + 0.7 * share
             # known winners, then configs compiled for a larger class, then the rest of the space
             first = extra + known_configs(gpu, cc, cls, name, data, defaults) + tried[name]
-            first = list({str(c): c for c in first}.values())
+            first = [c for c in {str(c): c for c in first}.values() if _valid_for(base, c)]
             seen = set(map(str, first))
             cands = first + [c for c in _order(base.space) if str(c) not in seen]
             bar = tqdm(cands, desc=f"{cls} {name}", unit="cfg", leave=False)
@@ -281,6 +285,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             tile_only = [dict(c, MINB=0, SPLITK=1) for c, _ in results]
             tried[name] = list({str(c): c for c in tile_only + tried[name]}.values())[:24]
             alts = _alternatives(results, base, prob, cls, twin, args.reps, args.warmup)
+            if not alts:
+                print(f"{cls} {name}: only split-K configurations timed; none kept for the "
+                      "large class", file=sys.stderr)
+                continue
             best_cfg, best = next((c, r) for c, r in results if c == alts[0]["config"])
             best = dict(best, config=best_cfg, blocks_per_sm=alts[0]["blocks_per_sm"],
                         blocks_per_sm_scalar=alts[0]["blocks_per_sm_scalar"],

@@ -21,9 +21,11 @@ are to fill the GPU (the reason split-K pays for small products): see :data:`CLA
 
 from __future__ import annotations
 
+import copy
 import functools
 import json
 import os
+import warnings
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -73,11 +75,12 @@ def load(path: Path) -> dict:
     """
     if not path.exists():
         return {"format": FORMAT, "gpus": {}}
-    return json.loads(json.dumps(_load_cached(str(path), path.stat().st_mtime_ns)))
+    st = path.stat()
+    return copy.deepcopy(_load_cached(str(path), st.st_mtime_ns, st.st_ino, st.st_size))
 
 
 @functools.lru_cache(maxsize=8)
-def _load_cached(path: str, mtime_ns: int) -> dict:
+def _load_cached(path: str, mtime_ns: int, inode: int = 0, size: int = 0) -> dict:
     # sgemm() looks tuning up on every call: parse each file once per modification
     data = json.loads(Path(path).read_text())
     if not isinstance(data, dict) or data.get("format") != FORMAT or "gpus" not in data:
@@ -88,7 +91,9 @@ def _load_cached(path: str, mtime_ns: int) -> dict:
 def record(
     data: dict, gpu: str, cc: tuple[int, int], cls: str, stage: str, result: Mapping[str, Any]
 ) -> None:
-    """Put one winner (``result`` holds at least ``config``) into ``data`` in place."""
+    """Put one winner into ``data`` in place. ``result`` holds ``config``, ``ms`` and ``shape``
+    (what ``select`` needs), optionally ``alternatives`` of the same form, occupancy and
+    ``ms_scalar``."""
     entry = data["gpus"].setdefault(gpu, {"compute_capability": list(cc), "classes": {}})
     entry["classes"].setdefault(cls, {})[stage] = dict(result)
 
@@ -122,12 +127,15 @@ def _entries(device: tuple[str, tuple[int, int]] | None) -> Iterator[tuple[Path,
     name, cc = device
     for path, key in ((user_cache_path(), name), (defaults_path(cc), None)):
         try:
-            gpus = _load_cached(str(path), path.stat().st_mtime_ns)["gpus"]
-        except (ValueError, OSError):
+            st = path.stat()
+            gpus = _load_cached(str(path), st.st_mtime_ns, st.st_ino, st.st_size)["gpus"]
+            entry = gpus.get(key) if key else next(iter(gpus.values()), None)
+            if entry:
+                yield path, entry["classes"]
+        except FileNotFoundError:
             continue
-        entry = gpus.get(key) if key else next(iter(gpus.values()), None)
-        if entry:
-            yield path, entry
+        except (ValueError, OSError, AttributeError, KeyError, TypeError) as e:
+            warnings.warn(f"ignoring tuning file {path}: {type(e).__name__}: {e}", stacklevel=3)
 
 
 def source(device: tuple[str, tuple[int, int]] | None = None) -> str | None:
@@ -136,15 +144,15 @@ def source(device: tuple[str, tuple[int, int]] | None = None) -> str | None:
 
 
 def winners(cls: str, device: tuple[str, tuple[int, int]] | None = None) -> dict:
-    """``{stage name: result}`` for a shape class on the current (or given) GPU.
+    """``{stage name: result}`` for a shape class on the current (or given) GPU (a copy).
 
-    From the user cache if it has this GPU and class, else from the committed defaults for its
+    Per stage, the user cache's entry for this GPU wins over the committed defaults for its
     compute capability; empty on the simulator or when nothing matches.
     """
-    for _, entry in _entries(device):
-        if cls in entry.get("classes", {}):
-            return entry["classes"][cls]
-    return {}
+    merged: dict = {}
+    for _, classes in reversed(list(_entries(device))):
+        merged.update(classes.get(cls, {}))
+    return copy.deepcopy(merged)
 
 
 def estimate_ms(
@@ -189,29 +197,64 @@ def is_aligned(M: int, N: int, K: int) -> bool:
     return K % 4 == 0 and N % 4 == 0
 
 
+def _valid_candidate(c: Any) -> bool:
+    """A candidate ``estimate_ms`` can use: a config with positive int BM, BN, BK (SPLITK >= 1),
+    a finite positive ``ms`` (and ``ms_scalar``), a shape of three positive ints."""
+
+    def pos_int(x):
+        return isinstance(x, int) and not isinstance(x, bool) and x > 0
+
+    def pos_num(x):
+        return isinstance(x, (int, float)) and not isinstance(x, bool) and 0 < x < float("inf")
+
+    try:
+        cfg = c["config"]
+        return (
+            all(pos_int(cfg[k]) for k in ("BM", "BN", "BK"))
+            and pos_int(cfg.get("SPLITK", 1))
+            and pos_num(c["ms"])
+            and pos_num(c.get("ms_scalar", 1.0))
+            and len(c["shape"]) == 3
+            and all(pos_int(x) for x in c["shape"])
+            and all(pos_int(c.get(k, 1)) for k in ("blocks_per_sm", "blocks_per_sm_scalar"))
+        )
+    except (KeyError, TypeError, AttributeError):
+        return False
+
+
 def candidates(result: Mapping[str, Any]) -> list[dict]:
-    """The winner of a (class, stage) entry and its recorded alternatives."""
+    """The winner of a (class, stage) entry and its recorded alternatives; malformed ones are
+    dropped with a warning (a hand-edited or foreign cache must not break ``sgemm``)."""
     main = {k: result[k] for k in ("config", "ms", "shape", "blocks_per_sm",
                                    "blocks_per_sm_scalar", "ms_scalar") if k in result}
-    return [main, *result.get("alternatives", [])]
+    alts = result.get("alternatives", [])
+    out = [c for c in [main, *(alts if isinstance(alts, list) else [])] if _valid_candidate(c)]
+    if len(out) < 1 + (len(alts) if isinstance(alts, list) else 0):
+        warnings.warn("ignoring malformed tuning candidates (need config, ms > 0 and shape)",
+                      stacklevel=3)
+    return out
 
 
 def select(stage_name: str, M: int, N: int, K: int) -> tuple[dict, float] | None:
     """``(config, predicted ms)`` of the tuned candidate of ``stage_name`` predicted fastest for
     this shape (see :func:`estimate_ms`), or None without tuning data for its class."""
     res = winners(shape_class(M, N, K)).get(stage_name)
-    if not res:
+    if not isinstance(res, Mapping):
         return None
     from .launch import sm_count
 
+    cands = candidates(res)
+    if not cands:
+        return None
     sms = sm_count()
     aligned = is_aligned(M, N, K)
-    factor = res["ms_scalar"] / res["ms"] if "ms_scalar" in res else 1.0
+    main = cands[0]
+    factor = main["ms_scalar"] / main["ms"] if "ms_scalar" in main else 1.0
 
     def est(c):
         return estimate_ms(c, M, N, K, sms, aligned, factor)
 
-    best = min(candidates(res), key=est)
+    best = min(cands, key=est)
     return dict(best["config"]), est(best)
 
 

@@ -12,8 +12,9 @@ helpers take a 2D C-contiguous float32 array (GMEM or SMEM) and an element index
 Precondition (the caller's, unchecked on the GPU): the address of ``arr[r, c]`` is a multiple of 16
 bytes, i.e. the array base is 16-byte aligned, the row pitch (``arr.shape[1]``) is a multiple of 4
 and ``c`` is a multiple of 4. A misaligned vector access is a CUDA "misaligned address" error.
-SMEM tiles meant for these helpers are declared with ``smem_array(shape)``, which asks for
-``alignment=SMEM_ALIGN`` (16 bytes) on the GPU.
+SMEM tiles meant for these helpers are declared with
+``cuda.shared.array(shape, float32, alignment=SMEM_ALIGN)`` (16 bytes on the GPU, None on the
+simulator, which rejects the argument).
 
 A third helper carves dynamic SMEM (one 1D ``cuda.shared.array(0, float32)``) into tiles:
 

@@ -37,9 +37,11 @@ def test_default_stage_new_output(operands):
     assert rel_error(c.copy_to_host(), reference_f64(a, b)) <= 1e-5
 
 
-def test_default_stage_is_fp32_and_supports(operands):
-    st_ = numba_gemm.best_stage(9, 5, 7)
-    assert st_.precision == "fp32" and st_.supports(9, 5, 7)
+def test_default_stage_without_tuning_is_top_of_ladder(operands, monkeypatch, tmp_path):
+    """No tuning data for this device (the simulator has none): the last FP32 stage."""
+    monkeypatch.setenv("NUMBA_GEMM_TUNING", str(tmp_path / "none.json"))
+    monkeypatch.setattr(numba_gemm.tuning, "current_device", lambda: None)
+    assert numba_gemm.best_stage(9, 5, 7) is STAGES[-1]
 
 
 def test_stage_object_accepted(operands):
@@ -198,6 +200,31 @@ def test_stage_not_supporting_shape_rejected(operands):
     with pytest.raises(ValueError, match="does not support M=9, N=5, K=7"):
         sgemm(d_a, d_b, stage=picky, out=d_c)
     assert_untouched(d_c)
+
+
+@pytest.mark.parametrize("bad", [1e300, -1e39, float("nan"), float("inf"), 10**400])
+def test_non_finite_scalars_rejected(bad, operands):
+    _, _, d_a, d_b = operands
+    d_c = poisoned((9, 5))
+    for name in ("alpha", "beta"):
+        with pytest.raises(ValueError, match=f"{name} must be finite"):
+            sgemm(d_a, d_b, out=d_c, **{name: bad})
+    assert_untouched(d_c)
+
+
+def test_bad_stream_rejected(operands):
+    _, _, d_a, d_b = operands
+    for bad in ("0", 1.5, True, object()):
+        with pytest.raises(TypeError, match="stream must be"):
+            sgemm(d_a, d_b, stream=bad)
+
+
+def test_host_out_rejected(operands):
+    _, _, d_a, d_b = operands
+    host = np.full((9, 5), np.nan, np.float32)
+    with pytest.raises(TypeError, match=r"numba\.cuda\.to_device"):
+        sgemm(d_a, d_b, out=host)
+    assert np.isnan(host).all()
 
 
 @pytest.mark.parametrize("bad", ["2", None, 1j, True])

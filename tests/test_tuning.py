@@ -181,12 +181,65 @@ def test_stale_cached_config_falls_back_with_warning(tmp_path, monkeypatch):
 
 
 def test_committed_defaults_are_valid():
-    for path in sorted(tuning.DEFAULTS_DIR.glob("sm_*.json")):
+    """Every winner and alternative builds, and is a complete candidate for the wave model."""
+    paths = sorted(tuning.DEFAULTS_DIR.glob("sm_*.json"))
+    assert paths, "committed defaults missing"
+    for path in paths:
         data = tuning.load(path)
         for entry in data["gpus"].values():
             for winners in entry["classes"].values():
                 for name, res in winners.items():
-                    numba_gemm.get_stage(name).with_config(res["config"])
+                    cands = tuning.candidates(res)
+                    assert len(cands) == 1 + len(res.get("alternatives", []))
+                    for c in cands:
+                        numba_gemm.get_stage(name).with_config(c["config"])
+                        assert tuning.estimate_ms(c, 4097, 4097, 4097, sms=132) > 0
+
+
+def test_malformed_cache_is_tolerated(tmp_path, monkeypatch, rng):
+    """A candidate without ms/shape (hand-edited, or another version's file) is dropped with a
+    warning; sgemm still runs (here: the stage default)."""
+    path = tmp_path / "tuning.json"
+    monkeypatch.setenv("NUMBA_GEMM_TUNING", str(path))
+    monkeypatch.setattr(tuning, "current_device", lambda: ("Fake GPU", (1, 0)))
+    data = tuning.load(path)
+    tuning.record(data, "Fake GPU", (1, 0), "small", "warptiling", dict(config=TINY, ms=0))
+    tuning.save(data, path)
+    with pytest.warns(UserWarning, match="malformed"):
+        assert tuning.tuned_config("warptiling", 40, 30, 20) is None
+    path.write_text('{"format": 1, "gpus": []}')
+    with pytest.warns(UserWarning, match="ignoring tuning file"):
+        assert tuning.winners("small") == {}
+    with pytest.warns(UserWarning):
+        a, b = cuda.to_device(randn(rng, (9, 4))), cuda.to_device(randn(rng, (4, 5)))
+        out = numba_gemm.sgemm(a, b, stage="warptiling")
+    assert out.shape == (9, 5)
+
+
+def test_user_cache_overrides_defaults_per_stage(tmp_path, monkeypatch):
+    """Tuning one stage must not hide the committed defaults of the others."""
+    path = tmp_path / "tuning.json"
+    monkeypatch.setenv("NUMBA_GEMM_TUNING", str(path))
+    monkeypatch.setattr(tuning, "current_device", lambda: ("NVIDIA H200", (9, 0)))
+    data = tuning.load(path)
+    tuning.record(data, "NVIDIA H200", (9, 0), "large", "warptiling",
+                  result(TINY, ms=9.0, shape=(4096, 4096, 4096)))
+    tuning.save(data, path)
+    won = tuning.winners("large")
+    assert won["warptiling"]["config"] == TINY
+    assert {"double_buffering", "multistage"} <= set(won)
+    won["multistage"]["ms"] = -1  # a copy: the cache is not mutated
+    assert tuning.winners("large")["multistage"]["ms"] > 0
+
+
+def test_split_k_workspace_per_stream():
+    from numba_gemm.devarray import data_ptr
+    from numba_gemm.kernels._splitk import workspace
+
+    s1, s2 = cuda.stream(), cuda.stream()
+    w1 = workspace(4, 5, s1)
+    assert data_ptr(workspace(2, 3, s1)) == data_ptr(w1)  # reused on the same stream
+    assert data_ptr(workspace(4, 5, s2)) != data_ptr(w1)  # never shared across streams
 
 
 def test_stages_above_the_gpu_compute_capability_are_skipped(tmp_path, monkeypatch, rng):

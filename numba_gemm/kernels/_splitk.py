@@ -6,8 +6,9 @@ of S; block z computes ``A[:, Kz] @ B[Kz, :]`` for its slice Kz of K and writes 
 rows ``[z*M, (z+1)*M)`` of a workspace W of shape ``(S*M, N)``; ``reduce_splits`` then computes
 ``C = alpha * sum_z W_z + beta * C`` in a fixed order (deterministic, no atomics).
 
-The workspace is grow-only and kept per (device, stream), so that repeated calls allocate once;
-calls on one stream run in order, so they can share it.
+The workspace is grow-only and kept per (device, CUDA stream handle, and host thread for the
+default stream), so that repeated calls allocate once; calls on one stream run in order, so they
+can share it.
 
 Source: the split-K ("sliced-K") GEMM of NVIDIA CUTLASS (``GemmSplitKParallel``: partials then a
 reduction kernel).
@@ -15,6 +16,7 @@ reduction kernel).
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import numpy as np
@@ -44,9 +46,21 @@ def reduce_splits(W, C, alpha, beta):
             C[r, c] = alpha * acc + beta * C[r, c]
 
 
+def _stream_key(stream: Any) -> tuple:
+    """The CUDA stream itself, not its Python wrapper (sgemm wraps CuPy/PyTorch streams anew on
+    every call). The default stream is per host thread when per-thread default streams are on."""
+    if stream in (0, None):
+        return (0, threading.get_ident())
+    handle = getattr(stream, "handle", None)
+    try:
+        return (int(getattr(handle, "value", handle)), 0)
+    except (TypeError, ValueError):  # the simulator's streams have no handle
+        return (id(stream), 0)
+
+
 def workspace(rows: int, cols: int, stream: Any) -> Any:
     """A float32 ``(rows, cols)`` device array from the grow-only buffer of this stream."""
-    key = (getattr(cuda.get_current_device(), "id", 0), 0 if stream in (0, None) else id(stream))
+    key = (getattr(cuda.get_current_device(), "id", 0), *_stream_key(stream))
     need = rows * cols
     buf = _workspaces.get(key)
     if buf is None or buf.size < need:

@@ -32,7 +32,7 @@ from ._common import kernel_jit
 SMEM_COPIES = 2
 
 #: Default: warptiling's. (The fastest configuration measured at 4096^3 on an H200, in
-#: numba_gemm/tuning/sm_90.json, has 16x16 accumulators per thread and its scalar-GMEM variant
+#: numba_gemm/tuning/sm_90.json, has 8x16 accumulators per thread and its scalar-GMEM variant
 #: spills: fine where tuning picks it, not as the untuned default.)
 DEFAULT_CONFIG = dict(wt.DEFAULT_CONFIG)
 
