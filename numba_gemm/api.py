@@ -47,16 +47,18 @@ def stage_for(stage: str | Stage, M: int, N: int, K: int) -> Stage:
     if isinstance(stage, Stage):
         return stage
     st = get_stage(stage)
-    if not st.tunable:
-        return st
-    cfg = tuned_config(st.name, M, N, K)
+    return _with_tuned(st, tuned_config(st.name, M, N, K) if st.tunable else None)
+
+
+def _with_tuned(st: Stage, cfg: dict | None) -> Stage:
+    """``st`` built with the tuned ``cfg``; ``st`` itself (with a warning) if ``cfg`` is stale."""
     if cfg is None:
         return st
     try:
         return _configured(st.name, tuple(sorted(cfg.items())))
     except (TypeError, ValueError) as e:
         warnings.warn(f"ignoring tuned config of {st.name!r} ({e}); using its default",
-                      stacklevel=2)
+                      stacklevel=3)
         return st
 
 
@@ -71,10 +73,10 @@ def best_stage(M: int, N: int, K: int) -> Stage:
     device = tuning.current_device()
     cc = device[1] if device else (99, 99)  # the simulator runs every stage
     usable = {s.name for s in STAGES if s.precision == "fp32" and tuple(s.min_cc) <= cc}
-    picks = [(sel[1], name) for name in winners(shape_class(M, N, K), device) if name in usable
-             for sel in [select(name, M, N, K)] if sel]
-    for _, name in sorted(picks):
-        st = stage_for(name, M, N, K)
+    picks = [(sel[1], name, sel[0]) for name in winners(shape_class(M, N, K), device)
+             if name in usable for sel in [select(name, M, N, K)] if sel]
+    for _, name, cfg in sorted(picks, key=lambda p: p[:2]):
+        st = _with_tuned(get_stage(name), cfg)
         if st.supports(M, N, K):
             return st
     for s in reversed(STAGES):

@@ -114,8 +114,6 @@ class Stage:
         ``alpha`` and ``beta`` should be ``numpy.float32`` (a Python float would compile a
         float64 variant of the kernel).
         """
-        from .launch import allow_dynamic_smem
-
         M, K = A.shape
         N = B.shape[1]
         grid, block = self.launch_config(M, N, K)
@@ -124,6 +122,14 @@ class Stage:
 
             launch_split_k(self, grid, block, A, B, C, alpha, beta, stream)
             return
+        self.launch_kernel(grid, block, A, B, C, alpha, beta, stream)
+
+    def launch_kernel(self, grid, block, A, B, C, alpha, beta, stream) -> None:
+        """One launch of the kernel variant for these arrays (``select_kernel``) with its
+        dynamic SMEM, opted in above 48 KB. ``Stage.launch`` and split-K's partial products
+        (C = the workspace) both go through here."""
+        from .launch import allow_dynamic_smem
+
         kernel = self.select_kernel(A, B, C)
         if self.dynamic_smem:
             allow_dynamic_smem(kernel, (A, B, C, alpha, beta), self.dynamic_smem)

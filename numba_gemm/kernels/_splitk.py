@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 from numba import cuda
 
-from ..launch import allow_dynamic_smem, cdiv
+from ..launch import cdiv
 
 _workspaces: dict = {}
 
@@ -74,10 +74,6 @@ def launch_split_k(stage, grid, block, A, B, C, alpha, beta, stream) -> None:
     M, N = C.shape
     splits = grid[2]
     W = workspace(splits * M, N, stream)
-    one, zero = np.float32(1.0), np.float32(0.0)
-    kernel = stage.select_kernel(A, B, W)
-    if stage.dynamic_smem:
-        allow_dynamic_smem(kernel, (A, B, W, one, zero), stage.dynamic_smem)
-    kernel[grid, block, stream, stage.dynamic_smem](A, B, W, one, zero)
+    stage.launch_kernel(grid, block, A, B, W, np.float32(1.0), np.float32(0.0), stream)
     rgrid = (cdiv(N, REDUCE_BLOCK[0]), cdiv(M, REDUCE_BLOCK[1]))
     reduce_splits[rgrid, REDUCE_BLOCK, stream](W, C, alpha, beta)
