@@ -1,7 +1,7 @@
 """numba_gemm: FP32 GEMM (SGEMM) kernels for NVIDIA GPUs, written in Python with Numba CUDA.
 
 The ladder of stages (``STAGES``, slowest first) goes from a naive kernel to cuBLAS-class tiling;
-``sgemm(a, b)`` runs the fastest one on device arrays::
+``sgemm(a, b)`` runs the fastest one on device arrays (Numba, CuPy, PyTorch)::
 
     from numba import cuda
     import numpy as np, numba_gemm
@@ -9,11 +9,15 @@ The ladder of stages (``STAGES``, slowest first) goes from a naive kernel to cuB
     d_b = cuda.to_device(np.random.rand(512, 768).astype(np.float32))
     d_c = numba_gemm.sgemm(d_a, d_b)                      # (1024, 768) device array
     numba_gemm.sgemm(d_a, d_b, stage="smem_tiling", out=d_c, alpha=2.0, beta=1.0)
+    print(numba_gemm.explain(d_a, d_b))                   # what runs, and why
+
+A call is validate -> plan (chosen once per shape, ``plan_for``) -> launch.
 """
 
 from ._version import __version__
-from .api import best_stage, get_stage, sgemm
-from .kernels import STAGES
+from .api import sgemm
+from .kernels import STAGES, get_stage
+from .plan import Plan, explain, plan_for
 from .registry import Stage
 
-__all__ = ["STAGES", "Stage", "__version__", "best_stage", "get_stage", "sgemm"]
+__all__ = ["STAGES", "Plan", "Stage", "__version__", "explain", "get_stage", "plan_for", "sgemm"]

@@ -1,144 +1,193 @@
-"""``sgemm()``: validation, output allocation, stage choice, launch."""
+"""``sgemm()``: validate -> plan -> launch.
+
+A call reads its operands (``devarray.operand``: pointer, shape, strides, GPU, a few hundred ns
+each), checks them, finds its plan in a dictionary (``plan.plan_for`` on the first call of a
+shape) and launches the plan's kernel on the caller's stream. Nothing is synchronized on the host.
+"""
 
 from __future__ import annotations
 
-import functools
+import math
 import numbers
-import warnings
+import struct
 from typing import Any
 
 import numpy as np
-from numba import cuda
 
 from . import tuning
-from .devarray import as_device_array, overlaps
-from .kernels import STAGES
+from .devarray import F32, Operand, all_rows_aligned, operand, rows_aligned
+from .device import SIMULATOR
+from .plan import Plan, plan_for
 from .registry import Stage
-from .tuning import select, shape_class, tuned_config, winners
-from .vecmem import SIMULATOR
+
+_F32 = struct.Struct("f")
 
 
-def get_stage(name: str) -> Stage:
-    """The registered stage called ``name`` (see ``STAGES``).
-
-    Raises:
-        ValueError: no stage has that name; the message lists the valid names.
-    """
-    for s in STAGES:
-        if s.name == name:
-            return s
-    valid = ", ".join(s.name for s in STAGES)
-    raise ValueError(f"unknown stage {name!r}; valid stages: {valid}")
-
-
-@functools.lru_cache(maxsize=256)
-def _configured(name: str, items: tuple) -> Stage:
-    return get_stage(name).with_config(dict(items))
-
-
-def stage_for(stage: str | Stage, M: int, N: int, K: int) -> Stage:
-    """The stage to run for this shape: a ``Stage`` as given; a name resolved with
-    :func:`get_stage` and, for a tunable stage, built with its tuned configuration for the
-    shape's class (``numba_gemm.tuning``) when there is one.
-
-    Raises:
-        ValueError: unknown stage name.
-    """
-    if isinstance(stage, Stage):
-        return stage
-    st = get_stage(stage)
-    return _with_tuned(st, tuned_config(st.name, M, N, K) if st.tunable else None)
-
-
-def _with_tuned(st: Stage, cfg: dict | None) -> Stage:
-    """``st`` built with the tuned ``cfg``; ``st`` itself (with a warning) if ``cfg`` is stale."""
-    if cfg is None:
-        return st
-    try:
-        return _configured(st.name, tuple(sorted(cfg.items())))
-    except (TypeError, ValueError) as e:
-        warnings.warn(f"ignoring tuned config of {st.name!r} ({e}); using its default",
-                      stacklevel=3)
-        return st
-
-
-def best_stage(M: int, N: int, K: int) -> Stage:
-    """The stage ``sgemm(stage=None)`` runs for an ``(M, K) @ (K, N)`` product.
-
-    The FP32 stage predicted fastest for this shape from the tuning cache or the committed
-    defaults for this GPU (``numba_gemm.tuning.select``: tuned time at the class's shape, scaled
-    by a wave-quantization model), with that configuration; without tuning data (or on the
-    simulator), the last FP32 stage of the ladder that supports the shape.
-    """
-    device = tuning.current_device()
-    cc = device[1] if device else (99, 99)  # the simulator runs every stage
-    usable = {s.name for s in STAGES if s.precision == "fp32" and tuple(s.min_cc) <= cc}
-    picks = [(sel[1], name, sel[0]) for name in winners(shape_class(M, N, K), device)
-             if name in usable for sel in [select(name, M, N, K)] if sel]
-    for _, name, cfg in sorted(picks, key=lambda p: p[:2]):
-        st = _with_tuned(get_stage(name), cfg)
-        if st.supports(M, N, K):
-            return st
-    for s in reversed(STAGES):
-        if s.name in usable and s.supports(M, N, K):
-            return s
-    raise ValueError(f"no FP32 stage supports M={M}, N={N}, K={K}")  # pragma: no cover
-
-
-@cuda.jit
-def _scale_kernel(C, beta):
-    # C = beta * C for the K == 0 case; beta == 0 writes exact zeros (C is not read).
-    i, j = cuda.grid(2)
-    if i < C.shape[0] and j < C.shape[1]:
-        C[i, j] = beta * C[i, j] if beta != 0 else np.float32(0.0)
-
-
-def _check_matrix(label: str, x: Any, *, error: type[Exception] = TypeError) -> None:
-    if np.dtype(x.dtype) != np.float32:
-        raise error(f"{label} must be float32, got dtype {np.dtype(x.dtype)}")
-    if x.ndim != 2:
-        raise ValueError(f"{label} must be 2-D (rows, cols), got shape {tuple(x.shape)}")
-    if not x.is_c_contiguous():
+def _check_matrix(label: str, x: Operand, *, error: type[Exception] = TypeError) -> None:
+    if x.dtype is not F32 and x.dtype != F32:
+        raise error(f"{label} must be float32, got dtype {x.dtype}")
+    shape = x.shape
+    if len(shape) != 2:
+        raise ValueError(f"{label} must be 2-D (rows, cols), got shape {tuple(shape)}")
+    rows, cols = shape
+    s0, s1 = x.strides
+    if ((s1 != 4 and cols > 1) or (s0 != 4 * cols and rows > 1)) and rows and cols:
         raise ValueError(
             f"{label} must be C-contiguous (row-major), got strides {tuple(x.strides)}; "
-            "copy it first (cupy.ascontiguousarray, or .copy_to_device on a contiguous array)"
+            "copy it first (cupy.ascontiguousarray, tensor.contiguous(), or .copy_to_device on a "
+            "contiguous array)"
         )
 
 
-def _check_scalar(label: str, v: Any) -> np.float32:
+#: nonzero value -> its float32 rounding, for the values a program uses (zeros are not cached:
+#: 0.0 == -0.0 as keys, but alpha = -0.0 must stay -0.0)
+_SCALARS: dict = {1.0: 1.0}
+
+
+def _check_scalar(label: str, v: Any) -> float:
+    """``v`` rounded to float32 (returned as a Python float, what the kernel will use)."""
+    x = _SCALARS.get(v) if type(v) is float or type(v) is int else None
+    if x is not None:
+        return x
     if isinstance(v, bool) or not isinstance(v, numbers.Real):
         raise TypeError(f"{label} must be a real number, got {type(v).__name__}")
-    with np.errstate(over="ignore"):
-        try:
-            x = np.float32(float(v))
-        except OverflowError:
-            x = np.float32(np.inf)
-    if not np.isfinite(x):
+    try:
+        x = _F32.unpack(_F32.pack(float(v)))[0]  # OverflowError past the float32 range
+    except OverflowError:
+        x = math.inf
+    if not math.isfinite(x):
         raise ValueError(f"{label} must be finite in float32, got {v!r}")
+    if len(_SCALARS) < 64 and (type(v) is float or type(v) is int) and v != 0:
+        _SCALARS[v] = x
     return x
 
 
-def _resolve_stream(stream: Any) -> Any:
-    """0/None: default stream; a Numba stream as is; CuPy/PyTorch streams, raw handles wrapped."""
-    if stream is None or (isinstance(stream, int) and not isinstance(stream, bool) and stream == 0):
-        return 0
+def stream_handle(stream: Any) -> Any:
+    """The stream to launch on: a CUDA stream handle (int) on a GPU; on the simulator a Numba
+    stream or 0.
+
+    Accepts 0/None (the default stream), a Numba stream, a CuPy stream (``.ptr``), a PyTorch
+    stream (``.cuda_stream``) or a raw ``cudaStream_t`` int.
+
+    Raises:
+        TypeError: anything else.
+    """
+    if stream is None or (type(stream) is int and stream == 0):
+        return _DEFAULT_STREAM
     if SIMULATOR:
+        from numba import cuda
+
         if isinstance(stream, type(cuda.default_stream())):
             return stream
         raise TypeError(f"stream must be 0 or a Numba stream, got {type(stream).__name__}")
+    if type(stream) is int:
+        return stream
+    if hasattr(stream, "cuda_stream"):  # PyTorch
+        return int(stream.cuda_stream)
+    if hasattr(stream, "ptr") and not hasattr(stream, "handle"):  # CuPy
+        return int(stream.ptr)
     from numba.cuda.cudadrv.driver import Stream
 
     if isinstance(stream, Stream):
-        return stream
-    for attr in ("ptr", "cuda_stream"):  # CuPy, PyTorch
-        if hasattr(stream, attr):
-            return cuda.external_stream(int(getattr(stream, attr)))
-    if isinstance(stream, int):
-        return cuda.external_stream(stream)
+        return int(stream)
     raise TypeError(
         f"stream must be 0, a Numba stream, a CuPy/PyTorch stream or a raw cudaStream_t int, "
         f"got {type(stream).__name__}"
     )
+
+
+def _default_stream() -> Any:
+    """Numba's default stream: legacy (handle 0) unless numba is configured for per-thread
+    default streams (``NUMBA_CUDA_PER_THREAD_DEFAULT_STREAM``: handle 2)."""
+    if SIMULATOR:
+        return 0
+    from numba import config
+
+    return 2 if config.CUDA_PER_THREAD_DEFAULT_STREAM else 0
+
+
+_DEFAULT_STREAM = _default_stream()
+_SHARED_STREAMS = (0, 1, 2)  # legacy, legacy, per-thread default: ordered with one another
+
+_plans: dict = {}
+tuning.on_reload(_plans.clear)
+
+
+def _stage_key(stage: Any) -> Any:
+    if stage is None or type(stage) is str:
+        return stage
+    if isinstance(stage, Stage):
+        return id(stage)
+    raise TypeError(f"stage must be a stage name, a Stage or None, got {type(stage).__name__}")
+
+
+def _new_output(A: Operand, M: int, N: int) -> Any:
+    """A new ``(M, N)`` float32 array of the same kind as ``a``, on its GPU."""
+    obj = A.obj
+    mod = type(obj).__module__.split(".")[0]
+    if mod == "torch":
+        import torch
+
+        return torch.empty((M, N), dtype=torch.float32, device=obj.device)
+    if mod == "cupy":
+        import cupy
+
+        with cupy.cuda.Device(A.device):
+            return cupy.empty((M, N), dtype=cupy.float32)
+    from numba import cuda
+
+    if SIMULATOR:
+        return cuda.device_array((M, N), dtype=np.float32)
+    with cuda.gpus[A.device]:
+        return cuda.device_array((M, N), dtype=np.float32)
+
+
+def _validate(a: Any, b: Any, out: Any) -> tuple[Operand, Operand, Operand | None]:
+    A = operand(a)
+    B = operand(b)
+    sa, sb = A.shape, B.shape
+    # the common case in one test per operand: float32, 2-D, C-contiguous
+    if not (A.dtype is F32 and len(sa) == 2 and A.strides == (4 * sa[1], 4)):
+        _check_matrix("a", A)
+    if not (B.dtype is F32 and len(sb) == 2 and B.strides == (4 * sb[1], 4)):
+        _check_matrix("b", B)
+    M, K = sa
+    N = sb[1]
+    if K != sb[0]:
+        raise ValueError(
+            f"inner dimensions differ: a has shape {tuple(sa)} and b has shape "
+            f"{tuple(sb)}; need a (M, K) and b (K, N)"
+        )
+    if B.device != A.device:
+        raise ValueError(f"a is on GPU {A.device} and b on GPU {B.device}: put them on one GPU")
+    if out is None:
+        return A, B, None
+    C = operand(out)
+    sc = C.shape
+    if not (C.dtype is F32 and len(sc) == 2 and C.strides == (4 * N, 4)):
+        _check_matrix("out", C, error=ValueError)
+    if sc[0] != M or sc[1] != N:
+        raise ValueError(
+            f"out has shape {tuple(sc)}, expected (M, N) = ({M}, {N}) for a "
+            f"{tuple(sa)} @ {tuple(sb)} product"
+        )
+    if C.device != A.device:
+        raise ValueError(f"out is on GPU {C.device} and a, b on GPU {A.device}: use one GPU")
+    # contiguous float32 arrays span [ptr, ptr + 4 * size): out must not intersect a or b
+    c0, c1, a0, b0 = C.ptr, C.ptr + 4 * M * N, A.ptr, B.ptr
+    if c1 > c0 and ((a0 < c1 and c0 < a0 + 4 * M * K) or (b0 < c1 and c0 < b0 + 4 * K * N)):
+        label = "a" if a0 < c1 and c0 < a0 + 4 * M * K else "b"
+        raise ValueError(f"out overlaps {label}: the output must not alias an input")
+    return A, B, C
+
+
+def _plan_of_call(a: Any, b: Any, stage: Any, out: Any) -> Plan:
+    A, B, C = _validate(a, b, out)
+    M, K = A.shape
+    N = B.shape[1]
+    aligned = all_rows_aligned(A.ptr, B.ptr, A.ptr if C is None else C.ptr, K, N)
+    return plan_for(max(M, 1), max(N, 1), max(K, 1), stage=stage, aligned=aligned,
+                    device=A.device)
 
 
 def sgemm(
@@ -155,87 +204,100 @@ def sgemm(
 
     Args:
         a: A, shape ``(M, K)``, float32, C-contiguous (row-major), on the GPU: a Numba device
-            array or any object with ``__cuda_array_interface__`` (CuPy array, PyTorch CUDA
-            tensor), used zero-copy.
-        b: B, shape ``(K, N)``, same requirements.
+            array, a CuPy array, a PyTorch CUDA tensor or any object with
+            ``__cuda_array_interface__``, used zero-copy.
+        b: B, shape ``(K, N)``, same requirements, on the same GPU.
         stage: a stage name from ``STAGES`` (e.g. ``"smem_tiling"``; tunable stages then use
-            their tuned configuration for the shape, see ``stage_for``) or a ``Stage``; ``None``
-            picks the fastest FP32 stage for this GPU and shape (see ``best_stage``).
-        out: C, shape ``(M, N)``, float32, C-contiguous, on the GPU, not overlapping A or B.
-            Written in place and returned. When ``None``, a new Numba device array is returned
-            (``beta`` is then irrelevant: C starts as zeros).
+            their tuned configuration for the shape) or a ``Stage``; ``None`` picks the fastest
+            FP32 kernel for this GPU and shape. ``numba_gemm.explain(a, b)`` says what runs and
+            why.
+        out: C, shape ``(M, N)``, float32, C-contiguous, on the same GPU, not overlapping A or
+            B. Written in place and returned. When ``None``, a new array of the same kind as
+            ``a`` (Numba, CuPy or PyTorch) is returned (``beta`` is then irrelevant).
         alpha, beta: real scalars, applied in float32. With ``beta == 0``, C is not read.
-        stream: 0 (default stream), a Numba stream, a CuPy/PyTorch stream or a raw handle.
-            The call is asynchronous on that stream.
+        stream: 0 (the default stream), a Numba stream, a CuPy/PyTorch stream or a raw handle.
+            The call is asynchronous on that stream. An operand whose producer stream is known
+            (CUDA Array Interface v3, CuPy's current stream) is ordered before the launch with an
+            event wait on the device, never a host synchronization.
 
     Returns:
-        ``out`` if given, else a new ``numba.cuda`` device array of shape ``(M, N)``.
+        ``out`` if given, else the new array.
 
     Degenerate sizes follow NumPy: ``M == 0`` or ``N == 0`` gives an empty C; ``K == 0`` gives
     ``beta * C`` (zeros for a new output).
 
+    Cost: the first call of a shape chooses its plan and loads its kernel (from the on-disk
+    cache, or compiled: seconds); later calls are a few microseconds of host time.
+
     Raises:
-        TypeError: a host (NumPy) array or other non-device object (the message names
-            ``numba.cuda.to_device``); ``a`` or ``b`` not float32; alpha/beta not real numbers;
-            ``stage`` or ``stream`` of another type.
-        ValueError: alpha/beta not finite in float32; an operand not 2-D or not
-            C-contiguous; inner dimensions that differ (both shapes given); ``out`` of the
-            wrong shape or dtype, non-contiguous, or overlapping ``a`` or ``b``; an unknown
-            stage name (valid names listed); a stage that does not
-            support the shape or this GPU's compute capability (``Stage.min_cc``). Nothing is
-            launched or written when an error is raised.
+        TypeError: a host (NumPy) array, CPU tensor or other non-device object (the message
+            names ``numba.cuda.to_device``); ``a`` or ``b`` not float32; alpha/beta not real
+            numbers; ``stage`` or ``stream`` of another type.
+        ValueError: alpha/beta not finite in float32; an operand not 2-D or not C-contiguous;
+            inner dimensions that differ; ``out`` of the wrong shape or dtype, non-contiguous, or
+            overlapping ``a`` or ``b``; operands on different GPUs; an unknown stage name (valid
+            names listed); a stage that does not support the shape or this GPU's compute
+            capability (``Stage.min_cc``). Nothing is launched or written when an error is
+            raised.
     """
-    A = as_device_array(a)
-    B = as_device_array(b)
-    _check_matrix("a", A)
-    _check_matrix("b", B)
-    if A.shape[1] != B.shape[0]:
-        raise ValueError(
-            f"inner dimensions differ: a has shape {tuple(A.shape)} and b has shape "
-            f"{tuple(B.shape)}; need a (M, K) and b (K, N)"
-        )
+    A, B, C = _validate(a, b, out)
     M, K = A.shape
     N = B.shape[1]
-    alpha32 = _check_scalar("alpha", alpha)
-    beta32 = _check_scalar("beta", beta)
-
-    if out is not None:
-        C = as_device_array(out)
-        _check_matrix("out", C, error=ValueError)
-        if tuple(C.shape) != (M, N):
-            raise ValueError(
-                f"out has shape {tuple(C.shape)}, expected (M, N) = ({M}, {N}) for a "
-                f"{tuple(A.shape)} @ {tuple(B.shape)} product"
-            )
-        for label, x in (("a", A), ("b", B)):
-            if overlaps(C, x):
-                raise ValueError(f"out overlaps {label}: the output must not alias an input")
+    alpha32 = _SCALARS.get(alpha) if type(alpha) is float else None
+    if alpha32 is None:
+        alpha32 = _check_scalar("alpha", alpha)
+    if type(beta) is float and beta == 0.0:
+        beta32 = 0.0  # C is not read (-0.0 alike)
     else:
-        C = None
-        beta32 = np.float32(0.0)
+        beta32 = _SCALARS.get(beta) if type(beta) is float else None
+        if beta32 is None:
+            beta32 = _check_scalar("beta", beta)
+        if C is None:
+            beta32 = 0.0  # a new output: C starts as nothing, beta is irrelevant
+    strm = _DEFAULT_STREAM if type(stream) is int and stream == 0 else stream_handle(stream)
 
-    if stage is None:
-        st = best_stage(max(M, 1), max(N, 1), max(K, 1))
-    elif isinstance(stage, (str, Stage)):
-        st = stage_for(stage, max(M, 1), max(N, 1), max(K, 1))
-    else:
-        raise TypeError(f"stage must be a stage name, a Stage or None, got {type(stage).__name__}")
-    if M and N and K and not st.supports(M, N, K):
-        raise ValueError(f"stage {st.name!r} does not support M={M}, N={N}, K={K}")
-    device = tuning.current_device()
-    if device is not None and tuple(device[1]) < tuple(st.min_cc):
-        raise ValueError(
-            f"stage {st.name!r} needs compute capability {st.min_cc[0]}.{st.min_cc[1]}+, this GPU "
-            f"({device[0]}) is {device[1][0]}.{device[1][1]}"
-        )
-
-    strm = _resolve_stream(stream)
+    aligned = all_rows_aligned(A.ptr, B.ptr, A.ptr if C is None else C.ptr, K, N)
+    key = (A.device, M, N, K, aligned, stage if stage is None or type(stage) is str
+           else _stage_key(stage))
+    p = _plans.get(key)
+    if p is None:
+        p = plan_for(max(M, 1), max(N, 1), max(K, 1), stage=stage, aligned=aligned,
+                     device=A.device)
+        _plans[key] = p
     if C is None:
-        C = cuda.device_array((M, N), dtype=np.float32, stream=strm)
-    if M and N:
-        if K == 0:
-            grid = ((M + 15) // 16, (N + 15) // 16)
-            _scale_kernel[grid, (16, 16), strm](C, beta32)
-        else:
-            st.launch(A, B, C, alpha32, beta32, strm)
-    return out if out is not None else C
+        out = _new_output(A, M, N)
+        C = operand(out)
+        if not rows_aligned(C.ptr, N) and aligned:  # a fresh allocation is 256-byte aligned
+            p = plan_for(max(M, 1), max(N, 1), max(K, 1), stage=stage, aligned=False,
+                         device=A.device)
+    if M == 0 or N == 0:
+        return out
+    if (A.stream is not None or B.stream is not None or C.stream is not None) and not SIMULATOR:
+        _order_after_producers(strm, A, B, C)
+    if K == 0:
+        _scale(C, beta32, strm, p)
+        return out
+    p.run(A, B, C, alpha32, beta32, strm)
+    return out
+
+
+def _order_after_producers(strm: int, *ops: Operand) -> None:
+    """Make ``strm`` wait on the device for each operand's producer stream, if it has one that is
+    neither ``strm`` nor a default stream ordered with it."""
+    for x in ops:
+        s = x.stream
+        if s is not None and s != strm and not (s in _SHARED_STREAMS and strm in _SHARED_STREAMS):
+            from . import _driver
+
+            _driver.wait_for(s, strm)
+
+
+def _scale(C: Operand, beta: float, strm: Any, p: Plan) -> None:
+    """``C = beta * C`` (the K == 0 product); beta == 0 writes exact zeros."""
+    from .device import cdiv
+    from .kernels._scale import BLOCK
+    from .plan import scale_kernel
+
+    M, N = C.shape
+    grid = (cdiv(N, BLOCK[0]), cdiv(M, BLOCK[1]), 1)
+    scale_kernel(p.device).launch(grid, (*BLOCK, 1), strm, (C,), (beta,))

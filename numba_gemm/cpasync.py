@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from numba import float32
 
-from .vecmem import SIMULATOR
+from .device import SIMULATOR
 
 if SIMULATOR:
 

@@ -1,60 +1,238 @@
-"""Recognising device arrays: Numba's, any ``__cuda_array_interface__`` object, the simulator's."""
+"""Operands: what a call needs to know of a device array, read in a few hundred nanoseconds.
+
+``operand(x)`` turns a Numba device array, a CuPy array, a PyTorch CUDA tensor or any object with
+``__cuda_array_interface__`` (CAI) into an :class:`Operand`: data pointer, shape, strides in bytes,
+dtype, GPU ordinal and the stream the producer last used (CAI v3), without building a Numba
+``DeviceNDArray`` (tens of microseconds). One reader per type, chosen once per type and cached:
+
+- Numba ``DeviceNDArray``: its attributes (``gpu_data.device_pointer``, ``shape``, ``strides``);
+- CuPy ``ndarray``: ``data.ptr``, ``shape``, ``strides``, ``data.device_id``; its producer stream is
+  CuPy's current stream, as in CuPy's own CAI export;
+- PyTorch ``Tensor``: ``data_ptr()``, ``shape``, ``stride()`` (elements), ``get_device()``;
+- anything else: its CAI dict (v2/v3), the device from the driver (``cuPointerGetAttribute``).
+
+The alignment rule of the vector kernels, :func:`rows_aligned`, lives here too: the plan and the
+launch both use it.
+"""
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import numpy as np
-from numba import cuda
 
-from .vecmem import SIMULATOR
+from .device import SIMULATOR
+
+F32 = np.dtype(np.float32)
+
+
+class Operand:
+    """A 2-D (or not: see ``ndim``) device array as the call path sees it.
+
+    Attributes:
+        obj: the object the caller passed.
+        ptr: device address of element ``[0, 0]`` (a host address on the simulator).
+        shape, strides: tuples; strides in bytes.
+        dtype: a NumPy dtype, or the library's own dtype object when it has no NumPy equivalent.
+        device: GPU ordinal (0 on the simulator).
+        stream: the producer's stream handle from CAI v3 (None: nothing to order against).
+    """
+
+    __slots__ = ("obj", "ptr", "shape", "strides", "dtype", "device", "stream")
+
+    def __init__(self, obj, ptr, shape, strides, dtype, device, stream=None):
+        self.obj = obj
+        self.ptr = ptr
+        self.shape = shape
+        self.strides = strides
+        self.dtype = dtype
+        self.device = device
+        self.stream = stream
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def is_c_contiguous(self) -> bool:
+        """Row-major with no gaps (dimensions of extent 1 may have any stride, as in NumPy)."""
+        itemsize = self.dtype.itemsize if isinstance(self.dtype, np.dtype) else 4
+        expect = itemsize
+        for n, s in zip(reversed(self.shape), reversed(self.strides), strict=True):
+            if n != 1 and s != expect:
+                return False
+            expect *= n
+        return True
+
+    @property
+    def nbytes(self) -> int:
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n * (self.dtype.itemsize if isinstance(self.dtype, np.dtype) else 4)
+
+
+def rows_aligned(ptr: int, cols: int) -> bool:
+    """Whether a row-major float32 array at ``ptr`` with ``cols`` columns allows 128-bit row
+    accesses: its base is a multiple of 16 bytes and its row pitch a multiple of 4 floats, so
+    ``x[r, c]`` with ``c % 4 == 0`` is 16-byte aligned. The one alignment rule of the package."""
+    return ptr % 16 == 0 and cols % 4 == 0
+
+
+def all_rows_aligned(a_ptr: int, b_ptr: int, c_ptr: int, K: int, N: int) -> bool:
+    """:func:`rows_aligned` for A ``(M, K)``, B ``(K, N)`` and C ``(M, N)`` at once (the
+    call path's form: one expression, same rule)."""
+    return not ((a_ptr | b_ptr | c_ptr) & 15 or (K | N) & 3)
+
+
+# --- readers, one per type ---------------------------------------------------------------------
+
+
+def _from_numba(x: Any) -> Operand:
+    gd = x.gpu_data
+    ptr = int(gd.device_pointer) if gd is not None else 0
+    stream = x.stream
+    return Operand(x, ptr, x.shape, x.strides, x.dtype, gd.context.device.id,
+                   int(stream) if stream else None)
+
+
+def _from_simulator(x: Any) -> Operand:
+    ptr = int(x.__array_interface__["data"][0])
+    return Operand(x, ptr, tuple(x.shape), tuple(x.strides), np.dtype(x.dtype), 0)
+
+
+def _from_cupy(x: Any) -> Operand:
+    mem = x.data
+    cp = sys.modules["cupy"]
+    return Operand(x, mem.ptr, x.shape, x.strides, x.dtype, mem.device_id,
+                   cp.cuda.get_current_stream().ptr or None)
+
+
+_TORCH_F32: Any = None
+
+
+def _from_torch(x: Any) -> Operand:
+    if not x.is_cuda:
+        raise TypeError(
+            f"expected a device array, got a PyTorch tensor on {x.device}: move it to the GPU "
+            "first (tensor.cuda())"
+        )
+    dt = x.dtype
+    st = x.stride()  # in elements
+    if dt is _TORCH_F32:
+        dtype = F32
+        strides = (st[0] * 4, st[1] * 4) if len(st) == 2 else tuple(v * 4 for v in st)
+    else:
+        dtype = _torch_dtype(dt)
+        strides = tuple(v * x.element_size() for v in st)
+    return Operand(x, x.data_ptr(), x.shape, strides, dtype,
+                   x.get_device() if _MULTI_GPU else 0)
+
+
+def _torch_dtype(dt: Any) -> Any:
+    name = str(dt).removeprefix("torch.")
+    try:
+        return np.dtype(name)
+    except TypeError:
+        return dt  # bfloat16 etc.: no NumPy dtype; reported by name
+
+
+def _from_cai(x: Any) -> Operand:
+    d = x.__cuda_array_interface__
+    if d.get("mask") is not None:
+        raise ValueError("masked arrays (__cuda_array_interface__ 'mask') are not supported")
+    dtype = np.dtype(d["typestr"])
+    shape = tuple(d["shape"])
+    strides = d.get("strides")
+    if strides is None:  # C-contiguous
+        acc, out = dtype.itemsize, []
+        for n in reversed(shape):
+            out.append(acc)
+            acc *= n
+        strides = tuple(reversed(out))
+    ptr = int(d["data"][0])
+    stream = d.get("stream")
+    if SIMULATOR:
+        device = 0
+    else:
+        from . import _driver
+
+        device = _driver.pointer_device(ptr) if ptr else 0
+    return Operand(x, ptr, shape, tuple(strides), dtype, device,
+                   stream if stream not in (None, 0) else None)
+
+
+_READERS: dict[type, Any] = {}
+
+
+_MULTI_GPU = True  # decided with the first reader: one visible GPU means every operand is on it
+
+
+def _reader(tp: type, x: Any) -> Any:
+    """The reader for objects of type ``tp`` (decided once per type)."""
+    global _TORCH_F32, _MULTI_GPU
+    if not SIMULATOR and not _READERS:
+        from . import _driver
+
+        try:
+            _MULTI_GPU = _driver.device_count() > 1
+        except (OSError, _driver.CudaDriverError):
+            _MULTI_GPU = True
+    torch = sys.modules.get("torch")
+    if getattr(x, "__cuda_ndarray__", False):
+        r = _from_simulator if SIMULATOR else _from_numba
+    elif torch is not None and isinstance(x, torch.Tensor):
+        _TORCH_F32 = torch.float32
+        r = _from_torch
+    elif "cupy" in sys.modules and isinstance(x, sys.modules["cupy"].ndarray):
+        r = _from_cupy
+    elif not SIMULATOR and hasattr(x, "__cuda_array_interface__"):
+        r = _from_cai
+    else:
+        return None
+    _READERS[tp] = r
+    return r
+
+
+def operand(x: Any) -> Operand:
+    """The :class:`Operand` view of a device array (zero-copy, nothing validated but the type).
+
+    Raises:
+        TypeError: ``x`` is not a device array: a host NumPy array (the message names
+            ``numba.cuda.to_device``), a CPU tensor, or another object.
+    """
+    tp = type(x)
+    r = _READERS.get(tp) or _reader(tp, x)
+    if r is None:
+        if isinstance(x, np.ndarray):
+            raise TypeError(
+                "expected a device array, got a host numpy.ndarray: copy it to the GPU first with "
+                "numba.cuda.to_device(x) (or cupy.asarray(x))"
+            )
+        raise TypeError(
+            f"expected a device array (a Numba device array or an object with "
+            f"__cuda_array_interface__, e.g. a CuPy array or PyTorch CUDA tensor), "
+            f"got {tp.__name__}"
+        )
+    return r(x)
 
 
 def is_device_array(obj: Any) -> bool:
-    """True for Numba device arrays and objects exporting ``__cuda_array_interface__``.
-
-    Under the CUDA simulator, "device" arrays are the simulator's wrappers (``cuda.to_device``).
-    """
-    if getattr(obj, "__cuda_ndarray__", False):  # Numba's DeviceNDArray and the simulator's
-        return True
-    return not SIMULATOR and hasattr(obj, "__cuda_array_interface__")
-
-
-def as_device_array(obj: Any) -> Any:
-    """A Numba device array viewing the same memory as ``obj`` (zero-copy).
-
-    Raises:
-        TypeError: ``obj`` is not a device array (a NumPy array names the fix).
-    """
-    if getattr(obj, "__cuda_ndarray__", False):
-        return obj
-    if is_device_array(obj):
-        return cuda.as_cuda_array(obj)
-    if isinstance(obj, np.ndarray):
-        raise TypeError(
-            "expected a device array, got a host numpy.ndarray: copy it to the GPU first with "
-            "numba.cuda.to_device(x) (or cupy.asarray(x))"
-        )
-    raise TypeError(
-        f"expected a device array (a Numba device array or an object with "
-        f"__cuda_array_interface__, e.g. a CuPy array or PyTorch CUDA tensor), "
-        f"got {type(obj).__name__}"
-    )
-
-
-def data_ptr(arr: Any) -> int:
-    """Address of the first element (device address on a GPU; host address on the simulator)."""
-    if SIMULATOR:
-        return int(arr.__array_interface__["data"][0])
-    return int(arr.__cuda_array_interface__["data"][0])
+    """True for Numba device arrays and objects exporting ``__cuda_array_interface__``."""
+    try:
+        operand(obj)
+    except (TypeError, ValueError):
+        return False
+    return True
 
 
 def byte_span(arr: Any) -> tuple[int, int]:
-    """``[start, stop)`` byte range covered by ``arr`` (for aliasing checks)."""
-    start = data_ptr(arr)
-    if arr.size == 0:
+    """``[start, stop)`` byte range covered by an :class:`Operand` (or any object with ``ptr`` or
+    array interfaces, ``shape``, ``strides``, ``dtype``): for aliasing checks."""
+    start = arr.ptr if isinstance(arr, Operand) else _data_ptr(arr)
+    if any(n == 0 for n in arr.shape):
         return start, start
-    itemsize = np.dtype(arr.dtype).itemsize
+    itemsize = np.dtype(arr.dtype).itemsize if isinstance(arr.dtype, np.dtype) else 4
     lo = hi = 0
     for n, s in zip(arr.shape, arr.strides, strict=True):
         if s >= 0:
@@ -62,6 +240,12 @@ def byte_span(arr: Any) -> tuple[int, int]:
         else:
             lo += (n - 1) * s
     return start + lo, start + hi + itemsize
+
+
+def _data_ptr(arr: Any) -> int:
+    if SIMULATOR:
+        return int(arr.__array_interface__["data"][0])
+    return int(arr.__cuda_array_interface__["data"][0])
 
 
 def overlaps(x: Any, y: Any) -> bool:

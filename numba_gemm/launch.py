@@ -1,33 +1,34 @@
-"""Launch geometry and CUDA-event timing.
+"""Launching: grid helpers, compiled kernels loaded per device, the direct launch, split-K's sum.
 
-``cdiv`` and ``tile_grid`` turn a stage's tile constants into a grid; ``time_launches`` and
-``time_stage`` time GPU work with CUDA events (``cuda.event``), one event pair per repeat, after a
-warm-up, and return per-repeat milliseconds. The bench, the tuner and the notebooks time through
-these two functions only.
+A :class:`Kernel` is one ``@cuda.jit`` kernel compiled for one argument signature and loaded on one
+GPU. On a GPU it is a ``CUfunction`` from the on-disk cache (``numba_gemm.cache``: compiled once
+per machine, not per process), launched with ``cuLaunchKernel`` from a pre-built parameter buffer
+(``numba_gemm._driver``): no Numba dispatcher, no ``DeviceNDArray``, no ctypes object per argument.
+Under the simulator (and where the driver library cannot be opened) it is the Numba dispatcher,
+launched the plain way.
 
-Why the "hold" kernel: a Python launch costs tens of microseconds of host time, longer than a
-small GEMM runs, so a naive event pair around each launch times the host, not the kernel. Before
-the timed repeats we enqueue a kernel that sleeps on the GPU for longer than the host needs to
-enqueue all of them; the repeats then run back to back and each event pair brackets kernel time
-alone (the method of NVIDIA's nvbench "blocking kernel").
+The parameter buffer follows Numba's kernel ABI, in which a 2-D array argument is nine 64-bit
+fields: meminfo, parent, nitems, itemsize, data, shape[2], strides[2] (bytes); a float32 scalar is
+4 bytes. That layout is an implementation detail of numba-cuda, so it is checked whenever a kernel
+is loaded: against the ``.param`` list of the kernel's PTX (recorded in the cache entry) and
+against the driver's ``cuFuncGetParamInfo``; a mismatch raises instead of launching.
 """
 
 from __future__ import annotations
 
-import statistics
-import time
-from collections.abc import Callable
-from dataclasses import dataclass
+import ctypes
+import struct
+import threading
+from collections.abc import Sequence
+from types import SimpleNamespace
 from typing import Any
 
+import numpy as np
 from numba import cuda
 
-from .vecmem import SIMULATOR
+from .device import SIMULATOR, SMEM_STATIC_LIMIT, DeviceInfo, cdiv
 
-
-def cdiv(a: int, b: int) -> int:
-    """Ceiling division for non-negative ints: the number of ``b``-tiles covering ``a``."""
-    return -(-a // b)
+__all__ = ["cdiv", "tile_grid", "Kernel", "load_kernel", "blocks_per_sm", "allow_dynamic_smem"]
 
 
 def tile_grid(M: int, N: int, BM: int, BN: int) -> tuple[int, int]:
@@ -35,23 +36,265 @@ def tile_grid(M: int, N: int, BM: int, BN: int) -> tuple[int, int]:
     return cdiv(N, BN), cdiv(M, BM)
 
 
-_SMEM_OPT_IN = 48 * 1024
+#: Argument signature of every stage kernel: ``kernel(A, B, C, alpha, beta)``.
+STAGE_ARGS = "AAAff"
+_NUMBA_SIG = {"A": "float32[:, ::1]", "f": "float32"}
+
+
+def numba_signature(spec: str) -> str:
+    """The Numba signature string of an argument spec (``A``: 2-D C-contiguous float32 array,
+    ``f``: float32), e.g. ``"AAAff"`` -> ``"void(float32[:, ::1], ..., float32, float32)"``."""
+    return "void(" + ", ".join(_NUMBA_SIG[c] for c in spec) + ")"
+
+
+class _Layout:
+    """Byte layout of a kernel's parameters for an argument spec (arrays first, then scalars)."""
+
+    def __init__(self, spec: str) -> None:
+        if spec.rstrip("f") != "A" * spec.count("A"):
+            raise ValueError(f"argument spec {spec!r}: arrays must come before scalars")
+        self.spec = spec
+        self.sizes = (8,) * (9 * spec.count("A")) + (4,) * spec.count("f")
+        self.offsets = tuple(sum(self.sizes[:i]) for i in range(len(self.sizes)))
+        self.struct = struct.Struct("<" + "q" * (9 * spec.count("A")) + "f" * spec.count("f"))
+        self.tls = threading.local()
+
+    def buffers(self) -> tuple[Any, int]:
+        """This thread's ``(argument buffer, address of its void*[] of parameter addresses)``:
+        a kernel launch reads its parameters when it is enqueued, so one buffer per host thread
+        is enough and no two threads share one."""
+        t = self.tls
+        try:
+            return t.buf, t.params_addr
+        except AttributeError:
+            t.buf = ctypes.create_string_buffer(self.struct.size)
+            base = ctypes.addressof(t.buf)
+            t.params = (ctypes.c_void_p * len(self.sizes))(*(base + o for o in self.offsets))
+            t.params_addr = ctypes.addressof(t.params)
+            return t.buf, t.params_addr
+
+
+_LAYOUTS: dict[str, _Layout] = {}
+
+
+def array_fields(arrays: Sequence[Any]) -> list[int]:
+    """The kernel parameters of 2-D C-contiguous float32 arrays (objects with ``ptr`` and
+    ``shape``), in Numba's order: meminfo, parent, nitems, itemsize, data, shape[2],
+    strides[2] (bytes); meminfo and parent are null for device arrays."""
+    values: list[int] = []
+    for a in arrays:
+        rows, cols = a.shape
+        values += (0, 0, rows * cols, 4, a.ptr, rows, cols, cols * 4, 4)
+    return values
+
+
+def _layout(spec: str) -> _Layout:
+    lay = _LAYOUTS.get(spec)
+    if lay is None:
+        lay = _LAYOUTS[spec] = _Layout(spec)
+    return lay
+
+
+class Kernel:
+    """A compiled kernel loaded on one GPU, launched directly through the driver.
+
+    Attributes:
+        name: what it is (stage name and variant), for messages.
+        device: the GPU it is loaded on.
+        smem: dynamic SMEM per block, bytes.
+        fn, ctx: ``CUfunction`` and the context (the device's primary one) it lives in.
+        compiled: the cache entry (``numba_gemm.cache.CompiledKernel``) it was loaded from.
+    """
+
+    def __init__(self, name: str, device: DeviceInfo, spec: str, smem: int, compiled: Any,
+                 fn: int, ctx: int) -> None:
+        self.name, self.device, self.smem, self.compiled = name, device, smem, compiled
+        self.fn, self.ctx = fn, ctx
+        self._layout = _layout(spec)
+
+    def launch(self, grid: tuple, block: tuple, stream: int, arrays: Sequence[Any],
+               scalars: Sequence[float]) -> None:
+        """Enqueue the kernel on stream handle ``stream``. ``arrays``: operands with ``ptr`` and a
+        2-D ``shape`` (C-contiguous float32; ``devarray.Operand``); ``scalars``: floats."""
+        from . import _driver
+
+        lay = self._layout
+        buf, params = lay.buffers()
+        lay.struct.pack_into(buf, 0, *array_fields(arrays), *scalars)
+        cur = _driver.current_context()
+        if cur == self.ctx:
+            _driver.launch(self.fn, grid, block, self.smem, stream, params)
+            return
+        _driver.set_current_context(self.ctx)
+        if not cur:  # a thread with no context yet: keep this one, as cudaSetDevice would
+            _driver.launch(self.fn, grid, block, self.smem, stream, params)
+            return
+        try:  # another GPU's context is current: launch in ours, then give it back
+            _driver.launch(self.fn, grid, block, self.smem, stream, params)
+        finally:
+            _driver.set_current_context(cur)
+
+    def __repr__(self) -> str:
+        return f"Kernel({self.name}, device={self.device.id}, smem={self.smem})"
+
+
+def gemm_launcher(kernel: Kernel, M: int, N: int, K: int, grid: tuple, block: tuple) -> Any:
+    """``launch(A, B, C, alpha, beta, stream)`` for one stage kernel at one shape: the hot path.
+
+    Everything but the three data pointers, the two scalars and the stream is fixed by the plan,
+    so it is bound here once: per call, three pointers and two scalars are written into this
+    thread's parameter buffer (the rest was packed on the thread's first call) and one foreign
+    call is made (``_driver.raw_launch``). ``stream`` is a handle (int).
+
+    Context: the function must be launched in its device's context. With one visible GPU the
+    only context in play is that GPU's primary context, so it is made current once per host
+    thread (as the CUDA runtime does on a thread's first call); with several GPUs every call
+    checks the current context and, if it is another GPU's, switches for the launch and back.
+    """
+    from . import _driver
+
+    multi = _driver.device_count() > 1
+    lay = _layout(STAGE_ARGS)
+    raw = _driver.raw_launch()
+    fn = ctypes.c_void_p(kernel.fn)
+    ctx = kernel.ctx
+    gx, gy, gz = grid
+    bx, by, bz = block
+    smem = kernel.smem
+    tls = threading.local()
+    streams: dict = {0: None}
+    # word indices of the three data pointers among the 27 64-bit array fields (A, B, C: nine
+    # each, the pointer fifth), and the byte offset of alpha, beta after them
+    PA, PB, PC, SCALARS = 4, 13, 22, 27 * 8
+
+    def first_in_thread():
+        # this thread's parameter buffer for this launcher, with the fields the plan fixes
+        # (sizes, shapes, strides) packed once; a call then writes 3 pointers and 2 scalars
+        shapes = [SimpleNamespace(ptr=0, shape=s) for s in ((M, K), (K, N), (M, N))]
+        buf = ctypes.create_string_buffer(lay.struct.size)
+        lay.struct.pack_into(buf, 0, *array_fields(shapes), 0.0, 0.0)
+        base = ctypes.addressof(buf)
+        params = (ctypes.c_void_p * len(lay.sizes))(*(base + o for o in lay.offsets))
+        words = (ctypes.c_int64 * 27).from_buffer(buf)
+        floats = (ctypes.c_float * 2).from_buffer(buf, SCALARS)
+        if not multi and _driver.current_context() != ctx:
+            _driver.set_current_context(ctx)
+        tls.keep = (buf, params)
+        tls.b = (words, floats, ctypes.c_void_p(ctypes.addressof(params)))
+        return tls.b
+
+    def launch(A, B, C, alpha, beta, stream):
+        try:
+            words, floats, params = tls.b
+        except AttributeError:
+            words, floats, params = first_in_thread()
+        words[PA] = A.ptr
+        words[PB] = B.ptr
+        words[PC] = C.ptr
+        floats[0] = alpha
+        floats[1] = beta
+        s = streams.get(stream, False)
+        if s is False:
+            s = streams[stream] = ctypes.c_void_p(stream)
+            if len(streams) > 64:
+                streams.clear()
+                streams[0] = None
+        cur = _driver.current_context() if multi else ctx
+        if cur != ctx:
+            _driver.set_current_context(ctx)
+        rc = raw(fn, gx, gy, gz, bx, by, bz, smem, s, params, None)
+        if cur != ctx and cur:
+            _driver.set_current_context(cur)  # give the caller's GPU back
+        if rc:
+            _driver.check(rc, f"cuLaunchKernel({kernel.name}, grid={grid}, block={block})")
+
+    return launch
+
+
+class NumbaKernel:
+    """The same interface over the Numba dispatcher: the simulator's path (and the fallback when
+    the driver library cannot be opened). ``stream`` is a Numba stream or 0 there."""
+
+    def __init__(self, name: str, dispatcher: Any, smem: int) -> None:
+        self.name, self.dispatcher, self.smem = name, dispatcher, smem
+
+    def launch(self, grid, block, stream, arrays, scalars) -> None:
+        args = [a.obj for a in arrays] + [np.float32(s) for s in scalars]
+        if not SIMULATOR and self.smem > SMEM_STATIC_LIMIT:
+            allow_dynamic_smem(self.dispatcher, tuple(args), self.smem)
+        if not SIMULATOR and isinstance(stream, int):
+            stream = cuda.external_stream(stream) if stream else 0
+        self.dispatcher[grid, block, stream, self.smem](*args)
+
+    def __repr__(self) -> str:
+        return f"NumbaKernel({self.name}, smem={self.smem})"
+
+
+def direct_launch_available() -> bool:
+    """Whether kernels are launched through the driver (a GPU and ``libcuda`` that opens)."""
+    if SIMULATOR:
+        return False
+    try:
+        from . import _driver
+
+        _driver.lib()
+    except OSError:
+        return False
+    return True
+
+
+def load_kernel(dispatcher: Any, *, name: str, config: Any = None, variant: str = "",
+                spec: str = STAGE_ARGS, smem: int = 0, device: DeviceInfo) -> Kernel | NumbaKernel:
+    """``dispatcher`` compiled for ``spec`` (through the on-disk cache) and loaded on ``device``.
+
+    Raises:
+        RuntimeError: the kernel's parameter layout is not the one this module packs (a
+            numba-cuda change), or it needs more than ``device.smem_optin`` bytes of SMEM.
+        numba_gemm._driver.CudaDriverError: the driver refused to load it.
+    """
+    label = f"{name}[{variant}]" if variant else name
+    if smem > device.smem_optin:
+        raise RuntimeError(f"{label} needs {smem} B of SMEM per block; {device.name} allows "
+                           f"{device.smem_optin} B")
+    if not direct_launch_available():
+        return NumbaKernel(label, dispatcher, smem)
+    from . import _driver, cache
+
+    lay = _layout(spec)
+    with cuda.gpus[device.id]:
+        compiled = cache.load_or_compile(dispatcher, name=name, config=config, variant=variant,
+                                         signature=numba_signature(spec), cc=tuple(device.cc))
+        if tuple(compiled.params) != lay.sizes:
+            raise RuntimeError(
+                f"{label}: kernel parameters {tuple(compiled.params)} (bytes, from its PTX) are "
+                f"not the layout numba_gemm packs for {spec!r} {lay.sizes}: numba-cuda changed "
+                "its kernel ABI; the direct launch cannot be used with this version")
+        ctx = _driver.current_context()
+        _, fn = _driver.load_function(compiled.cubin, compiled.entry)
+        got = _driver.param_layout(fn, len(lay.sizes))
+        want = list(zip(lay.offsets, lay.sizes, strict=True))
+        if got is not None and got != want:
+            raise RuntimeError(f"{label}: the driver reports parameters (offset, size) {got}, "
+                               f"numba_gemm packs {want}")
+        if smem > SMEM_STATIC_LIMIT:
+            _driver.set_max_dynamic_smem(fn, smem)
+    return Kernel(label, device, spec, smem, compiled, fn, ctx)
+
+
+# --- occupancy and the dynamic-SMEM opt-in for the Numba dispatcher path (tuner, fallback) -------
+
 _smem_opted_in: set = set()
 
 
 def allow_dynamic_smem(kernel: Any, args: tuple, nbytes: int) -> None:
-    """Let ``kernel`` (for the types of ``args``) launch with ``nbytes`` of dynamic SMEM.
-
-    A block gets more than 48 KB of SMEM only after the driver attribute
-    ``CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES`` is raised for the compiled function
-    (CUDA C Programming Guide, "Shared Memory", compute capability 7.x+); up to 227 KB on sm_90.
-    Compiles the kernel for these argument types if needed, sets the attribute once per
-    (kernel, signature, device). No-op up to 48 KB and on the simulator.
+    """Let the Numba dispatcher ``kernel`` (for the types of ``args``) launch with ``nbytes`` of
+    dynamic SMEM: sets ``CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES`` once per (kernel,
+    signature, device). No-op up to 48 KB and on the simulator.
 
     Raises:
         numba.cuda.cudadrv.driver.CudaAPIError: ``nbytes`` exceeds the device's limit.
     """
-    if SIMULATOR or nbytes <= _SMEM_OPT_IN:
+    if SIMULATOR or nbytes <= SMEM_STATIC_LIMIT:
         return
     from numba.cuda.cudadrv import driver
 
@@ -68,7 +311,8 @@ def allow_dynamic_smem(kernel: Any, args: tuple, nbytes: int) -> None:
 
 
 def blocks_per_sm(kernel: Any, threads: int, dynamic_smem: int = 0) -> int:
-    """Resident blocks per SM of a compiled kernel (CUDA occupancy API, first compiled signature).
+    """Resident blocks per SM of a compiled Numba kernel (CUDA occupancy API, first compiled
+    signature); 1 on the simulator.
 
     Raises:
         ValueError: the kernel has not been compiled yet (launch it once first).
@@ -81,124 +325,3 @@ def blocks_per_sm(kernel: Any, threads: int, dynamic_smem: int = 0) -> int:
     cufunc = compiled._codelibrary.get_cufunc()
     return int(cuda.current_context().get_active_blocks_per_multiprocessor(
         cufunc, threads, dynamic_smem))
-
-
-def sm_count() -> int:
-    """Multiprocessors of the current GPU (1 on the simulator)."""
-    if SIMULATOR:
-        return 1
-    return int(cuda.get_current_device().MULTIPROCESSOR_COUNT)
-
-
-@cuda.jit
-def _hold_kernel(iterations):
-    # One thread sleeping ~1 us per iteration keeps the stream busy while the host enqueues.
-    for _ in range(iterations):
-        cuda.nanosleep(1000)
-
-
-@dataclass(frozen=True)
-class Timing:
-    """Per-repeat kernel times in milliseconds, with the summary statistics the bench reports."""
-
-    ms: tuple[float, ...]
-
-    @property
-    def median(self) -> float:
-        return statistics.median(self.ms)
-
-    @property
-    def min(self) -> float:
-        return min(self.ms)
-
-    @property
-    def max(self) -> float:
-        return max(self.ms)
-
-    def gflops(self, M: int, N: int, K: int) -> float:
-        """GFLOP/s at the median time: ``2*M*N*K / t``."""
-        return 2.0 * M * N * K / (self.median * 1e-3) / 1e9
-
-
-def _as_numba_stream(stream: Any) -> Any:
-    if stream in (0, None):
-        return cuda.default_stream()
-    return stream
-
-
-def time_launches(
-    enqueue: Callable[[], None],
-    *,
-    warmup: int = 3,
-    reps: int = 20,
-    stream: Any = 0,
-) -> Timing:
-    """Time ``enqueue()`` (which launches GPU work on ``stream``) with CUDA events.
-
-    Args:
-        enqueue: launches the work to time, asynchronously, on ``stream``.
-        warmup: untimed calls first (compilation, module load, cuBLAS handle creation).
-        reps: timed calls, each between its own pair of events.
-        stream: the stream ``enqueue`` uses: 0 for the default stream or a Numba stream.
-
-    Returns:
-        ``Timing`` with ``reps`` values in milliseconds. On the simulator, events hold no timing
-        and the values are host wall-clock times (not comparable with a GPU).
-
-    Raises:
-        ValueError: ``reps < 1`` or ``warmup < 0``.
-    """
-    if reps < 1 or warmup < 0:
-        raise ValueError(f"need reps >= 1 and warmup >= 0, got reps={reps}, warmup={warmup}")
-    s = _as_numba_stream(stream)
-    if SIMULATOR:
-        for _ in range(warmup):
-            enqueue()
-        walls = []
-        for _ in range(reps):
-            t0 = time.perf_counter()
-            enqueue()
-            walls.append((time.perf_counter() - t0) * 1e3)
-        return Timing(tuple(walls))
-
-    t0 = time.perf_counter()
-    for _ in range(max(warmup, 1)):
-        enqueue()
-    s.synchronize()
-    per_call_s = (time.perf_counter() - t0) / max(warmup, 1)
-    # Host time to enqueue all repeats (events included), with margin, capped at 2 s.
-    hold_us = int(min(2e6, 1000 + 3e6 * per_call_s * reps))
-    starts = [cuda.event(timing=True) for _ in range(reps)]
-    ends = [cuda.event(timing=True) for _ in range(reps)]
-    _hold_kernel[1, 1, s](hold_us)
-    for start, end in zip(starts, ends, strict=True):
-        start.record(s)
-        enqueue()
-        end.record(s)
-    ends[-1].synchronize()
-    return Timing(tuple(cuda.event_elapsed_time(a, b) for a, b in zip(starts, ends, strict=True)))
-
-
-def time_stage(
-    stage: Any,
-    A: Any,
-    B: Any,
-    C: Any,
-    *,
-    alpha: float = 1.0,
-    beta: float = 0.0,
-    warmup: int = 3,
-    reps: int = 20,
-    stream: Any = 0,
-) -> Timing:
-    """Time ``stage`` on Numba device arrays A ``(M, K)``, B ``(K, N)``, C ``(M, N)`` (float32).
-
-    The arrays are used as given (no validation: see ``numba_gemm.sgemm``); C is overwritten.
-    Returns per-repeat milliseconds (see :func:`time_launches`).
-    """
-    import numpy as np
-
-    a, b = np.float32(alpha), np.float32(beta)
-    return time_launches(
-        lambda: stage.launch(A, B, C, a, b, stream), warmup=warmup, reps=reps, stream=stream
-    )

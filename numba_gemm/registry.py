@@ -11,8 +11,6 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from .devarray import data_ptr
-
 Dims = tuple[int, ...]
 LaunchConfig = tuple[Dims, Dims]
 
@@ -25,15 +23,6 @@ TOLERANCE = MappingProxyType({"fp32": 1e-5, "tf32": 5e-3, "fp16": 1e-2})
 def supports_any(M: int, N: int, K: int) -> bool:
     """Shape predicate of stages that handle any ``M, N, K >= 1``."""
     return M >= 1 and N >= 1 and K >= 1
-
-
-def aligned16(arr: Any) -> bool:
-    """True if a 2D float32 device array allows 128-bit row accesses.
-
-    That is: its base address is a multiple of 16 bytes and its row pitch (``shape[1]``) a
-    multiple of 4 elements, so that ``arr[r, c]`` with ``c % 4 == 0`` is 16-byte aligned.
-    """
-    return data_ptr(arr) % 16 == 0 and arr.shape[1] % 4 == 0
 
 
 @dataclass(frozen=True)
@@ -52,17 +41,20 @@ class Stage:
             which sets the accuracy bound in :data:`TOLERANCE`.
         scalar_kernel: for stages that use 128-bit GMEM accesses: the same algorithm with scalar
             GMEM accesses, launched when A, B or C is not 16-byte aligned per row
-            (see :func:`aligned16`).
+            (``devarray.rows_aligned``; the plan decides).
         config: the tile configuration (``BM, BN, ...``) of a tunable stage, else empty.
         factory: for tunable stages, ``config -> Stage`` (see :meth:`with_config`).
         space: for tunable stages, the candidate configurations the tuner sweeps.
         check_config: for tunable stages, ``config -> None`` raising ``ValueError`` with the
             violated constraint when a configuration is invalid.
         dynamic_smem: bytes of dynamic SMEM per block the kernel needs (0: static only). Above
-            48 KB the launcher opts the kernel in (``launch.allow_dynamic_smem``).
+            48 KB the launcher opts the kernel in.
         split_k: K slices (``launch_config``'s grid z). With more than one, the kernel writes
-            per-slice partial products into a workspace and ``_splitk`` sums them into C.
+            per-slice partial products into a workspace and ``_splitk.reduce_splits`` sums them
+            into C (the plan launches both).
         min_cc: the lowest compute capability the kernel compiles for (``cp.async``: (8, 0)).
+        tile: ``(BM, BN)``, the rows and columns of C one block computes (``launch_config``'s
+            grid is ``(cdiv(N, BN), cdiv(M, BM), split_k)``).
     """
 
     name: str
@@ -79,6 +71,7 @@ class Stage:
     dynamic_smem: int = 0
     split_k: int = 1
     min_cc: tuple[int, int] = (0, 0)
+    tile: tuple[int, int] | None = None
 
     @property
     def rtol(self) -> float:
@@ -102,38 +95,12 @@ class Stage:
             self.check_config(config)
         return self.factory(config)
 
-    def select_kernel(self, A: Any, B: Any, C: Any) -> Any:
-        """The kernel to launch on these arrays: the vector one when every array is aligned."""
-        if self.scalar_kernel is None or all(aligned16(x) for x in (A, B, C)):
-            return self.kernel
-        return self.scalar_kernel
-
-    def launch(self, A: Any, B: Any, C: Any, alpha: Any, beta: Any, stream: Any = 0) -> None:
-        """Enqueue the kernel on ``stream``; no validation (``numba_gemm.sgemm`` validates).
-
-        ``alpha`` and ``beta`` should be ``numpy.float32`` (a Python float would compile a
-        float64 variant of the kernel).
-        """
-        M, K = A.shape
-        N = B.shape[1]
-        grid, block = self.launch_config(M, N, K)
-        if self.split_k > 1:
-            from .kernels._splitk import launch_split_k
-
-            launch_split_k(self, grid, block, A, B, C, alpha, beta, stream)
-            return
-        self.launch_kernel(grid, block, A, B, C, alpha, beta, stream)
-
-    def launch_kernel(self, grid, block, A, B, C, alpha, beta, stream) -> None:
-        """One launch of the kernel variant for these arrays (``select_kernel``) with its
-        dynamic SMEM, opted in above 48 KB. ``Stage.launch`` and split-K's partial products
-        (C = the workspace) both go through here."""
-        from .launch import allow_dynamic_smem
-
-        kernel = self.select_kernel(A, B, C)
-        if self.dynamic_smem:
-            allow_dynamic_smem(kernel, (A, B, C, alpha, beta), self.dynamic_smem)
-        kernel[grid, block, stream, self.dynamic_smem](A, B, C, alpha, beta)
+    def kernel_for(self, variant: str) -> Any:
+        """The ``"vector"`` kernel, or the ``"scalar"`` one (the vector kernel when the stage has
+        no scalar variant: it then uses no 128-bit GMEM access)."""
+        if variant == "scalar" and self.scalar_kernel is not None:
+            return self.scalar_kernel
+        return self.kernel
 
     def __repr__(self) -> str:
         cfg = f", config={dict(self.config)}" if self.config else ""

@@ -119,15 +119,17 @@ def _offline_device(cc: tuple[int, int]) -> Iterator[None]:
         dispatcher.get_current_device = saved
 
 
-def compile_kernel_ptx(kernel: Any, cc: tuple[int, int] = (9, 0)) -> str:
-    """PTX of a stage kernel (a ``cuda.jit`` dispatcher) for compute capability ``cc``."""
+def compile_kernel_ptx(kernel: Any, cc: tuple[int, int] = (9, 0), sig: str = KERNEL_SIGNATURE
+                       ) -> str:
+    """PTX of a kernel (a ``cuda.jit`` dispatcher) for compute capability ``cc``; ``sig``: its
+    Numba signature (default: the stage kernels')."""
     from numba import cuda
 
     opts = getattr(kernel, "targetoptions", {})
     with _offline_device(cc):
         ptx, _ = cuda.compile_ptx(
             kernel.py_func,
-            KERNEL_SIGNATURE,
+            sig,
             cc=cc,
             launch_bounds=opts.get("launch_bounds"),
         )

@@ -22,15 +22,15 @@ are to fill the GPU (the reason split-K pays for small products): see :data:`CLA
 from __future__ import annotations
 
 import copy
-import functools
 import json
 import os
+import threading
 import warnings
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from .vecmem import SIMULATOR
+from .device import SIMULATED, DeviceInfo, gpu_available, info
 
 FORMAT = 1
 
@@ -54,12 +54,14 @@ def shape_class(M: int, N: int, K: int) -> str:
 
 
 def user_cache_path() -> Path:
-    """Where ``numba_gemm.tune`` writes: ``$NUMBA_GEMM_TUNING`` or the user cache dir."""
+    """Where ``numba_gemm.tune`` writes: ``$NUMBA_GEMM_TUNING``, else ``tuning.json`` in the
+    platform's user cache directory (``platformdirs``; ``~/.cache/numba_gemm`` on Linux)."""
     env = os.environ.get("NUMBA_GEMM_TUNING")
     if env:
         return Path(env)
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "numba_gemm" / "tuning.json"
+    import platformdirs
+
+    return platformdirs.user_cache_path("numba_gemm") / "tuning.json"
 
 
 def defaults_path(cc: tuple[int, int]) -> Path:
@@ -68,20 +70,17 @@ def defaults_path(cc: tuple[int, int]) -> Path:
 
 
 def load(path: Path) -> dict:
-    """A tuning file (a fresh copy), or an empty one if it does not exist.
+    """A tuning file (a fresh copy, read now), or an empty one if it does not exist.
 
     Raises:
         ValueError: the file is not a tuning file of this format.
     """
     if not path.exists():
         return {"format": FORMAT, "gpus": {}}
-    st = path.stat()
-    return copy.deepcopy(_load_cached(str(path), st.st_mtime_ns, st.st_ino, st.st_size))
+    return _parse(path)
 
 
-@functools.lru_cache(maxsize=8)
-def _load_cached(path: str, mtime_ns: int, inode: int = 0, size: int = 0) -> dict:
-    # sgemm() looks tuning up on every call: parse each file once per modification
+def _parse(path: Path) -> dict:
     data = json.loads(Path(path).read_text())
     if not isinstance(data, dict) or data.get("format") != FORMAT or "gpus" not in data:
         raise ValueError(f"{path} is not a numba_gemm tuning file (format {FORMAT})")
@@ -92,109 +91,102 @@ def record(
     data: dict, gpu: str, cc: tuple[int, int], cls: str, stage: str, result: Mapping[str, Any]
 ) -> None:
     """Put one winner into ``data`` in place. ``result`` holds ``config``, ``ms`` and ``shape``
-    (what ``select`` needs), optionally ``alternatives`` of the same form, occupancy and
-    ``ms_scalar``."""
+    (what the plan's cost model needs), optionally ``alternatives`` of the same form, occupancy
+    and ``ms_scalar``."""
     entry = data["gpus"].setdefault(gpu, {"compute_capability": list(cc), "classes": {}})
     entry["classes"].setdefault(cls, {})[stage] = dict(result)
 
 
 def save(data: dict, path: Path) -> None:
+    """Write a tuning file atomically, then :func:`reload` (this process sees it at once)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
     tmp.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
     tmp.replace(path)
+    reload()
 
 
-def current_device() -> tuple[str, tuple[int, int]] | None:
-    """(name, compute capability) of the current GPU; None on the simulator or without a GPU."""
-    if SIMULATOR:
-        return None
-    from numba import cuda
+# --- read once per process -----------------------------------------------------------------------
 
-    if not cuda.is_available():
-        return None
-    dev = cuda.get_current_device()
-    name = dev.name.decode() if isinstance(dev.name, bytes) else str(dev.name)
-    return name, tuple(dev.compute_capability)
+_memo: dict = {}
+_listeners: list[Callable[[], None]] = []
+_lock = threading.Lock()
 
 
-def _entries(device: tuple[str, tuple[int, int]] | None) -> Iterator[tuple[Path, dict]]:
-    """``(file, GPU entry)`` pairs to consult, in order: the user cache's entry for this GPU's
-    name, then the committed defaults for its compute capability. None on the simulator."""
-    device = device or current_device()
-    if device is None:
-        return
-    name, cc = device
-    for path, key in ((user_cache_path(), name), (defaults_path(cc), None)):
+def reload() -> None:
+    """Forget the tuning data read so far (and the plans chosen from it): the next plan reads the
+    files again. ``save`` calls it; call it after another process wrote a tuning file."""
+    with _lock:
+        _memo.clear()
+    for fn in _listeners:
+        fn()
+
+
+def on_reload(fn: Callable[[], None]) -> None:
+    """Call ``fn`` on every :func:`reload` (the plan cache registers here)."""
+    _listeners.append(fn)
+
+
+def _entries(device: DeviceInfo) -> list[tuple[str, dict]]:
+    """``(file, {class: {stage: result}})`` to consult for ``device``, in order: the user cache's
+    entry for its name, then the committed defaults for its compute capability. Empty for the
+    simulator. Parsed once per process (until :func:`reload`); a broken file is skipped with a
+    warning."""
+    if device.simulated:
+        return []
+    key = (user_cache_path(), device.name, tuple(device.cc))
+    with _lock:
+        if key in _memo:
+            return _memo[key]
+    out = []
+    for path, gpu in ((key[0], device.name), (defaults_path(device.cc), None)):
         try:
-            st = path.stat()
-            gpus = _load_cached(str(path), st.st_mtime_ns, st.st_ino, st.st_size)["gpus"]
-            entry = gpus.get(key) if key else next(iter(gpus.values()), None)
+            gpus = _parse(path)["gpus"]
+            entry = gpus.get(gpu) if gpu else next(iter(gpus.values()), None)
             if entry:
-                yield path, entry["classes"]
+                out.append((str(path), entry["classes"]))
         except FileNotFoundError:
             continue
         except (ValueError, OSError, AttributeError, KeyError, TypeError) as e:
             warnings.warn(f"ignoring tuning file {path}: {type(e).__name__}: {e}", stacklevel=3)
+    with _lock:
+        _memo[key] = out
+    return out
 
 
-def source(device: tuple[str, tuple[int, int]] | None = None) -> str | None:
+def current_device() -> tuple[str, tuple[int, int]] | None:
+    """(name, compute capability) of the current GPU; None on the simulator or without one."""
+    if not gpu_available():
+        return None
+    dev = info()
+    return dev.name, dev.cc
+
+
+def _device(device: DeviceInfo | tuple | None) -> DeviceInfo:
+    """A ``DeviceInfo`` from a (name, cc) pair (the tuner's and resources' form) or None."""
+    if isinstance(device, DeviceInfo):
+        return device
+    if device is None:
+        return info() if gpu_available() else SIMULATED
+    name, cc = device
+    return DeviceInfo(-1, name, tuple(cc), 0, 0)
+
+
+def source(device: DeviceInfo | tuple | None = None) -> str | None:
     """The first tuning file with an entry for this GPU (user cache, else committed defaults)."""
-    return next((str(path) for path, _ in _entries(device)), None)
+    return next((path for path, _ in _entries(_device(device))), None)
 
 
-def winners(cls: str, device: tuple[str, tuple[int, int]] | None = None) -> dict:
-    """``{stage name: result}`` for a shape class on the current (or given) GPU (a copy).
+def winners(cls: str, device: DeviceInfo | tuple | None = None) -> dict:
+    """``{stage name: result}`` for a shape class on ``device`` (default: the current GPU), a copy.
 
     Per stage, the user cache's entry for this GPU wins over the committed defaults for its
     compute capability; empty on the simulator or when nothing matches.
     """
     merged: dict = {}
-    for _, classes in reversed(list(_entries(device))):
+    for _, classes in reversed(_entries(_device(device))):
         merged.update(classes.get(cls, {}))
     return copy.deepcopy(merged)
-
-
-def estimate_ms(
-    cand: Mapping[str, Any], M: int, N: int, K: int, sms: int, aligned: bool = True,
-    scalar_factor: float = 1.0,
-) -> float:
-    """Predicted time of a tuned candidate at ``(M, N, K)`` from its time at the tuned shape.
-
-    Wave-quantization model: a kernel runs in ``ceil(blocks / (SMs * blocks_per_sm))`` waves of
-    blocks that each walk ``ceil(K_slice / BK)`` K tiles, so time scales with waves x K tiles.
-    It is what makes a ragged size (4097: one more row and column of mostly empty tiles, maybe one
-    more wave) pick a finer tile than 4096 does.
-
-    ``aligned=False`` (rows of A or B not 16-byte aligned: the scalar-GMEM kernel runs) scales
-    from ``ms_scalar``, the scalar kernel's time at the tuned shape less one in each dimension
-    (same tile counts), with its own occupancy ``blocks_per_sm_scalar``; a candidate without
-    ``ms_scalar`` uses ``ms * scalar_factor`` (the class winner's ratio).
-    """
-    cfg = cand["config"]
-    Mr, Nr, Kr = cand["shape"]
-    s = cfg.get("SPLITK", 1)
-    if aligned:
-        ms, bps = cand["ms"], cand.get("blocks_per_sm", 1)
-    else:
-        ms = cand.get("ms_scalar", cand["ms"] * scalar_factor)
-        bps = cand.get("blocks_per_sm_scalar", cand.get("blocks_per_sm", 1))
-    slots = max(1, sms * int(bps))
-
-    def cdiv(a, b):
-        return -(-a // b)
-
-    def work(m, n, k):
-        waves = cdiv(cdiv(m, cfg["BM"]) * cdiv(n, cfg["BN"]) * s, slots)
-        return waves * cdiv(cdiv(k, s), cfg["BK"])
-
-    return float(ms) * work(M, N, K) / work(Mr, Nr, Kr)
-
-
-def is_aligned(M: int, N: int, K: int) -> bool:
-    """Whether rows of A (K floats) and of B and C (N floats) allow 128-bit accesses (assuming
-    16-byte aligned allocations, as ``cudaMalloc`` gives)."""
-    return K % 4 == 0 and N % 4 == 0
 
 
 def _valid_candidate(c: Any) -> bool:
@@ -233,32 +225,3 @@ def candidates(result: Mapping[str, Any]) -> list[dict]:
         warnings.warn("ignoring malformed tuning candidates (need config, ms > 0 and shape)",
                       stacklevel=3)
     return out
-
-
-def select(stage_name: str, M: int, N: int, K: int) -> tuple[dict, float] | None:
-    """``(config, predicted ms)`` of the tuned candidate of ``stage_name`` predicted fastest for
-    this shape (see :func:`estimate_ms`), or None without tuning data for its class."""
-    res = winners(shape_class(M, N, K)).get(stage_name)
-    if not isinstance(res, Mapping):
-        return None
-    from .launch import sm_count
-
-    cands = candidates(res)
-    if not cands:
-        return None
-    sms = sm_count()
-    aligned = is_aligned(M, N, K)
-    main = cands[0]
-    factor = main["ms_scalar"] / main["ms"] if "ms_scalar" in main else 1.0
-
-    def est(c):
-        return estimate_ms(c, M, N, K, sms, aligned, factor)
-
-    best = min(cands, key=est)
-    return dict(best["config"]), est(best)
-
-
-def tuned_config(stage_name: str, M: int, N: int, K: int) -> dict | None:
-    """The tuned configuration of ``stage_name`` for this shape, or None (see :func:`select`)."""
-    sel = select(stage_name, M, N, K)
-    return sel[0] if sel else None

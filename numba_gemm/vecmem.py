@@ -32,9 +32,7 @@ The PTX evidence (vector instructions present, no local memory) is checked by
 
 from __future__ import annotations
 
-from numba import config
-
-SIMULATOR: bool = bool(config.ENABLE_CUDASIM)
+from .device import SIMULATOR
 
 #: Byte alignment requested for SMEM tiles that are read or written with 128-bit accesses.
 #: ``None`` on the simulator, which rejects the ``alignment=`` argument.

@@ -7,7 +7,8 @@ import secrets
 import numpy as np
 import pytest
 
-from numba_gemm.vecmem import SIMULATOR
+from numba_gemm import device, tuning
+from numba_gemm.device import SIMULATOR, DeviceInfo
 
 # Shapes (M, N, K) every stage must handle: 1x1x1, primes, non-multiples of every tile size
 # (32, 64, 128, BK = 8/16/32, vector width 4), tall, wide, K = 1, K larger than one K tile.
@@ -43,3 +44,34 @@ def on_simulator() -> bool:
 requires_gpu = pytest.mark.skipif(
     SIMULATOR, reason="needs a real GPU (large sizes / cuBLAS); the simulator is too slow"
 )
+
+
+@pytest.fixture(autouse=True)
+def fresh_plans():
+    """Every test starts with no tuning data read and no plan chosen (a test may change
+    ``NUMBA_GEMM_TUNING`` or pretend to be another GPU)."""
+    tuning.reload()
+    yield
+    tuning.reload()
+
+
+@pytest.fixture
+def fake_gpu(monkeypatch):
+    """``fake_gpu(name, cc, sms=132)``: the plan sees a GPU of that name and compute capability
+    (tuning data is looked up for it); kernels still run where the suite runs."""
+
+    def make(name: str = "Fake GPU", cc: tuple[int, int] = (9, 0), sms: int = 132) -> DeviceInfo:
+        dev = DeviceInfo(0, name, cc, sms, 227 * 1024)
+        if not SIMULATOR:  # kernels are still compiled for and loaded on the real GPU
+            from numba_gemm import plan
+
+            real = device.info(0)
+            load = plan.load_kernel
+            monkeypatch.setattr(plan, "load_kernel",
+                                lambda *a, device, **k: load(*a, device=real, **k))
+            monkeypatch.setattr(plan, "_aux", {})
+        monkeypatch.setattr(device, "info", lambda device_id=None: dev)
+        tuning.reload()
+        return dev
+
+    return make

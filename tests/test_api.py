@@ -37,11 +37,14 @@ def test_default_stage_new_output(operands):
     assert rel_error(c.copy_to_host(), reference_f64(a, b)) <= 1e-5
 
 
-def test_default_stage_without_tuning_is_top_of_ladder(operands, monkeypatch, tmp_path):
-    """No tuning data for this device (the simulator has none): the last FP32 stage."""
+def test_default_stage_without_tuning_is_top_of_ladder(operands, monkeypatch, tmp_path,
+                                                        fake_gpu):
+    """No tuning data for this device (a GPU with no committed defaults): the last FP32 stage."""
     monkeypatch.setenv("NUMBA_GEMM_TUNING", str(tmp_path / "none.json"))
-    monkeypatch.setattr(numba_gemm.tuning, "current_device", lambda: None)
-    assert numba_gemm.best_stage(9, 5, 7) is STAGES[-1]
+    fake_gpu("Fake GPU", (9, 9))
+    p = numba_gemm.plan_for(9, 5, 7)
+    assert p.stage is STAGES[-1]
+    assert "no tuning data" in p.reason and "no tuning data" in repr(p)
 
 
 def test_stage_object_accepted(operands):

@@ -9,7 +9,7 @@ from helpers import check_sgemm, randn
 from numba import cuda
 
 import numba_gemm
-from numba_gemm import STAGES
+from numba_gemm import STAGES, tuning
 
 stage_ids = [s.name for s in STAGES]
 
@@ -36,11 +36,17 @@ def test_stage_alpha_beta(stage, alpha, beta, rng):
 
 @pytest.mark.parametrize("stage", STAGES, ids=stage_ids)
 def test_stage_launch_config_covers_c(stage):
-    """The grid times the block tile covers every element of C for a few shapes."""
-    for M, N, K in [(1, 1, 1), (129, 257, 3), (4096, 4096, 4096), (4095, 4097, 33)]:
+    """The grid of ``launch_config`` covers C with the stage's block tile, with no block wholly
+    outside C (the kernels' NaN-poison tests then check each block writes its whole tile)."""
+    assert stage.tile is not None, f"{stage.name} does not declare its block tile"
+    BM, BN = stage.tile
+    for M, N, K in [(1, 1, 1), (129, 257, 3), (4096, 4096, 4096), (4095, 4097, 33), (7, 3000, 5)]:
         grid, block = stage.launch_config(M, N, K)
-        assert all(g >= 1 for g in grid) and all(b >= 1 for b in block)
-        assert np.prod(block) <= 1024, "more than 1024 threads per block"
+        gx, gy, gz = (tuple(grid) + (1, 1))[:3]
+        assert gx * BN >= N and gy * BM >= M, f"{(M, N)}: grid {grid} x tile {stage.tile}"
+        assert (gx - 1) * BN < N and (gy - 1) * BM < M, f"{(M, N)}: empty blocks in {grid}"
+        assert gz == stage.split_k
+        assert all(b >= 1 for b in block) and np.prod(block) <= 1024, f"block {block}"
 
 
 def test_stage_names_unique_and_ordered():
@@ -49,6 +55,34 @@ def test_stage_names_unique_and_ordered():
     assert names[:3] == ["naive", "gmem_coalesce", "smem_tiling"]
     for s in STAGES:
         assert numba_gemm.get_stage(s.name) is s
+
+
+def _committed_configs():
+    """Every (stage, config) of the committed tuning defaults: winners and alternatives."""
+    out = {}
+    for path in sorted(tuning.DEFAULTS_DIR.glob("sm_*.json")):
+        for entry in tuning.load(path)["gpus"].values():
+            for classes in entry["classes"].values():
+                for name, res in classes.items():
+                    for c in tuning.candidates(res):
+                        out[(name, str(sorted(c["config"].items())))] = (name, c["config"])
+    return list(out.values())
+
+
+COMMITTED = _committed_configs()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name, config", COMMITTED,
+                         ids=[f"{n}-{i}" for i, (n, _) in enumerate(COMMITTED)])
+def test_committed_tuned_configs_run(name, config, rng):
+    """The configurations sgemm picks on the GPU they were tuned on, run here on a small ragged
+    shape and on a shape with aligned rows (vector and scalar variants)."""
+    stage = numba_gemm.get_stage(name).with_config(config)
+    for M, N, K in [(37, 45, 21), (20, 36, 24)]:
+        err, out = check_sgemm(stage, rng, M, N, K)
+        assert np.isfinite(out).all(), f"{name} {config} {(M, N, K)}: unwritten elements"
+        assert err <= stage.rtol, f"{name} {config} {(M, N, K)}: rel. error {err:.3g}"
 
 
 @requires_gpu

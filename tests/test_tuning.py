@@ -10,7 +10,7 @@ from numba import cuda
 
 import numba_gemm
 from numba_gemm import STAGES, tuning
-from numba_gemm.api import stage_for
+from numba_gemm.plan import estimate_ms, plan_for
 from numba_gemm.reference import reference_f64, rel_error
 from numba_gemm.tune import Problem, _order, evaluate, knob_variants
 
@@ -114,51 +114,85 @@ def result(cfg, ms=1.0, shape=(1024, 1024, 1024), blocks_per_sm=1, alternatives=
                 gflops=2e-6 * shape[0] * shape[1] * shape[2] / ms, alternatives=list(alternatives))
 
 
-def test_wave_model_prefers_finer_tiles_for_ragged_sizes(monkeypatch, tmp_path):
+def test_wave_model_prefers_finer_tiles_for_ragged_sizes(monkeypatch, tmp_path, fake_gpu):
     """Two candidates tuned at 4096^3 on 132 SMs: 128x256 tiles (1 block/SM: 512 tiles in 3.9
     waves, so 4; faster there) and 64x128 tiles (3 blocks/SM: 2048 tiles in 5.2 waves, so 6).
     At 4097 the big tiles need a 5th wave (561 tiles); the fine ones still fit 6 (2145 tiles)."""
-    big = dict(TINY, BM=128, BN=256)
-    fine = dict(TINY, BM=64, BN=128)
+    big = dict(BM=128, BN=256, BK=16, WM=64, WN=64, WNITER=2, TM=8, TN=4, MINB=0, SPLITK=1)
+    fine = dict(BM=64, BN=128, BK=16, WM=32, WN=64, WNITER=2, TM=4, TN=4, MINB=0, SPLITK=1)
     shape = (4096, 4096, 4096)
     rec = result(big, ms=3.0, shape=shape, blocks_per_sm=1,
                  alternatives=[dict(config=fine, ms=3.1, shape=list(shape), blocks_per_sm=3)])
-    assert tuning.estimate_ms(rec, *shape, sms=132) == 3.0
-    ragged = tuning.estimate_ms(rec, 4097, 4097, 4097, sms=132)
-    assert ragged == pytest.approx(3.0 * 5 / 4 * 513 / 512)  # 5 waves instead of 4; BK = 8
+    assert estimate_ms(rec, *shape, sms=132) == 3.0
+    ragged = estimate_ms(rec, 4097, 4097, 4097, sms=132)
+    assert ragged == pytest.approx(3.0 * 5 / 4 * 257 / 256)  # 5 waves instead of 4; BK = 16
     monkeypatch.setenv("NUMBA_GEMM_TUNING", str(tmp_path / "t.json"))
-    monkeypatch.setattr(tuning, "current_device", lambda: ("Fake GPU", (1, 0)))
-    monkeypatch.setattr("numba_gemm.launch.sm_count", lambda: 132)
+    fake_gpu("Fake GPU", (1, 0), sms=132)
     data = tuning.load(tmp_path / "t.json")
     tuning.record(data, "Fake GPU", (9, 0), "large", "warptiling", rec)
     tuning.save(data, tmp_path / "t.json")
-    assert tuning.select("warptiling", 4096, 4096, 4096)[0] == big
-    assert tuning.select("warptiling", 4097, 4097, 4097)[0] == fine
+    assert dict(plan_for(4096, 4096, 4096, stage="warptiling").stage.config) == big
+    assert dict(plan_for(4097, 4097, 4097, stage="warptiling").stage.config) == fine
 
 
-def test_cache_round_trip_drives_sgemm(tmp_path, monkeypatch, rng):
-    """A winner written to the cache is what stage_for/best_stage/sgemm(stage=None) run."""
+def test_cache_round_trip_drives_sgemm(tmp_path, monkeypatch, rng, fake_gpu):
+    """A winner written to the cache is what plan_for (by name and automatic) and
+    sgemm(stage=None) run; the plan says where it came from."""
     path = tmp_path / "tuning.json"
     monkeypatch.setenv("NUMBA_GEMM_TUNING", str(path))
-    monkeypatch.setattr(tuning, "current_device", lambda: ("Fake GPU", (1, 0)))
+    fake_gpu("Fake GPU", (1, 0))
     data = tuning.load(path)
     assert data == {"format": tuning.FORMAT, "gpus": {}}
     cfg = dict(TINY, SPLITK=2)
     tuning.record(data, "Fake GPU", (9, 0), "small", "double_buffering", result(cfg, ms=1.0))
-    tuning.record(data, "Fake GPU", (9, 0), "small", "warptiling", result(TINY, ms=2.0))
+    tuning.record(data, "Fake GPU", (9, 0), "small", "warptiling", result(TINY, ms=20.0))
     tuning.save(data, path)
     assert tuning.load(path) == data
 
-    assert tuning.tuned_config("double_buffering", 40, 30, 20) == cfg
-    assert tuning.tuned_config("double_buffering", 4096, 4096, 4096) is None  # other class
-    st = stage_for("double_buffering", 40, 30, 20)
-    assert dict(st.config) == cfg and st.split_k == 2
-    best = numba_gemm.best_stage(40, 30, 20)
-    assert best.name == "double_buffering" and dict(best.config) == cfg
+    p = plan_for(40, 30, 20, stage="double_buffering")
+    assert dict(p.stage.config) == cfg and p.split_k == 2
+    assert "tuned candidate" in p.reason
+    other = plan_for(4096, 4096, 4096, stage="double_buffering")  # other class: no data
+    assert dict(other.stage.config) == dict(numba_gemm.get_stage("double_buffering").config)
+    best = plan_for(40, 30, 20)
+    assert best.stage.name == "double_buffering" and dict(best.stage.config) == cfg
+    assert "auto" in best.reason and str(path) in best.reason
 
     a, b = randn(rng, (40, 20)), randn(rng, (20, 30))
-    out = numba_gemm.sgemm(cuda.to_device(a), cuda.to_device(b)).copy_to_host()
+    d_a, d_b = cuda.to_device(a), cuda.to_device(b)
+    assert numba_gemm.explain(d_a, d_b).stage is best.stage
+    out = numba_gemm.sgemm(d_a, d_b).copy_to_host()
     assert rel_error(out, reference_f64(a, b)) <= 1e-5
+
+
+def test_split_k_reduction_is_priced(fake_gpu):
+    """A tuned split-K candidate pays its reduction (a second launch and the partials' traffic):
+    worth it where it was tuned, not at a tiny shape where the fixed cost dominates."""
+    from numba_gemm.plan import REDUCE_FIXED_MS, reduce_ms
+
+    split = result(dict(TINY, SPLITK=4), ms=0.05)
+    plain = result(TINY, ms=0.06)
+    assert reduce_ms(1, 1024, 1024) == 0.0
+    assert reduce_ms(4, 128, 128) > REDUCE_FIXED_MS
+    assert estimate_ms(split, 1024, 1024, 1024, sms=132) == pytest.approx(0.05)
+    assert estimate_ms(split, 64, 64, 64, sms=132) > REDUCE_FIXED_MS
+    assert estimate_ms(plain, 64, 64, 64, sms=132) < estimate_ms(split, 64, 64, 64, sms=132)
+
+
+def test_tuning_is_read_once_until_reload(tmp_path, monkeypatch, fake_gpu):
+    """Plans and tuning data are memoized: a file written behind the process's back is not
+    seen until ``tuning.reload()`` (``tuning.save`` reloads by itself)."""
+    path = tmp_path / "tuning.json"
+    monkeypatch.setenv("NUMBA_GEMM_TUNING", str(path))
+    fake_gpu("Fake GPU", (1, 0))
+    first = plan_for(40, 30, 20, stage="warptiling")
+    assert plan_for(40, 30, 20, stage="warptiling") is first
+    data = tuning.load(path)
+    tuning.record(data, "Fake GPU", (9, 0), "small", "warptiling", result(TINY, ms=2.0))
+    path.write_text(__import__("json").dumps(data))  # another process's write
+    assert plan_for(40, 30, 20, stage="warptiling") is first
+    tuning.reload()
+    assert dict(plan_for(40, 30, 20, stage="warptiling").stage.config) == TINY
 
 
 def test_bad_cache_file_rejected(tmp_path):
@@ -168,15 +202,15 @@ def test_bad_cache_file_rejected(tmp_path):
         tuning.load(bad)
 
 
-def test_stale_cached_config_falls_back_with_warning(tmp_path, monkeypatch):
+def test_stale_cached_config_falls_back_with_warning(tmp_path, monkeypatch, fake_gpu):
     path = tmp_path / "tuning.json"
     monkeypatch.setenv("NUMBA_GEMM_TUNING", str(path))
-    monkeypatch.setattr(tuning, "current_device", lambda: ("Fake GPU", (1, 0)))
+    fake_gpu("Fake GPU", (1, 0))
     data = tuning.load(path)
     tuning.record(data, "Fake GPU", (9, 0), "small", "warptiling", result(dict(TINY, TM=6)))
     tuning.save(data, path)
     with pytest.warns(UserWarning, match="ignoring tuned config"):
-        st = stage_for("warptiling", 10, 10, 10)
+        st = plan_for(10, 10, 10, stage="warptiling").stage
     assert st is numba_gemm.get_stage("warptiling")
 
 
@@ -193,62 +227,70 @@ def test_committed_defaults_are_valid():
                     assert len(cands) == 1 + len(res.get("alternatives", []))
                     for c in cands:
                         numba_gemm.get_stage(name).with_config(c["config"])
-                        assert tuning.estimate_ms(c, 4097, 4097, 4097, sms=132) > 0
+                        assert estimate_ms(c, 4097, 4097, 4097, sms=132) > 0
 
 
-def test_malformed_cache_is_tolerated(tmp_path, monkeypatch, rng):
+def test_malformed_cache_is_tolerated(tmp_path, monkeypatch, rng, fake_gpu):
     """A candidate without ms/shape (hand-edited, or another version's file) is dropped with a
     warning; sgemm still runs (here: the stage default)."""
     path = tmp_path / "tuning.json"
     monkeypatch.setenv("NUMBA_GEMM_TUNING", str(path))
-    monkeypatch.setattr(tuning, "current_device", lambda: ("Fake GPU", (1, 0)))
+    dev = fake_gpu("Fake GPU", (1, 0))
     data = tuning.load(path)
     tuning.record(data, "Fake GPU", (1, 0), "small", "warptiling", dict(config=TINY, ms=0))
     tuning.save(data, path)
     with pytest.warns(UserWarning, match="malformed"):
-        assert tuning.tuned_config("warptiling", 40, 30, 20) is None
+        st = plan_for(40, 30, 20, stage="warptiling").stage
+    assert st is numba_gemm.get_stage("warptiling")
     path.write_text('{"format": 1, "gpus": []}')
+    tuning.reload()
     with pytest.warns(UserWarning, match="ignoring tuning file"):
-        assert tuning.winners("small") == {}
+        assert tuning.winners("small", dev) == {}
+    tuning.reload()
     with pytest.warns(UserWarning):
         a, b = cuda.to_device(randn(rng, (9, 4))), cuda.to_device(randn(rng, (4, 5)))
         out = numba_gemm.sgemm(a, b, stage="warptiling")
     assert out.shape == (9, 5)
 
 
-def test_user_cache_overrides_defaults_per_stage(tmp_path, monkeypatch):
+def test_user_cache_overrides_defaults_per_stage(tmp_path, monkeypatch, fake_gpu):
     """Tuning one stage must not hide the committed defaults of the others."""
     path = tmp_path / "tuning.json"
     monkeypatch.setenv("NUMBA_GEMM_TUNING", str(path))
-    monkeypatch.setattr(tuning, "current_device", lambda: ("NVIDIA H200", (9, 0)))
+    dev = fake_gpu("NVIDIA H200", (9, 0))
     data = tuning.load(path)
     tuning.record(data, "NVIDIA H200", (9, 0), "large", "warptiling",
                   result(TINY, ms=9.0, shape=(4096, 4096, 4096)))
     tuning.save(data, path)
-    won = tuning.winners("large")
+    won = tuning.winners("large", dev)
     assert won["warptiling"]["config"] == TINY
     assert {"double_buffering", "multistage"} <= set(won)
     won["multistage"]["ms"] = -1  # a copy: the cache is not mutated
-    assert tuning.winners("large")["multistage"]["ms"] > 0
+    assert tuning.winners("large", dev)["multistage"]["ms"] > 0
 
 
 def test_split_k_workspace_per_stream():
-    from numba_gemm.devarray import data_ptr
+    from numba_gemm.devarray import operand
     from numba_gemm.kernels._splitk import workspace
+
+    def ptr(x):
+        return operand(x).ptr
 
     s1, s2 = cuda.stream(), cuda.stream()
     w1 = workspace(4, 5, s1)
-    assert data_ptr(workspace(2, 3, s1)) == data_ptr(w1)  # reused on the same stream
-    assert data_ptr(workspace(4, 5, s2)) != data_ptr(w1)  # never shared across streams
+    assert ptr(workspace(2, 3, s1)) == ptr(w1)  # reused on the same stream
+    assert workspace(4, 5, s1) is w1  # the view itself is memoized
+    assert ptr(workspace(4, 5, s2)) != ptr(w1)  # never shared across streams
 
 
-def test_stages_above_the_gpu_compute_capability_are_skipped(tmp_path, monkeypatch, rng):
+def test_stages_above_the_gpu_compute_capability_are_skipped(tmp_path, monkeypatch, rng,
+                                                             fake_gpu):
     """multistage needs cp.async (sm_80+): never the default on an older GPU, and a clear error
     when asked for by name (nothing written)."""
     monkeypatch.setenv("NUMBA_GEMM_TUNING", str(tmp_path / "none.json"))
-    monkeypatch.setattr(tuning, "current_device", lambda: ("Old GPU", (7, 5)))
+    fake_gpu("Old GPU", (7, 5))
     assert numba_gemm.get_stage("multistage").min_cc == (8, 0)
-    assert numba_gemm.best_stage(64, 64, 64).name == "double_buffering"
+    assert plan_for(64, 64, 64).stage.name == "double_buffering"
     d_c = cuda.to_device(np.full((5, 6), np.nan, np.float32))
     with pytest.raises(ValueError, match=r"needs compute capability 8\.0\+.*7\.5"):
         numba_gemm.sgemm(cuda.to_device(randn(rng, (5, 3))), cuda.to_device(randn(rng, (3, 6))),

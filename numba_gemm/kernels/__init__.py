@@ -27,4 +27,19 @@ STAGES = (
     k10_multistage.STAGE,
 )
 
-__all__ = ["STAGES"]
+
+
+def get_stage(name: str):
+    """The registered stage called ``name`` (see ``STAGES``).
+
+    Raises:
+        ValueError: no stage has that name; the message lists the valid names.
+    """
+    for s in STAGES:
+        if s.name == name:
+            return s
+    valid = ", ".join(s.name for s in STAGES)
+    raise ValueError(f"unknown stage {name!r}; valid stages: {valid}")
+
+
+__all__ = ["STAGES", "get_stage"]

@@ -4,7 +4,8 @@ the C epilogue ``C = alpha * acc + beta * C``.
 
 from numba import cuda, float32
 
-from ..vecmem import SIMULATOR, load4, store4
+from ..device import SIMULATOR
+from ..vecmem import load4, store4
 
 #: Options the CUDA simulator's ``cuda.jit`` does not accept; they only tune code generation.
 _GPU_ONLY = ("launch_bounds", "max_registers", "forceinline", "lineinfo")

@@ -4,11 +4,12 @@ Shapes whose M x N holds fewer block tiles than the GPU has SMs (1024^2 in 128x1
 blocks for 132 SMs) leave most of the GPU idle. With ``SPLITK = S`` the grid gets a z dimension
 of S; block z computes ``A[:, Kz] @ B[Kz, :]`` for its slice Kz of K and writes it, unscaled, to
 rows ``[z*M, (z+1)*M)`` of a workspace W of shape ``(S*M, N)``; ``reduce_splits`` then computes
-``C = alpha * sum_z W_z + beta * C`` in a fixed order (deterministic, no atomics).
+``C = alpha * sum_z W_z + beta * C`` in a fixed order (deterministic, no atomics). The plan
+(``numba_gemm.plan``) launches the two kernels.
 
-The workspace is grow-only and kept per (device, CUDA stream handle, and host thread for the
-default stream), so that repeated calls allocate once; calls on one stream run in order, so they
-can share it.
+The workspace is grow-only and kept per (GPU, CUDA stream, and host thread for the default
+streams), so that repeated calls allocate once; calls on one stream run in order, so they can
+share it.
 
 Source: the split-K ("sliced-K") GEMM of NVIDIA CUTLASS (``GemmSplitKParallel``: partials then a
 reduction kernel).
@@ -22,9 +23,8 @@ from typing import Any
 import numpy as np
 from numba import cuda
 
-from ..launch import cdiv
-
 _workspaces: dict = {}
+_lock = threading.Lock()
 
 REDUCE_BLOCK = (32, 8)
 
@@ -46,34 +46,31 @@ def reduce_splits(W, C, alpha, beta):
             C[r, c] = alpha * acc + beta * C[r, c]
 
 
-def _stream_key(stream: Any) -> tuple:
-    """The CUDA stream itself, not its Python wrapper (sgemm wraps CuPy/PyTorch streams anew on
-    every call). The default stream is per host thread when per-thread default streams are on."""
-    if stream in (0, None):
-        return (0, threading.get_ident())
-    handle = getattr(stream, "handle", None)
-    try:
-        return (int(getattr(handle, "value", handle)), 0)
-    except (TypeError, ValueError):  # the simulator's streams have no handle
+def stream_key(stream: Any) -> tuple:
+    """The CUDA stream itself, not a Python wrapper. The default streams (handles 0, 1, 2) are
+    shared by host threads, so there the key adds the thread."""
+    if isinstance(stream, int):
+        handle = stream
+    elif stream is None:
+        handle = 0
+    elif getattr(stream, "handle", None) is None:  # the simulator's streams have no handle
         return (id(stream), 0)
+    else:  # a Numba stream
+        handle = int(stream)
+    return (handle, threading.get_ident() if handle in (0, 1, 2) else 0)
 
 
-def workspace(rows: int, cols: int, stream: Any) -> Any:
-    """A float32 ``(rows, cols)`` device array from the grow-only buffer of this stream."""
-    key = (getattr(cuda.get_current_device(), "id", 0), *_stream_key(stream))
-    need = rows * cols
-    buf = _workspaces.get(key)
-    if buf is None or buf.size < need:
-        buf = cuda.device_array(max(need, 1), dtype=np.float32)
-        _workspaces[key] = buf
-    return buf[:need].reshape(rows, cols)
-
-
-def launch_split_k(stage, grid, block, A, B, C, alpha, beta, stream) -> None:
-    """Run ``stage`` split over ``grid[2]`` K slices, then reduce the slices into C."""
-    M, N = C.shape
-    splits = grid[2]
-    W = workspace(splits * M, N, stream)
-    stage.launch_kernel(grid, block, A, B, W, np.float32(1.0), np.float32(0.0), stream)
-    rgrid = (cdiv(N, REDUCE_BLOCK[0]), cdiv(M, REDUCE_BLOCK[1]))
-    reduce_splits[rgrid, REDUCE_BLOCK, stream](W, C, alpha, beta)
+def workspace(rows: int, cols: int, stream: Any, device: int = 0) -> Any:
+    """A float32 ``(rows, cols)`` Numba device array on GPU ``device`` from the grow-only buffer
+    of this stream (views memoized: a call in steady state allocates and builds nothing)."""
+    key = (device, *stream_key(stream))
+    entry = _workspaces.get(key)
+    if entry is None or entry[0].size < rows * cols:
+        with _lock, cuda.gpus[device]:
+            entry = (cuda.device_array(max(rows * cols, 1), dtype=np.float32), {})
+            _workspaces[key] = entry
+    buf, views = entry
+    view = views.get((rows, cols))
+    if view is None:
+        view = views[(rows, cols)] = buf[: rows * cols].reshape(rows, cols)
+    return view

@@ -204,4 +204,5 @@ def build_stage(
         dynamic_smem=dynamic_smem,
         split_k=splits,
         min_cc=min_cc,
+        tile=(BM, BN),
     )

@@ -47,4 +47,5 @@ STAGE = Stage(
     label="1: naive",
     kernel=sgemm_naive,
     launch_config=launch_config,
+    tile=(BLOCK, BLOCK),
 )

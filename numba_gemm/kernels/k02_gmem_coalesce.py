@@ -45,4 +45,5 @@ STAGE = Stage(
     label="2: GMEM coalescing",
     kernel=sgemm_gmem_coalesce,
     launch_config=launch_config,
+    tile=(BLOCK, BLOCK),
 )

@@ -64,4 +64,5 @@ STAGE = Stage(
     label="3: SMEM tiling",
     kernel=sgemm_smem_tiling,
     launch_config=launch_config,
+    tile=(BM, BN),
 )

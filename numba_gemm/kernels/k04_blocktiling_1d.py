@@ -91,4 +91,5 @@ STAGE = Stage(
     label="4: 1D blocktiling",
     kernel=sgemm_blocktiling_1d,
     launch_config=launch_config,
+    tile=(BM, BN),
 )

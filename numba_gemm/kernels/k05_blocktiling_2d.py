@@ -111,4 +111,5 @@ STAGE = Stage(
     label="5: 2D blocktiling",
     kernel=sgemm_blocktiling_2d,
     launch_config=launch_config,
+    tile=(BM, BN),
 )

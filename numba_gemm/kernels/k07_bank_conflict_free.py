@@ -139,4 +139,5 @@ STAGE = Stage(
     kernel=make_kernel(True),
     scalar_kernel=make_kernel(False),
     launch_config=launch_config,
+    tile=(BM, BN),
 )

@@ -1,0 +1,103 @@
+"""One home for device facts: the simulator flag, the GPUs, their SM count and SMEM limits.
+
+Everything here is read once per process and device, then memoized: a call of ``sgemm`` must not
+ask the driver what it already said. Under the Numba CUDA simulator (``NUMBA_ENABLE_CUDASIM=1``)
+there is one pretend device, ``SIMULATED``, that runs every stage.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+from numba import config
+
+#: True under the Numba CUDA simulator (``NUMBA_ENABLE_CUDASIM=1``): kernels run as Python threads.
+SIMULATOR: bool = bool(config.ENABLE_CUDASIM)
+
+WARP_SIZE = 32
+#: SMEM per block without the opt-in attribute (more needs dynamic SMEM and
+#: ``CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES``; CUDA C Programming Guide, "Shared Memory").
+SMEM_STATIC_LIMIT = 48 * 1024
+
+
+def cdiv(a: int, b: int) -> int:
+    """Ceiling division for non-negative ints: the number of ``b``-tiles covering ``a``."""
+    return -(-a // b)
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    """What the plan and the launcher need to know about one GPU.
+
+    Attributes:
+        id: CUDA device ordinal (0 on the simulator).
+        name: e.g. ``"NVIDIA H200"``; ``"simulator"`` on the simulator.
+        cc: compute capability, e.g. ``(9, 0)``; ``(99, 99)`` on the simulator (runs every stage).
+        sm_count: streaming multiprocessors (1 on the simulator).
+        smem_optin: most dynamic SMEM one block may ask for, in bytes, after the opt-in.
+        simulated: True for the simulator's pretend device.
+    """
+
+    id: int
+    name: str
+    cc: tuple[int, int]
+    sm_count: int
+    smem_optin: int
+    simulated: bool = False
+
+
+SIMULATED = DeviceInfo(0, "simulator", (99, 99), 1, 227 * 1024, simulated=True)
+
+
+def gpu_available() -> bool:
+    """True when a real CUDA GPU and its driver are usable (False under the simulator)."""
+    if SIMULATOR:
+        return False
+    try:
+        from numba import cuda
+
+        return bool(cuda.is_available())
+    except Exception:  # a broken driver install counts as no GPU
+        return False
+
+
+def current_id() -> int:
+    """Ordinal of the current CUDA device (0 on the simulator)."""
+    if SIMULATOR:
+        return 0
+    from numba import cuda
+
+    return int(cuda.get_current_device().id)
+
+
+def info(device_id: int | None = None) -> DeviceInfo:
+    """Facts about GPU ``device_id`` (default: the current one); memoized per device.
+
+    Raises:
+        numba.cuda.CudaSupportError: no usable GPU (on a real-GPU path).
+    """
+    if SIMULATOR:
+        return SIMULATED
+    return _info(current_id() if device_id is None else int(device_id))
+
+
+@functools.cache
+def _info(device_id: int) -> DeviceInfo:
+    from numba import cuda
+
+    with cuda.gpus[device_id]:
+        dev = cuda.get_current_device()
+        name = dev.name.decode() if isinstance(dev.name, bytes) else str(dev.name)
+        return DeviceInfo(
+            id=device_id,
+            name=name,
+            cc=tuple(dev.compute_capability),
+            sm_count=int(dev.MULTIPROCESSOR_COUNT),
+            smem_optin=int(dev.MAX_SHARED_MEMORY_PER_BLOCK_OPTIN),
+        )
+
+
+def sm_count() -> int:
+    """Multiprocessors of the current GPU (1 on the simulator)."""
+    return info().sm_count

@@ -1,0 +1,229 @@
+"""The plan (chosen once, visible, one alignment rule), the direct launch's parameter layout, and
+concurrent callers."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import requires_gpu
+from helpers import randn
+from numba import cuda
+
+import numba_gemm
+from numba_gemm import api, plan_for
+from numba_gemm.devarray import operand, rows_aligned
+from numba_gemm.reference import reference_f64, rel_error
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_plan_is_memoized_and_says_why():
+    p = plan_for(40, 30, 20)
+    assert plan_for(40, 30, 20) is p
+    assert plan_for(40, 30, 20, stage="smem_tiling") is not p
+    text = repr(p)
+    assert p.stage.name in text and "why:" in text and p.reason in text
+    assert p.grid[2] == p.split_k and len(p.block) == 3
+
+
+@pytest.mark.parametrize("ptr, cols, ok", [(0, 4, True), (16, 8, True), (4, 4, False),
+                                           (0, 6, False), (32, 1, False)])
+def test_alignment_rule(ptr, cols, ok):
+    assert rows_aligned(ptr, cols) is ok
+
+
+def test_plan_variant_follows_the_alignment_rule():
+    """A shape whose rows cannot be 16-byte aligned gets the scalar-GMEM kernel, whatever the
+    caller claims; the vector kernel only when every row of A, B and C is aligned."""
+    assert plan_for(64, 64, 64, stage="multistage").variant == "vector"
+    assert plan_for(64, 64, 64, stage="multistage", aligned=False).variant == "scalar"
+    assert plan_for(64, 62, 64, stage="multistage").variant == "scalar"  # N % 4
+    assert plan_for(64, 64, 63, stage="multistage").variant == "scalar"  # K % 4
+    assert plan_for(64, 62, 64, stage="smem_tiling").variant == "vector"  # no scalar variant
+
+
+def test_misaligned_view_runs_the_scalar_kernel(rng):
+    """A view starting 4 bytes into an allocation: the plan of the call (``explain``) is the
+    scalar variant, and the result is right."""
+    M, N, K = 20, 24, 16
+    a = randn(rng, (M, K))
+    buf = cuda.to_device(np.concatenate([[np.float32(7)], a.ravel()]))
+    d_a = buf[1:].reshape(M, K)
+    assert not rows_aligned(operand(d_a).ptr, K)
+    b = randn(rng, (K, N))
+    d_b = cuda.to_device(b)
+    p = numba_gemm.explain(d_a, d_b, stage="multistage")
+    assert p.variant == "scalar" and "not 16-byte aligned" in p.reason
+    out = numba_gemm.sgemm(d_a, d_b, stage="multistage").copy_to_host()
+    assert rel_error(out, reference_f64(a, b)) <= 1e-5
+
+
+def test_plan_for_rejects_bad_requests():
+    with pytest.raises(ValueError, match="valid stages"):
+        plan_for(8, 8, 8, stage="nope")
+    with pytest.raises(TypeError, match="stage must be"):
+        plan_for(8, 8, 8, stage=3)
+    with pytest.raises(ValueError, match=">= 1"):
+        plan_for(0, 8, 8)
+
+
+def test_producer_streams_are_waited_for_on_the_device(monkeypatch):
+    """CAI v3 producer streams: an event wait unless the stream is the launch stream or both
+    are default streams (which the driver orders itself). Never a host synchronization."""
+    from numba_gemm import _driver
+
+    waits = []
+    monkeypatch.setattr(_driver, "wait_for", lambda p, c: waits.append((p, c)))
+
+    class Op:
+        def __init__(self, stream):
+            self.stream = stream
+
+    api._order_after_producers(0, Op(None), Op(1), Op(2), Op(0))
+    assert waits == []
+    api._order_after_producers(0, Op(777), Op(None))
+    assert waits == [(777, 0)]
+    waits.clear()
+    api._order_after_producers(555, Op(555), Op(1))
+    assert waits == [(1, 555)]
+
+
+def test_concurrent_callers_on_their_own_streams(rng):
+    """8 host threads x 15 calls, each thread on its own stream with its own shapes: every
+    result is right. The simulator cannot run kernels from several host threads at once, so
+    there the launches take turns (plans are still chosen concurrently; the next test); on a
+    GPU they run concurrently."""
+    shapes = [(5 + t, 6 + 2 * t, 3 + t) for t in range(8)]
+    errors: list = []
+    sim = numba_gemm.device.SIMULATOR
+    turns = threading.Lock() if sim else contextlib.nullcontext()
+    stage = "naive" if sim else None
+    # the streams are made here: numba-cuda's lazy driver initialisation is not safe to race
+    # from several threads (cuCtxGetCurrent -> CUDA_ERROR_NOT_INITIALIZED when every thread's
+    # first CUDA call comes at once)
+    streams = [cuda.stream() for _ in range(8)]
+
+    def worker(t):
+        try:
+            M, N, K = shapes[t]
+            r = np.random.default_rng(t)
+            s = streams[t]
+            for i in range(15):
+                a, b = randn(r, (M, K)), randn(r, (K, N))
+                d_c = cuda.to_device(np.full((M, N), np.nan, np.float32))
+                with turns:
+                    numba_gemm.sgemm(cuda.to_device(a), cuda.to_device(b), out=d_c, stream=s,
+                                     stage=stage)
+                s.synchronize()
+                err = rel_error(d_c.copy_to_host(), reference_f64(a, b))
+                if not err <= 1e-5:
+                    errors.append((t, i, err))
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append((t, repr(e)))
+
+    threads = [threading.Thread(target=worker, args=(t,)) for t in range(8)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert not errors, errors
+
+
+def test_plans_chosen_concurrently_are_one_plan():
+    """Threads racing to plan the same new shapes all get the one memoized plan per shape."""
+    got: dict = {}
+    barrier = threading.Barrier(8)
+
+    def worker(t):
+        barrier.wait()
+        got[t] = [plan_for(100 + i, 50, 30 + i) for i in range(20)]
+
+    threads = [threading.Thread(target=worker, args=(t,)) for t in range(8)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    for i in range(20):
+        assert len({id(got[t][i]) for t in range(8)}) == 1
+
+
+def test_kernel_parameter_layout_matches_numba():
+    """The direct launch packs Numba's kernel ABI by hand. Checked on the CPU, without the
+    simulator: (1) the PTX of a stage kernel, the split-K reduction and the K=0 scaling kernel
+    has the parameters, in size and order, that ``launch`` packs; (2) Numba's own argument
+    flattening (``_Kernel._prepare_args``) gives the same values for the same array."""
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+    res = subprocess.run([sys.executable, str(ROOT / "tests" / "abi_check.py")], env=env,
+                         capture_output=True, text=True, timeout=600, check=False)
+    assert res.returncode == 0, f"{res.stdout}\n{res.stderr}"
+    assert "ABI OK" in res.stdout
+
+
+@requires_gpu
+def test_second_gpu_operands_stay_there(rng):
+    """PyTorch tensors on cuda:1 (without set_device): computed there, result there."""
+    torch = pytest.importorskip("torch")
+    if torch.cuda.device_count() < 2:
+        pytest.skip("needs two GPUs")
+    a, b = randn(rng, (300, 200)), randn(rng, (200, 100))
+    ta, tb = torch.from_numpy(a).to("cuda:1"), torch.from_numpy(b).to("cuda:1")
+    before = torch.cuda.current_device()
+    c = numba_gemm.sgemm(ta, tb)
+    assert c.device == ta.device and torch.cuda.current_device() == before
+    assert rel_error(c.cpu().numpy(), reference_f64(a, b)) <= 1e-5
+    out = torch.full((300, 100), float("nan"), device="cuda:1")
+    numba_gemm.sgemm(ta, tb, out=out)
+    torch.cuda.synchronize("cuda:1")
+    assert rel_error(out.cpu().numpy(), reference_f64(a, b)) <= 1e-5
+    with pytest.raises(ValueError, match="GPU"):
+        numba_gemm.sgemm(ta, tb.to("cuda:0"))
+
+
+@pytest.mark.parametrize("gpus", [1, 2])
+def test_gemm_launcher_writes_numbas_kernel_abi(monkeypatch, gpus):
+    """The hot-path launcher writes only the pointers and scalars per call; what the driver
+    would read (each parameter through the void*[] it gets) must be Numba's full argument list
+    for these arrays, call after call. With two GPUs it launches in the kernel's context and
+    gives the caller's back. The driver is replaced by a recorder: this runs on the CPU."""
+    import ctypes
+    from types import SimpleNamespace
+
+    from numba_gemm import _driver, launch
+    from numba_gemm.device import DeviceInfo
+
+    lay = launch._layout(launch.STAGE_ARGS)
+    seen, ctx_calls = [], []
+
+    def fake_raw(fn, gx, gy, gz, bx, by, bz, smem, stream, params, extra):
+        ptrs = (ctypes.c_void_p * len(lay.sizes)).from_address(params.value)
+        vals = [ctypes.c_int64.from_address(p).value if size == 8 else
+                ctypes.c_float.from_address(p).value
+                for p, size in zip(ptrs, lay.sizes, strict=True)]
+        seen.append((fn.value, (gx, gy, gz), (bx, by, bz), smem,
+                     stream.value if stream else 0, vals))
+        return 0
+
+    monkeypatch.setattr(_driver, "raw_launch", lambda: fake_raw)
+    monkeypatch.setattr(_driver, "device_count", lambda: gpus)
+    monkeypatch.setattr(_driver, "current_context", lambda: 55)
+    monkeypatch.setattr(_driver, "set_current_context", ctx_calls.append)
+    dev = DeviceInfo(0, "fake", (9, 0), 132, 227 * 1024)
+    k = launch.Kernel("fake", dev, launch.STAGE_ARGS, 4096, None, fn=1234, ctx=77)
+    M, N, K = 33, 20, 12
+    run = launch.gemm_launcher(k, M, N, K, (1, 2, 1), (128, 1, 1))
+    for i, (alpha, beta, stream) in enumerate([(0.5, 2.0, 0), (1.0, 0.0, 99)]):
+        A, B, C = (SimpleNamespace(ptr=(1 << 36) * (j + 1) + 4096 * i, shape=s)
+                   for j, s in enumerate(((M, K), (K, N), (M, N))))
+        run(A, B, C, alpha, beta, stream)
+        fn, grid, block, smem, s, vals = seen[-1]
+        assert (fn, grid, block, smem, s) == (1234, (1, 2, 1), (128, 1, 1), 4096, stream)
+        assert vals == launch.array_fields((A, B, C)) + [alpha, beta]
+    # one GPU: the kernel's context is made current once per thread; two: switched and back
+    assert ctx_calls == ([77] if gpus == 1 else [77, 55, 77, 55])
