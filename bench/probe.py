@@ -5,7 +5,7 @@ Usage (on the GPU machine, see ../shared/device/README.md):
     python bench/probe.py --out $OUT [--sizes 1024,2048,4095,4096,4097,8192] [--configs FILE]
 
 Writes ``probe.json`` and prints a table. Timing: CUDA events, median of repeats after warm-up,
-cuBLAS FP32 (CuPy, TF32 off) in the same process (numba_gemm.launch.time_launches).
+cuBLAS FP32 (CuPy, TF32 off) in the same process (numba_gemm.timing.time_launches).
 """
 
 from __future__ import annotations
@@ -27,9 +27,9 @@ from numba import cuda  # noqa: E402
 
 import numba_gemm  # noqa: E402
 from numba_gemm import STAGES  # noqa: E402
-from numba_gemm.launch import time_launches, time_stage  # noqa: E402
 from numba_gemm.reference import rel_error  # noqa: E402
 from numba_gemm.resources import kernel_resources  # noqa: E402
+from numba_gemm.timing import time_launches, time_stage  # noqa: E402
 
 
 def log(*a):
@@ -53,10 +53,21 @@ def main() -> int:
     assert os.environ.get("CUPY_TF32", "0") in ("", "0"), "TF32 must be off for the baseline"
     dev = cuda.get_current_device()
     smi = subprocess.run(
-        ["nvidia-smi", "--query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.limit",
-         "--format=csv,noheader"], capture_output=True, text=True).stdout.strip()
-    info = dict(gpu=dev.name.decode() if isinstance(dev.name, bytes) else dev.name, smi=smi,
-                python=platform.python_version(), numpy=np.__version__, cupy=cp.__version__)
+        [
+            "nvidia-smi",
+            "--query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.limit",
+            "--format=csv,noheader",
+        ],
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    info = dict(
+        gpu=dev.name.decode() if isinstance(dev.name, bytes) else dev.name,
+        smi=smi,
+        python=platform.python_version(),
+        numpy=np.__version__,
+        cupy=cp.__version__,
+    )
     log(info)
     res: dict = dict(info=info, stages=[], sizes=[], sweep=[], regs=[])
     rng = np.random.default_rng(1)
@@ -85,14 +96,22 @@ def main() -> int:
         ref = (ca @ cb).get()
         tb = cublas_ms(ca, cb, args.reps)
         cub = tb.gflops(n, n, n)
-        log(f"cuBLAS 4096: {tb.median:.3f} ms {cub:.0f} GFLOP/s (min {tb.min:.3f} "
-            f"max {tb.max:.3f})")
+        log(
+            f"cuBLAS 4096: {tb.median:.3f} ms {cub:.0f} GFLOP/s (min {tb.min:.3f} max {tb.max:.3f})"
+        )
     for st in STAGES if n else ():
         t0 = time.time()
         err, t = run_stage(st, ca, cb, ref, 5 if st.name in ("naive",) else args.reps)
         g = t.gflops(n, n, n)
-        row = dict(stage=st.name, size=n, ms=t.median, gflops=g, pct=g / cub, err=err,
-                   wall=time.time() - t0)
+        row = dict(
+            stage=st.name,
+            size=n,
+            ms=t.median,
+            gflops=g,
+            pct=g / cub,
+            err=err,
+            wall=time.time() - t0,
+        )
         res["stages"].append(row)
         log(f"{st.name:20s} {t.median:9.3f} ms {g:8.0f} GFLOP/s {g / cub:6.1%}  err {err:.2e}")
     if n:
@@ -114,24 +133,39 @@ def main() -> int:
             log(f"regs {st.name}/{variant}: device {dev_regs} offline {off}")
 
     # --- fast stages over sizes
-    fast = [s for s in STAGES if [x.name for x in STAGES].index(s.name)
-            >= [x.name for x in STAGES].index(args.fast_from)]
+    fast = [
+        s
+        for s in STAGES
+        if [x.name for x in STAGES].index(s.name) >= [x.name for x in STAGES].index(args.fast_from)
+    ]
     for size in [int(x) for x in args.sizes.split(",")]:
         ca, cb = operands(size, size, size)
         ref = (ca @ cb).get()
         tb = cublas_ms(ca, cb, args.reps)
         cub = tb.gflops(size, size, size)
         log(f"-- {size}: cuBLAS {tb.median:.3f} ms {cub:.0f} GFLOP/s")
-        todo = [numba_gemm.api.stage_for(s.name, size, size, size) for s in fast]
+        todo = [numba_gemm.plan_for(size, size, size, stage=s.name).stage for s in fast]
         if args.best:
-            todo.append(numba_gemm.best_stage(size, size, size))
+            todo.append(numba_gemm.plan_for(size, size, size).stage)
         for st in todo:
             err, t = run_stage(st, ca, cb, ref, args.reps)
             g = t.gflops(size, size, size)
-            res["sizes"].append(dict(stage=st.name, size=size, ms=t.median, gflops=g,
-                                     pct=g / cub, err=err, cublas=cub, config=dict(st.config)))
-            log(f"   {st.name:20s} {t.median:9.3f} ms {g:8.0f} GFLOP/s {g / cub:6.1%} "
-                f"err {err:.1e} {dict(st.config) or ''}")
+            res["sizes"].append(
+                dict(
+                    stage=st.name,
+                    size=size,
+                    ms=t.median,
+                    gflops=g,
+                    pct=g / cub,
+                    err=err,
+                    cublas=cub,
+                    config=dict(st.config),
+                )
+            )
+            log(
+                f"   {st.name:20s} {t.median:9.3f} ms {g:8.0f} GFLOP/s {g / cub:6.1%} "
+                f"err {err:.1e} {dict(st.config) or ''}"
+            )
 
     # --- config sweep at 4096
     if args.configs:
@@ -149,10 +183,13 @@ def main() -> int:
                 continue
             g = t.gflops(n, n, n)
             regs = list(st.kernel.get_regs_per_thread().values())
-            res["sweep"].append(dict(item, gflops=g, pct=g / cub, err=err, regs=regs,
-                                     wall=time.time() - t0))
-            log(f"   {item['stage']:17s} {item['config']} {g:8.0f} GFLOP/s {g / cub:6.1%} "
-                f"err {err:.1e} regs {regs} ({time.time() - t0:.1f}s)")
+            res["sweep"].append(
+                dict(item, gflops=g, pct=g / cub, err=err, regs=regs, wall=time.time() - t0)
+            )
+            log(
+                f"   {item['stage']:17s} {item['config']} {g:8.0f} GFLOP/s {g / cub:6.1%} "
+                f"err {err:.1e} regs {regs} ({time.time() - t0:.1f}s)"
+            )
     (out / "probe.json").write_text(json.dumps(res, indent=1))
     return 0
 

@@ -9,9 +9,10 @@ and each tunable stage (warptiling, double_buffering, multistage):
 2. knobs: for the ``--top`` fastest, ``MINB`` (launch bounds) 1 and 2 and, below the large class,
    ``SPLITK`` 2 and 4.
 
-Every configuration is validated before it is timed (relative error against cuBLAS, or a float64
-NumPy product without CuPy, NaN-poisoned output); one that fails or does not compile is reported
-and skipped. Timing: CUDA events, median of ``--reps`` after warm-up (``launch.time_stage``).
+Every configuration is validated before it is timed (``numba_gemm.check``: relative error
+against cuBLAS FP32 with TF32 forced off, through CuPy or PyTorch, or a float64 NumPy product
+without either; NaN-poisoned output); one that fails or does not compile is reported and skipped.
+Timing: kernel time, CUDA events, median of ``--reps`` after warm-up (``timing.time_launches``).
 The winners go to the tuning cache (``tuning.user_cache_path()``, or ``--out``), keyed by GPU name,
 stage and class; ``sgemm(stage=None)`` and the bench read it.
 
@@ -27,16 +28,16 @@ import time
 from collections.abc import Sequence
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-from . import tuning
-from .reference import cupy_or_none, rel_error
+from . import check, tuning
 
 
 def _order(space: Sequence[dict]) -> list[dict]:
     """Most promising first, round-robin over block-tile shapes (so that every (BM, BN) is timed
-    early: the finer ones are what ``tuning.select`` picks for ragged sizes). Within a shape:
+    early: the finer ones are what ``plan_for`` picks for ragged sizes). Within a shape:
     more accumulators per thread, deeper BK, 256 threads, square-ish warp sub-tiles, fewer
     SMEM buffers."""
     from .kernels._tunable import derived
@@ -44,8 +45,14 @@ def _order(space: Sequence[dict]) -> list[dict]:
     def key(cfg):
         d = derived(cfg)
         acc = d["WMITER"] * cfg["TM"] * cfg["WNITER"] * cfg["TN"]
-        return (-acc, -cfg["BK"], -d["NUM_THREADS"], abs(cfg["WNITER"] - 2),
-                cfg.get("NBUF", 0), str(cfg))
+        return (
+            -acc,
+            -cfg["BK"],
+            -d["NUM_THREADS"],
+            abs(cfg["WNITER"] - 2),
+            cfg.get("NBUF", 0),
+            str(cfg),
+        )
 
     groups: dict[tuple, list[dict]] = {}
     for cfg in sorted(space, key=key):
@@ -72,8 +79,11 @@ def known_configs(gpu: str, cc: tuple[int, int], cls: str, stage: str, *datas: d
     and stage, winner first: timed before the rest of the space (a warm start)."""
     out = []
     for data in datas:
-        entries = [data["gpus"][gpu]] if gpu in data["gpus"] else [
-            e for e in data["gpus"].values() if tuple(e["compute_capability"]) == tuple(cc)]
+        entries = (
+            [data["gpus"][gpu]]
+            if gpu in data["gpus"]
+            else [e for e in data["gpus"].values() if tuple(e["compute_capability"]) == tuple(cc)]
+        )
         for entry in entries:
             res = entry.get("classes", {}).get(cls, {}).get(stage)
             if res:
@@ -96,54 +106,44 @@ def knob_variants(cfg: dict, cls: str) -> list[dict]:
     return out
 
 
-class Problem:
-    """Random float32 operands of one shape on the GPU, and the reference product."""
-
-    def __init__(self, M: int, N: int, K: int, rng: np.random.Generator, cp) -> None:
-        from numba import cuda
-
-        self.shape = (M, N, K)
-        a = rng.standard_normal((M, K), dtype=np.float32)
-        b = rng.standard_normal((K, N), dtype=np.float32)
-        self.A, self.B = cuda.to_device(a), cuda.to_device(b)
-        self.C = cuda.device_array((M, N), np.float32)
-        if cp is not None:
-            self.ref = (cp.asarray(a) @ cp.asarray(b)).get()
-            self.cublas_gflops = _cublas_gflops(cp, a, b)
-        else:
-            self.ref = a.astype(np.float64) @ b.astype(np.float64)
-            self.cublas_gflops = None
+def Problem(M: int, N: int, K: int, rng: np.random.Generator, cp: Any = None) -> check.Problem:
+    """Random float32 operands of one shape on the GPU and the reference product
+    (``check.make_problem``); with a cuBLAS library (``cp``: a ``check.blas_library`` kind or
+    object, or the ``cupy`` module), the reference is cuBLAS FP32 with TF32 forced off and
+    ``problem.cublas`` its kernel time (for % of cuBLAS); with ``cp=None``, float64 NumPy."""
+    blas = check.CupyBlas(cp) if getattr(cp, "__name__", None) == "cupy" else cp
+    prob = check.make_problem(M, N, K, rng=rng, blas=blas)
+    if prob.blas is not None:
+        check.time_cublas(prob)
+    return prob
 
 
-def _cublas_gflops(cp, a, b) -> float:
-    from .launch import time_launches
-
-    ca, cb = cp.asarray(a), cp.asarray(b)
-    cc = cp.empty((a.shape[0], b.shape[1]), cp.float32)
-    t = time_launches(lambda: cp.matmul(ca, cb, out=cc), warmup=3, reps=20)
-    return t.gflops(a.shape[0], b.shape[1], a.shape[1])
+def _cublas_gflops(prob: check.Problem) -> float | None:
+    """cuBLAS FP32 (TF32 off) GFLOP/s at the problem's shape (kernel time, measured by
+    ``Problem``), None without a cuBLAS library."""
+    return prob.cublas.gflops(*prob.shape) if prob.cublas is not None else None
 
 
-def evaluate(stage, prob: Problem, reps: int, warmup: int) -> dict:
-    """Validate then time one configured stage; ``{"ok": False, "error": ...}`` on failure."""
-    from .launch import time_stage
+def evaluate(stage, prob: check.Problem, reps: int, warmup: int) -> dict:
+    """Validate then time one configured stage (``check.evaluate`` on
+    ``plan_for(M, N, K, stage=stage).launch``); ``{"ok": False, "error": ...}`` on failure."""
+    from .plan import plan_for
 
-    one, zero = np.float32(1.0), np.float32(0.0)
-    try:
-        prob.C.copy_to_device(np.full(prob.C.shape, np.nan, np.float32))
-        stage.launch(prob.A, prob.B, prob.C, one, zero)
-        err = rel_error(prob.C.copy_to_host(), prob.ref)
-        if not err <= stage.rtol:
-            return dict(ok=False, error=f"rel. error {err:.3g} > {stage.rtol}")
-        t = time_stage(stage, prob.A, prob.B, prob.C, warmup=warmup, reps=reps)
-    except Exception as e:  # noqa: BLE001 - a config that cannot compile or launch is skipped
-        return dict(ok=False, error=f"{type(e).__name__}: {str(e).splitlines()[0][:200]}")
     M, N, K = prob.shape
-    g = t.gflops(M, N, K)
-    res = dict(ok=True, ms=t.median, gflops=g, err=err, shape=list(prob.shape))
-    if prob.cublas_gflops:
-        res["pct_cublas"] = g / prob.cublas_gflops
-    return res
+    try:
+        plan = plan_for(M, N, K, stage=stage)
+    except Exception as e:  # noqa: BLE001 - a config that does not fit the shape is skipped
+        return dict(ok=False, error=check.error_note(e))
+    A, B, C = prob.A, prob.B, prob.C
+    res = check.evaluate(lambda: plan.launch(A, B, C), prob, stage.rtol, reps=reps, warmup=warmup)
+    if not res.ok:
+        return dict(ok=False, error=res.note)
+    g = res.timing.gflops(M, N, K)
+    out = dict(ok=True, ms=res.timing.median, gflops=g, err=res.rel_error, shape=list(prob.shape))
+    base = _cublas_gflops(prob)
+    if base:
+        out["pct_cublas"] = g / base
+    return out
 
 
 #: Share of the budget per class: the large class decides the headline numbers and compiles
@@ -152,12 +152,19 @@ CLASS_WEIGHT = {"large": 0.5, "medium": 0.25, "small": 0.25}
 ALTERNATIVES = 6
 
 
-def _alternatives(results: list[tuple[dict, dict]], stage, prob: Problem, cls: str,
-                  twin: Problem | None = None, reps: int = 10, warmup: int = 2) -> list[dict]:
+def _alternatives(
+    results: list[tuple[dict, dict]],
+    stage,
+    prob: check.Problem,
+    cls: str,
+    twin: check.Problem | None = None,
+    reps: int = 10,
+    warmup: int = 2,
+) -> list[dict]:
     """Best result per (BM, BN, SPLITK), fastest first, with the occupancy of its vector and
     scalar kernels and, given the unaligned ``twin`` problem (each dimension one less: the scalar
     kernel, same tile counts), its time there (``ms_scalar``): the candidates that
-    ``tuning.select`` chooses among for other shapes of the class (wave quantization).
+    ``plan_for`` chooses among for other shapes of the class (wave quantization).
     Split-K results are left out of the large class: the model does not price their reduction
     pass, and at 4097^3 it mispredicted them (bench/NOTES.md)."""
     from .launch import allow_dynamic_smem, blocks_per_sm
@@ -190,8 +197,7 @@ def _alternatives(results: list[tuple[dict, dict]], stage, prob: Problem, cls: s
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from .api import get_stage
-    from .kernels import STAGES
+    from .kernels import STAGES, get_stage
 
     tunable = [s.name for s in STAGES if s.tunable]
     classes = [c[0] for c in tuning.CLASSES]
@@ -200,24 +206,50 @@ def main(argv: Sequence[str] | None = None) -> int:
         description="Sweep tile configurations of the tunable stages on this GPU and store the "
         "fastest valid ones per stage and shape class in the tuning cache.",
     )
-    ap.add_argument("--stages", nargs="+", default=tunable, choices=tunable,
-                    help="stages to tune (default: all tunable)")
-    ap.add_argument("--classes", nargs="+", default=classes, choices=classes,
-                    help="shape classes to tune (default: all)")
-    ap.add_argument("--budget", type=float, default=480.0,
-                    help="seconds for the whole sweep, compilation included (default 480); "
-                    "the large class gets half, the others a quarter, split among the stages")
+    ap.add_argument(
+        "--stages",
+        nargs="+",
+        default=tunable,
+        choices=tunable,
+        help="stages to tune (default: all tunable)",
+    )
+    ap.add_argument(
+        "--classes",
+        nargs="+",
+        default=classes,
+        choices=classes,
+        help="shape classes to tune (default: all)",
+    )
+    ap.add_argument(
+        "--budget",
+        type=float,
+        default=480.0,
+        help="seconds for the whole sweep, compilation included (default 480); "
+        "the large class gets half, the others a quarter, split among the stages",
+    )
     ap.add_argument("--top", type=int, default=3, help="configs refined in phase 2 (default 3)")
     ap.add_argument("--reps", type=int, default=10, help="timed repeats per config (default 10)")
     ap.add_argument("--warmup", type=int, default=2, help="warm-up runs per config (default 2)")
-    ap.add_argument("--out", type=Path, default=None,
-                    help=f"tuning file to update (default {tuning.user_cache_path()})")
-    ap.add_argument("--log", type=Path, default=None,
-                    help="also write every evaluation (config, time, error) to this CSV file")
+    ap.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help=f"tuning file to update (default {tuning.user_cache_path()})",
+    )
+    ap.add_argument(
+        "--log",
+        type=Path,
+        default=None,
+        help="also write every evaluation (config, time, error) to this CSV file",
+    )
     ap.add_argument("--seed", type=int, default=0, help="seed of the random operands")
-    ap.add_argument("--configs", type=Path, default=None,
-                    help="JSON file: a list of configurations (dicts) to time first in every "
-                    "class, before the known winners and the stage's space")
+    ap.add_argument(
+        "--configs",
+        type=Path,
+        default=None,
+        help="JSON file: a list of configurations (dicts) to time first in every "
+        "class, before the known winners and the stage's space",
+    )
     args = ap.parse_args(argv)
 
     device = tuning.current_device()
@@ -228,7 +260,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     out = args.out or tuning.user_cache_path()
     data = tuning.load(out)
     defaults = tuning.load(tuning.defaults_path(cc))
-    cp = cupy_or_none()
+    blas = check.blas_library("auto")  # cuBLAS FP32, TF32 forced off, whatever CUPY_TF32 says
     rng = np.random.default_rng(args.seed)
     from tqdm import tqdm
 
@@ -240,8 +272,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     # large first: its compiled kernels are reused by the smaller classes
     for cls in sorted(args.classes, key=lambda c: -classes.index(c)):
         M, N, K = next(c[2] for c in tuning.CLASSES if c[0] == cls)
-        prob = Problem(M, N, K, rng, cp)
-        twin = Problem(M - 1, N - 1, K - 1, rng, cp)
+        prob = Problem(M, N, K, rng, blas)
+        twin = Problem(M - 1, N - 1, K - 1, rng, blas)
         share = args.budget * weight[cls] / total_w / len(args.stages)
         for name in args.stages:
             base = get_stage(name)
@@ -286,16 +318,24 @@ def main(argv: Sequence[str] | None = None) -> int:
             tried[name] = list({str(c): c for c in tile_only + tried[name]}.values())[:24]
             alts = _alternatives(results, base, prob, cls, twin, args.reps, args.warmup)
             if not alts:
-                print(f"{cls} {name}: only split-K configurations timed; none kept for the "
-                      "large class", file=sys.stderr)
+                print(
+                    f"{cls} {name}: only split-K configurations timed; none kept for the "
+                    "large class",
+                    file=sys.stderr,
+                )
                 continue
             best_cfg, best = next((c, r) for c, r in results if c == alts[0]["config"])
-            best = dict(best, config=best_cfg, blocks_per_sm=alts[0]["blocks_per_sm"],
-                        blocks_per_sm_scalar=alts[0]["blocks_per_sm_scalar"],
-                        **{k: alts[0][k] for k in ("ms_scalar",) if k in alts[0]},
-                        alternatives=alts[1:], candidates_timed=timed,
-                        candidates_total=len(cands),
-                        date=datetime.now(timezone.utc).isoformat(timespec="seconds"))
+            best = dict(
+                best,
+                config=best_cfg,
+                blocks_per_sm=alts[0]["blocks_per_sm"],
+                blocks_per_sm_scalar=alts[0]["blocks_per_sm_scalar"],
+                **{k: alts[0][k] for k in ("ms_scalar",) if k in alts[0]},
+                alternatives=alts[1:],
+                candidates_timed=timed,
+                candidates_total=len(cands),
+                date=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            )
             best.pop("ok", None)
             tuning.record(data, gpu, cc, cls, name, best)
             tuning.save(data, out)
@@ -314,8 +354,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     for cls, name, r in rows:
         pct = f"{r['pct_cublas']:.1%}" if "pct_cublas" in r else "-"
         cfg = " ".join(f"{k}={v}" for k, v in r["config"].items())
-        print(f"{cls:<7} {name:<17} {r['gflops']:>9.0f} {pct:>9} "
-              f"{r['candidates_timed']:>4}/{r['candidates_total']:<4}  {cfg}")
+        print(
+            f"{cls:<7} {name:<17} {r['gflops']:>9.0f} {pct:>9} "
+            f"{r['candidates_timed']:>4}/{r['candidates_total']:<4}  {cfg}"
+        )
     return 0 if rows else 1
 
 

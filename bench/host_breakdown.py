@@ -1,0 +1,108 @@
+"""Where the host time of one ``sgemm`` call goes, piece by piece (a diagnostic for the GPU).
+
+Usage: ``python bench/host_breakdown.py [--size 128] [--calls 2000]``. For Numba, PyTorch and
+CuPy operands (those importable), prints microseconds per call of: reading one operand
+(``devarray.operand``), the whole validation (``api._validate``), the scalar checks, the plan
+lookup, one direct launch (``Plan.run``) and the whole public call ``sgemm(a, b, out=c)``;
+host time only (a loop of calls, then one synchronize, which is not counted).
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import numpy as np
+from numba import cuda
+
+from numba_gemm.timing import time_host
+
+
+def per_call_us(fn, calls: int) -> float:
+    """Best of 5 loops (``numba_gemm.timing.time_host``), in microseconds."""
+    return time_host(fn, calls=calls, reps=5, warmup=50).min * 1e3
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--size", type=int, default=128)
+    ap.add_argument("--calls", type=int, default=2000)
+    args = ap.parse_args()
+    import numba_gemm
+    from numba_gemm import api
+    from numba_gemm.devarray import operand
+
+    n = args.size
+    rng = np.random.default_rng(0)
+    host = [rng.standard_normal((n, n), dtype=np.float32) for _ in range(3)]
+    kinds = {"numba": [cuda.to_device(x) for x in host]}
+    try:
+        import torch
+
+        kinds["torch"] = [torch.from_numpy(x).cuda() for x in host]
+    except Exception:  # noqa: BLE001 - optional
+        pass
+    try:
+        import cupy
+
+        kinds["cupy"] = [cupy.asarray(x) for x in host]
+    except Exception:  # noqa: BLE001 - optional
+        pass
+    print(f"size {n}^3, host us per call (best of 5 loops of {args.calls})")
+    for kind, (a, b, c) in kinds.items():
+        A, B, C = api._validate(a, b, c)
+        p = numba_gemm.explain(a, b, out=c)
+        rows = {
+            "operand(a)": lambda a=a: operand(a),
+            "validate": lambda a=a, b=b, c=c: api._validate(a, b, c),
+            "scalars": lambda: (api._check_scalar("alpha", 1.0), api._check_scalar("beta", 0.0)),
+            "plan lookup": lambda A=A: api._plans.get((A.device, n, n, n, True, None)),
+            "Plan.run": lambda p=p, A=A, B=B, C=C: p.run(A, B, C, 1.0, 0.0, 0),
+            "sgemm": lambda a=a, b=b, c=c: numba_gemm.sgemm(a, b, out=c),
+        }
+        print(f"{kind:>6}: " + "  ".join(f"{k} {per_call_us(f, args.calls):.2f}"
+                                        for k, f in rows.items()))
+    print(repr(p))
+    # the launch's own pieces, on the last kind's operands
+    import ctypes
+
+    from numba_gemm import _driver
+    from numba_gemm.launch import array_fields
+
+    k = p.kernels()[0]
+    lay = k._layout
+    buf, params = lay.buffers()
+    cu = _driver.lib()
+    raw = ctypes.CDLL("libcuda.so.1").cuLaunchKernel  # no argtypes
+    fn, gx, gy, gz = ctypes.c_void_p(k.fn), *p.grid
+    bx, by, bz = p.block
+    size = ctypes.c_size_t(lay.struct.size)
+    extra = (ctypes.c_void_p * 5)(1, ctypes.addressof(buf), 2, ctypes.addressof(size), 0)
+    raw_py = _driver.raw_launch()
+    pparams = ctypes.c_void_p(params)
+    pieces = {
+        "cuCtxGetCurrent": _driver.current_context,
+        "array_fields": lambda: array_fields((A, B, C)),
+        "pack_into": lambda: lay.struct.pack_into(buf, 0, *array_fields((A, B, C)), 1.0, 0.0),
+        "cuLaunchKernel(argtypes)": lambda: cu.cuLaunchKernel(k.fn, gx, gy, gz, bx, by, bz,
+                                                              k.smem, 0, params, None),
+        "cuLaunchKernel(raw)": lambda: raw(fn, gx, gy, gz, bx, by, bz, k.smem, None,
+                                           ctypes.c_void_p(params), None),
+        "raw PyDLL(params)": lambda: raw_py(fn, gx, gy, gz, bx, by, bz, k.smem, None, pparams,
+                                            None),
+        "raw PyDLL(extra buffer)": lambda: raw_py(fn, gx, gy, gz, bx, by, bz, k.smem, None, None,
+                                                  extra),
+        "Kernel.launch": lambda: k.launch(p.grid, p.block, 0, (A, B, C), (1.0, 0.0)),
+    }
+    print("launch pieces: " + "  ".join(f"{n} {per_call_us(f, args.calls):.2f}"
+                                        for n, f in pieces.items()))
+    try:
+        import torch
+
+        ta, tb, tc = kinds["torch"]
+        print(f"torch.mm {per_call_us(lambda: torch.mm(ta, tb, out=tc), args.calls):.2f}")
+    except Exception as e:  # noqa: BLE001
+        print("torch.mm:", e)
+
+
+if __name__ == "__main__":
+    main()
