@@ -6,7 +6,7 @@ PY     := $(VENV)/bin/python
 SIZES  ?= 128..4096
 RESULTS_CSV ?=
 
-.PHONY: setup test test-gpu lint resources bench bench-sim tune results-table clean
+.PHONY: setup test test-gpu lint resources bench bench-sim tune precompile results-table clean
 
 setup:  ## virtual environment with the package (editable) and the test/bench/lint extras
 	$(PYTHON) -m venv $(VENV)
@@ -34,6 +34,9 @@ bench-sim:  ## the bench pipeline on the simulator (timings not comparable)
 
 tune:  ## sweep tile configurations on this GPU and cache the winners
 	$(PY) -m numba_gemm.tune
+
+precompile:  ## compile this GPU's tuned kernels into the on-disk cache, in parallel
+	$(PY) -m numba_gemm.precompile
 
 results-table:  ## regenerate README's results table from the newest committed CSV
 	$(PY) bench/results_table.py $(RESULTS_CSV)
