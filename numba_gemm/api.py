@@ -17,7 +17,7 @@ import numpy as np
 from . import tuning
 from .devarray import F32, Operand, all_rows_aligned, operand, rows_aligned
 from .device import SIMULATOR
-from .plan import Plan, plan_for
+from .plan import MAX_PLANS, Plan, check_grid, plan_for
 from .registry import Stage
 
 _F32 = struct.Struct("f")
@@ -114,8 +114,8 @@ tuning.on_reload(_plans.clear)
 
 
 def _stage_key(stage: Any) -> Any:
-    if stage is None or type(stage) is str:
-        return stage
+    if stage is None or isinstance(stage, str):
+        return str(stage) if stage is not None else None
     if isinstance(stage, Stage):
         return id(stage)
     raise TypeError(f"stage must be a stage name, a Stage or None, got {type(stage).__name__}")
@@ -263,6 +263,8 @@ def sgemm(
     if p is None:
         p = plan_for(max(M, 1), max(N, 1), max(K, 1), stage=stage, aligned=aligned,
                      device=A.device)
+        if len(_plans) >= MAX_PLANS:
+            _plans.clear()
         _plans[key] = p
     if C is None:
         out = _new_output(A, M, N)
@@ -273,7 +275,7 @@ def sgemm(
     if M == 0 or N == 0:
         return out
     if (A.stream is not None or B.stream is not None or C.stream is not None) and not SIMULATOR:
-        _order_after_producers(strm, A, B, C)
+        _order_after_producers(strm, p, A, B, C)
     if K == 0:
         _scale(C, beta32, strm, p)
         return out
@@ -281,15 +283,15 @@ def sgemm(
     return out
 
 
-def _order_after_producers(strm: int, *ops: Operand) -> None:
+def _order_after_producers(strm: int, p: Plan, *ops: Operand) -> None:
     """Make ``strm`` wait on the device for each operand's producer stream, if it has one that is
-    neither ``strm`` nor a default stream ordered with it."""
+    neither ``strm`` nor a default stream ordered with it (in the operands' GPU's context)."""
     for x in ops:
         s = x.stream
         if s is not None and s != strm and not (s in _SHARED_STREAMS and strm in _SHARED_STREAMS):
             from . import _driver
 
-            _driver.wait_for(s, strm)
+            _driver.wait_for(s, strm, p.kernels()[0].ctx)
 
 
 def _scale(C: Operand, beta: float, strm: Any, p: Plan) -> None:
@@ -300,4 +302,5 @@ def _scale(C: Operand, beta: float, strm: Any, p: Plan) -> None:
 
     M, N = C.shape
     grid = (cdiv(N, BLOCK[0]), cdiv(M, BLOCK[1]), 1)
+    check_grid(grid, "C = beta * C (K = 0)")
     scale_kernel(p.device).launch(grid, (*BLOCK, 1), strm, (C,), (beta,))

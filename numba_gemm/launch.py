@@ -203,6 +203,11 @@ def gemm_launcher(kernel: Kernel, M: int, N: int, K: int, grid: tuple, block: tu
         if cur != ctx:
             _driver.set_current_context(ctx)
         rc = raw(fn, gx, gy, gz, bx, by, bz, smem, s, params, None)
+        if rc == _driver.CUDA_ERROR_INVALID_CONTEXT and not multi:
+            # someone popped this thread's context since its first call (e.g. a `with
+            # cuda.gpus[0]:` block ended): make it current again, and launch
+            _driver.set_current_context(ctx)
+            rc = raw(fn, gx, gy, gz, bx, by, bz, smem, s, params, None)
         if cur != ctx and cur:
             _driver.set_current_context(cur)  # give the caller's GPU back
         if rc:
@@ -261,9 +266,12 @@ def load_kernel(dispatcher: Any, *, name: str, config: Any = None, variant: str 
     from . import _driver, cache
 
     lay = _layout(spec)
-    with cuda.gpus[device.id]:
+    with _loaded_lock, cuda.gpus[device.id]:
         compiled = cache.load_or_compile(dispatcher, name=name, config=config, variant=variant,
                                          signature=numba_signature(spec), cc=tuple(device.cc))
+        known = _loaded.get((compiled.key, device.id, smem))
+        if known is not None:  # plans of other shapes share the loaded module
+            return known
         if tuple(compiled.params) != lay.sizes:
             raise RuntimeError(
                 f"{label}: kernel parameters {tuple(compiled.params)} (bytes, from its PTX) are "
@@ -278,7 +286,15 @@ def load_kernel(dispatcher: Any, *, name: str, config: Any = None, variant: str 
                                f"numba_gemm packs {want}")
         if smem > SMEM_STATIC_LIMIT:
             _driver.set_max_dynamic_smem(fn, smem)
-    return Kernel(label, device, spec, smem, compiled, fn, ctx)
+        k = _loaded[(compiled.key, device.id, smem)] = Kernel(label, device, spec, smem, compiled,
+                                                              fn, ctx)
+    return k
+
+
+#: Loaded kernels by (cache key, GPU, dynamic SMEM): each cubin is loaded once per GPU and
+#: process, whatever number of shapes (plans) use it.
+_loaded: dict = {}
+_loaded_lock = threading.RLock()
 
 
 # --- occupancy and the dynamic-SMEM opt-in for the Numba dispatcher path (tuner, fallback) -------

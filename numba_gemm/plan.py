@@ -173,6 +173,9 @@ class Plan:
         self.smem = stage.dynamic_smem
         self.split_k = stage.split_k
         self.reduce_grid = (cdiv(N, _splitk.REDUCE_BLOCK[0]), cdiv(M, _splitk.REDUCE_BLOCK[1]), 1)
+        check_grid(self.grid, f"{stage.name} at {M}x{N}x{K}")
+        if self.split_k > 1:
+            check_grid(self.reduce_grid, f"split-K's reduction at {M}x{N}")
         self._kernels: tuple | None = None
         self._lock = threading.Lock()
 
@@ -228,6 +231,17 @@ class Plan:
                 f" {self.stage.name}{cfg}, {self.variant} variant, split_k={self.split_k}, "
                 f"grid={self.grid}, block={self.block}, smem={self.smem} B{pred}; "
                 f"why: {self.reason})")
+
+
+#: CUDA's grid limits (x, y, z) for compute capability 3.0 and up.
+MAX_GRID = (2**31 - 1, 65535, 65535)
+
+
+def check_grid(grid: tuple, what: str) -> None:
+    """Raise ``ValueError`` (before anything is launched) when ``grid`` exceeds CUDA's limits."""
+    if any(g > lim for g, lim in zip(grid, MAX_GRID, strict=False)):
+        raise ValueError(f"{what}: grid {tuple(grid)} exceeds CUDA's limits {MAX_GRID}; the "
+                         "product is too large for this kernel (split it)")
 
 
 _plans: dict = {}
@@ -327,16 +341,10 @@ def scale_kernel(dev: DeviceInfo) -> Any:
     return k
 
 
-_ws_operands: dict = {}
-
-
 def workspace_operand(rows: int, cols: int, stream: Any, device_id: int) -> Operand:
-    """The split-K workspace of this stream as an :class:`Operand` (memoized per view)."""
-    W = _splitk.workspace(rows, cols, stream, device_id)
-    op = _ws_operands.get(id(W))
-    if op is None or op.obj is not W:
-        op = _ws_operands[id(W)] = operand(W)
-    return op
+    """The split-K workspace of this stream as an :class:`Operand` (memoized with the view, and
+    dropped with it when the buffer grows)."""
+    return _splitk.workspace(rows, cols, stream, device_id, wrap=operand)
 
 
-__all__ = ["Plan", "plan_for", "explain", "estimate_ms", "SIMULATOR"]
+__all__ = ["Plan", "plan_for", "explain", "estimate_ms", "check_grid", "SIMULATOR"]

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -59,10 +60,27 @@ def test_misaligned_view_runs_the_scalar_kernel(rng):
     assert not rows_aligned(operand(d_a).ptr, K)
     b = randn(rng, (K, N))
     d_b = cuda.to_device(b)
-    p = numba_gemm.explain(d_a, d_b, stage="multistage")
+    d_c = cuda.to_device(np.full((M, N), np.nan, np.float32))
+    p = numba_gemm.explain(d_a, d_b, stage="multistage", out=d_c)
     assert p.variant == "scalar" and "not 16-byte aligned" in p.reason
-    out = numba_gemm.sgemm(d_a, d_b, stage="multistage").copy_to_host()
-    assert rel_error(out, reference_f64(a, b)) <= 1e-5
+    numba_gemm.sgemm(d_a, d_b, stage="multistage", out=d_c)
+    assert api._plans[(0, M, N, K, False, "multistage")] is p  # the plan the call ran
+    main = p.kernels()[0]
+    assert getattr(main, "dispatcher", None) in (None, p.stage.scalar_kernel)  # (GPU: a cubin)
+    assert rel_error(d_c.copy_to_host(), reference_f64(a, b)) <= 1e-5
+
+
+def test_grids_past_cuda_limits_are_refused_before_launch():
+    """gridDim.y is at most 65535: a product too tall for a kernel raises, nothing launched."""
+    with pytest.raises(ValueError, match="exceeds CUDA's limits"):
+        plan_for(65536 * 128 + 1, 8, 8, stage="multistage")
+    assert plan_for(65535 * 128, 8, 8, stage="multistage").grid[1] == 65535
+
+
+def test_numpy_string_stage_name(rng):
+    a, b = randn(rng, (5, 3)), randn(rng, (3, 4))
+    out = numba_gemm.sgemm(cuda.to_device(a), cuda.to_device(b), stage=np.str_("naive"))
+    assert rel_error(out.copy_to_host(), reference_f64(a, b)) <= 1e-5
 
 
 def test_plan_for_rejects_bad_requests():
@@ -80,19 +98,20 @@ def test_producer_streams_are_waited_for_on_the_device(monkeypatch):
     from numba_gemm import _driver
 
     waits = []
-    monkeypatch.setattr(_driver, "wait_for", lambda p, c: waits.append((p, c)))
+    monkeypatch.setattr(_driver, "wait_for", lambda p, c, ctx: waits.append((p, c, ctx)))
 
     class Op:
         def __init__(self, stream):
             self.stream = stream
 
-    api._order_after_producers(0, Op(None), Op(1), Op(2), Op(0))
+    plan = SimpleNamespace(kernels=lambda: (SimpleNamespace(ctx=42), None))
+    api._order_after_producers(0, plan, Op(None), Op(1), Op(2), Op(0))
     assert waits == []
-    api._order_after_producers(0, Op(777), Op(None))
-    assert waits == [(777, 0)]
+    api._order_after_producers(0, plan, Op(777), Op(None))
+    assert waits == [(777, 0, 42)]  # in the operands' GPU's context
     waits.clear()
-    api._order_after_producers(555, Op(555), Op(1))
-    assert waits == [(1, 555)]
+    api._order_after_producers(555, plan, Op(555), Op(1))
+    assert waits == [(1, 555, 42)]
 
 
 def test_concurrent_callers_on_their_own_streams(rng):
@@ -227,3 +246,40 @@ def test_gemm_launcher_writes_numbas_kernel_abi(monkeypatch, gpus):
         assert vals == launch.array_fields((A, B, C)) + [alpha, beta]
     # one GPU: the kernel's context is made current once per thread; two: switched and back
     assert ctx_calls == ([77] if gpus == 1 else [77, 55, 77, 55])
+
+
+@requires_gpu
+def test_popped_context_and_producer_streams_from_worker_threads(rng):
+    """A thread whose first call ran inside ``with cuda.gpus[0]:`` calls again after the block
+    popped the context (the launcher makes it current again); a fresh thread with no context
+    passes operands produced on another stream (the wait is made in the operands' context)."""
+    M, N, K = 70, 90, 50
+    a, b = randn(rng, (M, K)), randn(rng, (K, N))
+    producer, consumer = cuda.stream(), cuda.stream()
+    d_a, d_b = cuda.to_device(a, stream=producer), cuda.to_device(b, stream=producer)
+    plain_a, plain_b = cuda.to_device(a), cuda.to_device(b)
+    outs = [cuda.to_device(np.full((M, N), np.nan, np.float32)) for _ in range(3)]
+    errors: list = []
+
+    def first():
+        try:
+            with cuda.gpus[0]:
+                numba_gemm.sgemm(plain_a, plain_b, out=outs[0])
+            numba_gemm.sgemm(plain_a, plain_b, out=outs[1])  # context popped by now
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(repr(e))
+
+    def second():
+        try:
+            numba_gemm.sgemm(d_a, d_b, out=outs[2], stream=consumer)
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(repr(e))
+
+    for fn in (first, second):
+        th = threading.Thread(target=fn)
+        th.start()
+        th.join()
+    assert not errors, errors
+    cuda.synchronize()
+    for d_c in outs:
+        assert rel_error(d_c.copy_to_host(), reference_f64(a, b)) <= 1e-5

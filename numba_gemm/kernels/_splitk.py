@@ -60,9 +60,11 @@ def stream_key(stream: Any) -> tuple:
     return (handle, threading.get_ident() if handle in (0, 1, 2) else 0)
 
 
-def workspace(rows: int, cols: int, stream: Any, device: int = 0) -> Any:
+def workspace(rows: int, cols: int, stream: Any, device: int = 0, wrap: Any = None) -> Any:
     """A float32 ``(rows, cols)`` Numba device array on GPU ``device`` from the grow-only buffer
-    of this stream (views memoized: a call in steady state allocates and builds nothing)."""
+    of this stream (views memoized: a call in steady state allocates and builds nothing); with
+    ``wrap``, ``wrap(view)`` instead, memoized beside the view (and dropped with it when the
+    buffer grows)."""
     key = (device, *stream_key(stream))
     entry = _workspaces.get(key)
     if entry is None or entry[0].size < rows * cols:
@@ -73,4 +75,9 @@ def workspace(rows: int, cols: int, stream: Any, device: int = 0) -> Any:
     view = views.get((rows, cols))
     if view is None:
         view = views[(rows, cols)] = buf[: rows * cols].reshape(rows, cols)
-    return view
+    if wrap is None:
+        return view
+    wrapped = views.get((rows, cols, wrap))
+    if wrapped is None:
+        wrapped = views[(rows, cols, wrap)] = wrap(view)
+    return wrapped
