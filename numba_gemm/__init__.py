@@ -15,9 +15,9 @@ A call is validate -> plan (chosen once per shape, ``plan_for``) -> launch.
 """
 
 from ._version import __version__
-from .api import sgemm
+from .api import explain, sgemm
 from .kernels import STAGES, get_stage
-from .plan import Plan, explain, plan_for
+from .plan import Plan, plan_for
 from .registry import Stage
 
 __all__ = ["STAGES", "Plan", "Stage", "__version__", "explain", "get_stage", "plan_for", "sgemm"]

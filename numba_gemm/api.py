@@ -17,6 +17,7 @@ import numpy as np
 from . import tuning
 from .devarray import F32, Operand, all_rows_aligned, operand, rows_aligned
 from .device import SIMULATOR
+from .launch import DEFAULT_STREAM, SHARED_STREAMS, stream_handle
 from .plan import MAX_PLANS, Plan, check_grid, plan_for
 from .registry import Stage
 
@@ -61,53 +62,6 @@ def _check_scalar(label: str, v: Any) -> float:
         _SCALARS[v] = x
     return x
 
-
-def stream_handle(stream: Any) -> Any:
-    """The stream to launch on: a CUDA stream handle (int) on a GPU; on the simulator a Numba
-    stream or 0.
-
-    Accepts 0/None (the default stream), a Numba stream, a CuPy stream (``.ptr``), a PyTorch
-    stream (``.cuda_stream``) or a raw ``cudaStream_t`` int.
-
-    Raises:
-        TypeError: anything else.
-    """
-    if stream is None or (type(stream) is int and stream == 0):
-        return _DEFAULT_STREAM
-    if SIMULATOR:
-        from numba import cuda
-
-        if isinstance(stream, type(cuda.default_stream())):
-            return stream
-        raise TypeError(f"stream must be 0 or a Numba stream, got {type(stream).__name__}")
-    if type(stream) is int:
-        return stream
-    if hasattr(stream, "cuda_stream"):  # PyTorch
-        return int(stream.cuda_stream)
-    if hasattr(stream, "ptr") and not hasattr(stream, "handle"):  # CuPy
-        return int(stream.ptr)
-    from numba.cuda.cudadrv.driver import Stream
-
-    if isinstance(stream, Stream):
-        return int(stream)
-    raise TypeError(
-        f"stream must be 0, a Numba stream, a CuPy/PyTorch stream or a raw cudaStream_t int, "
-        f"got {type(stream).__name__}"
-    )
-
-
-def _default_stream() -> Any:
-    """Numba's default stream: legacy (handle 0) unless numba is configured for per-thread
-    default streams (``NUMBA_CUDA_PER_THREAD_DEFAULT_STREAM``: handle 2)."""
-    if SIMULATOR:
-        return 0
-    from numba import config
-
-    return 2 if config.CUDA_PER_THREAD_DEFAULT_STREAM else 0
-
-
-_DEFAULT_STREAM = _default_stream()
-_SHARED_STREAMS = (0, 1, 2)  # legacy, legacy, per-thread default: ordered with one another
 
 _plans: dict = {}
 tuning.on_reload(_plans.clear)
@@ -181,7 +135,13 @@ def _validate(a: Any, b: Any, out: Any) -> tuple[Operand, Operand, Operand | Non
     return A, B, C
 
 
-def _plan_of_call(a: Any, b: Any, stage: Any, out: Any) -> Plan:
+def explain(a: Any, b: Any, *, stage: str | Stage | None = None, out: Any = None) -> Plan:
+    """The plan ``sgemm(a, b, stage=stage, out=out)`` would run, from the operands themselves
+    (their GPU and alignment). Nothing is launched; ``repr`` of the result says why.
+
+    Raises:
+        TypeError, ValueError: as ``sgemm`` for bad operands or stage.
+    """
     A, B, C = _validate(a, b, out)
     M, K = A.shape
     N = B.shape[1]
@@ -254,7 +214,7 @@ def sgemm(
             beta32 = _check_scalar("beta", beta)
         if C is None:
             beta32 = 0.0  # a new output: C starts as nothing, beta is irrelevant
-    strm = _DEFAULT_STREAM if type(stream) is int and stream == 0 else stream_handle(stream)
+    strm = DEFAULT_STREAM if type(stream) is int and stream == 0 else stream_handle(stream)
 
     aligned = all_rows_aligned(A.ptr, B.ptr, A.ptr if C is None else C.ptr, K, N)
     key = (A.device, M, N, K, aligned, stage if stage is None or type(stage) is str
@@ -288,7 +248,7 @@ def _order_after_producers(strm: int, p: Plan, *ops: Operand) -> None:
     neither ``strm`` nor a default stream ordered with it (in the operands' GPU's context)."""
     for x in ops:
         s = x.stream
-        if s is not None and s != strm and not (s in _SHARED_STREAMS and strm in _SHARED_STREAMS):
+        if s is not None and s != strm and not (s in SHARED_STREAMS and strm in SHARED_STREAMS):
             from . import _driver
 
             _driver.wait_for(s, strm, p.kernels()[0].ctx)

@@ -217,15 +217,6 @@ def operand(x: Any) -> Operand:
     return r(x)
 
 
-def is_device_array(obj: Any) -> bool:
-    """True for Numba device arrays and objects exporting ``__cuda_array_interface__``."""
-    try:
-        operand(obj)
-    except (TypeError, ValueError):
-        return False
-    return True
-
-
 def byte_span(arr: Any) -> tuple[int, int]:
     """``[start, stop)`` byte range covered by an :class:`Operand` (or any object with ``ptr`` or
     array interfaces, ``shape``, ``strides``, ``dtype``): for aliasing checks."""

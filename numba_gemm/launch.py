@@ -28,12 +28,62 @@ from numba import cuda
 
 from .device import SIMULATOR, SMEM_STATIC_LIMIT, DeviceInfo, cdiv
 
-__all__ = ["cdiv", "tile_grid", "Kernel", "load_kernel", "blocks_per_sm", "allow_dynamic_smem"]
+__all__ = ["cdiv", "tile_grid", "stream_handle", "Kernel", "load_kernel", "blocks_per_sm",
+           "allow_dynamic_smem"]
 
 
 def tile_grid(M: int, N: int, BM: int, BN: int) -> tuple[int, int]:
     """Grid of ``(BM x BN)`` C tiles: ``x`` walks the N (column) tiles, ``y`` the M (row) tiles."""
     return cdiv(N, BN), cdiv(M, BM)
+
+
+# --- streams ------------------------------------------------------------------------------------
+
+
+def stream_handle(stream: Any) -> Any:
+    """The stream to launch on: a CUDA stream handle (int) on a GPU; on the simulator a Numba
+    stream or 0.
+
+    Accepts 0/None (the default stream), a Numba stream, a CuPy stream (``.ptr``), a PyTorch
+    stream (``.cuda_stream``) or a raw ``cudaStream_t`` int.
+
+    Raises:
+        TypeError: anything else.
+    """
+    if stream is None or (type(stream) is int and stream == 0):
+        return DEFAULT_STREAM
+    if SIMULATOR:
+        if isinstance(stream, type(cuda.default_stream())):
+            return stream
+        raise TypeError(f"stream must be 0 or a Numba stream, got {type(stream).__name__}")
+    if type(stream) is int:
+        return stream
+    if hasattr(stream, "cuda_stream"):  # PyTorch
+        return int(stream.cuda_stream)
+    if hasattr(stream, "ptr") and not hasattr(stream, "handle"):  # CuPy
+        return int(stream.ptr)
+    from numba.cuda.cudadrv.driver import Stream
+
+    if isinstance(stream, Stream):
+        return int(stream)
+    raise TypeError(
+        f"stream must be 0, a Numba stream, a CuPy/PyTorch stream or a raw cudaStream_t int, "
+        f"got {type(stream).__name__}"
+    )
+
+
+def _default_stream() -> Any:
+    """Numba's default stream: legacy (handle 0) unless numba is configured for per-thread
+    default streams (``NUMBA_CUDA_PER_THREAD_DEFAULT_STREAM``: handle 2)."""
+    if SIMULATOR:
+        return 0
+    from numba import config
+
+    return 2 if config.CUDA_PER_THREAD_DEFAULT_STREAM else 0
+
+
+DEFAULT_STREAM = _default_stream()
+SHARED_STREAMS = (0, 1, 2)  # legacy, legacy, per-thread default: ordered with one another
 
 
 #: Argument signature of every stage kernel: ``kernel(A, B, C, alpha, beta)``.

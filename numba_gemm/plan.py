@@ -26,9 +26,9 @@ from typing import Any
 from . import device as _device
 from . import tuning
 from .devarray import Operand, operand, rows_aligned
-from .device import SIMULATOR, DeviceInfo, cdiv
+from .device import DeviceInfo, cdiv
 from .kernels import STAGES, _splitk, get_stage
-from .launch import Kernel, gemm_launcher, load_kernel
+from .launch import Kernel, gemm_launcher, load_kernel, stream_handle
 from .registry import Stage
 
 #: Split-K's reduction pass, priced by the model: a second kernel launch (~4 us of host time:
@@ -219,8 +219,6 @@ class Plan:
                stream: Any = 0) -> None:
         """Enqueue ``c = alpha * a @ b + beta * c`` for device arrays of any supported kind,
         without validation (for timing loops: ``sgemm`` is the checked entry point)."""
-        from .api import stream_handle
-
         self.run(operand(a), operand(b), operand(c), float(alpha), float(beta),
                  stream_handle(stream))
 
@@ -303,18 +301,6 @@ def plan_for(M: int, N: int, K: int, *, stage: str | Stage | None = None, aligne
         return _plans.setdefault(key, p)
 
 
-def explain(a: Any, b: Any, *, stage: str | Stage | None = None, out: Any = None) -> Plan:
-    """The plan ``sgemm(a, b, stage=stage, out=out)`` would run, from the operands themselves
-    (their GPU and alignment). Nothing is launched; ``repr`` of the result says why.
-
-    Raises:
-        TypeError, ValueError: as ``sgemm`` for bad operands or stage.
-    """
-    from .api import _plan_of_call
-
-    return _plan_of_call(a, b, stage, out)
-
-
 # --- kernels and buffers beside the stage kernel --------------------------------------------------
 
 _aux: dict = {}
@@ -347,4 +333,4 @@ def workspace_operand(rows: int, cols: int, stream: Any, device_id: int) -> Oper
     return _splitk.workspace(rows, cols, stream, device_id, wrap=operand)
 
 
-__all__ = ["Plan", "plan_for", "explain", "estimate_ms", "check_grid", "SIMULATOR"]
+__all__ = ["Plan", "plan_for", "estimate_ms", "check_grid"]
