@@ -15,29 +15,57 @@ from typing import Any
 import numpy as np
 
 from . import tuning
-from .devarray import F32, Operand, all_rows_aligned, operand, rows_aligned
+from .devarray import F32, Operand, all_rows_aligned, operand, overlaps
 from .device import SIMULATOR
 from .launch import DEFAULT_STREAM, SHARED_STREAMS, stream_handle
-from .plan import MAX_PLANS, Plan, check_grid, plan_for
+from .plan import MAX_PLANS, Geometry, Plan, check_grid, plan_for
 from .registry import Stage
 
 _F32 = struct.Struct("f")
 
 
-def _check_matrix(label: str, x: Operand, *, error: type[Exception] = TypeError) -> None:
+def _check_float32(label: str, x: Operand, *, error: type[Exception] = TypeError) -> None:
     if x.dtype is not F32 and x.dtype != F32:
         raise error(f"{label} must be float32, got dtype {x.dtype}")
-    shape = x.shape
-    if len(shape) != 2:
-        raise ValueError(f"{label} must be 2-D (rows, cols), got shape {tuple(shape)}")
-    rows, cols = shape
-    s0, s1 = x.strides
-    if ((s1 != 4 and cols > 1) or (s0 != 4 * cols and rows > 1)) and rows and cols:
-        raise ValueError(
-            f"{label} must be C-contiguous (row-major), got strides {tuple(x.strides)}; "
-            "copy it first (cupy.ascontiguousarray, tensor.contiguous(), or .copy_to_device on a "
-            "contiguous array)"
-        )
+
+
+def _matrix(label: str, x: Operand) -> tuple[int, int, int, bool, int, int]:
+    """``(batch, rows, cols, transposed, ld, batch_stride)`` of a 2-D or 3-D float32 operand,
+    strides in elements: row-major (``transposed`` False: unit stride along the columns, ``ld``
+    the row pitch) or column-major (True: unit stride along the rows, ``ld`` the column pitch).
+
+    Raises:
+        ValueError: not 2-D or 3-D; no unit stride in either of the last two dimensions (e.g. a
+            strided slice ``x[:, ::2]``), negative strides, or rows (columns) that overlap.
+    """
+    shape, strides = tuple(x.shape), tuple(x.strides)
+    if len(shape) not in (2, 3):
+        raise ValueError(f"{label} must be 2-D (rows, cols) or 3-D (batch, rows, cols), got shape "
+                         f"{shape}")
+    if 0 in shape:
+        strides = tuple(abs(s) for s in strides)
+    fix = ("make it contiguous first (tensor.contiguous(), cupy.ascontiguousarray(x), or copy a "
+           "Numba array): that copy costs one read and one write of the operand")
+    if any(s % 4 or s < 0 for s in strides):
+        raise ValueError(f"{label} has strides {strides} (bytes): negative or not a multiple of "
+                         f"4 bytes; {fix}")
+    rows, cols = shape[-2:]
+    sr, sc = strides[-2] // 4, strides[-1] // 4
+    batch, bs = (shape[0], strides[0] // 4) if len(shape) == 3 else (1, 0)
+    if rows == 0 or cols == 0 or batch == 0:  # nothing is read or written: any strides
+        return batch, rows, cols, False, cols, 0
+    if sc == 1 or cols == 1:
+        transposed, ld, need = False, sr if rows > 1 else cols, cols
+    elif sr == 1 or rows == 1:
+        transposed, ld, need = True, sc if cols > 1 else rows, rows
+    else:
+        raise ValueError(f"{label} has no unit stride in its last two dimensions (strides "
+                         f"{strides} bytes, shape {shape}); the kernels read row-major or "
+                         f"column-major matrices with any pitch: {fix}")
+    if ld < need:
+        raise ValueError(f"{label} has overlapping {'columns' if transposed else 'rows'} "
+                         f"(strides {strides} bytes, shape {shape}); {fix}")
+    return batch, rows, cols, transposed, ld, bs if batch > 1 else 0
 
 
 #: nonzero value -> its float32 rounding, for the values a program uses (zeros are not cached:
@@ -75,79 +103,135 @@ def _stage_key(stage: Any) -> Any:
     raise TypeError(f"stage must be a stage name, a Stage or None, got {type(stage).__name__}")
 
 
-def _new_output(A: Operand, M: int, N: int) -> Any:
-    """A new ``(M, N)`` float32 array of the same kind as ``a``, on its GPU."""
+def _new_output(A: Operand, shape: tuple) -> Any:
+    """A new float32 array of ``shape``, C-contiguous, of the same kind as ``a`` (a PyTorch
+    tensor, a CuPy array, else a Numba device array), allocated by that library on ``a``'s GPU."""
     obj = A.obj
     mod = type(obj).__module__.split(".")[0]
     if mod == "torch":
         import torch
 
-        return torch.empty((M, N), dtype=torch.float32, device=obj.device)
+        return torch.empty(shape, dtype=torch.float32, device=obj.device)
     if mod == "cupy":
         import cupy
 
         with cupy.cuda.Device(A.device):
-            return cupy.empty((M, N), dtype=cupy.float32)
+            return cupy.empty(shape, dtype=cupy.float32)
     from numba import cuda
 
     if SIMULATOR:
-        return cuda.device_array((M, N), dtype=np.float32)
+        return cuda.device_array(shape, dtype=np.float32)
     with cuda.gpus[A.device]:
-        return cuda.device_array((M, N), dtype=np.float32)
+        return cuda.device_array(shape, dtype=np.float32)
 
 
-def _validate(a: Any, b: Any, out: Any) -> tuple[Operand, Operand, Operand | None]:
+def _validate(a: Any, b: Any, out: Any
+              ) -> tuple[Operand, Operand, Operand | None, Geometry | None, tuple]:
+    """``(A, B, C or None, geometry, result shape)``; geometry None: the common case, 2-D
+    C-contiguous operands (``Geometry.plain``)."""
     A = operand(a)
     B = operand(b)
     sa, sb = A.shape, B.shape
     # the common case in one test per operand: float32, 2-D, C-contiguous
-    if not (A.dtype is F32 and len(sa) == 2 and A.strides == (4 * sa[1], 4)):
-        _check_matrix("a", A)
-    if not (B.dtype is F32 and len(sb) == 2 and B.strides == (4 * sb[1], 4)):
-        _check_matrix("b", B)
-    M, K = sa
-    N = sb[1]
-    if K != sb[0]:
-        raise ValueError(
-            f"inner dimensions differ: a has shape {tuple(sa)} and b has shape "
-            f"{tuple(sb)}; need a (M, K) and b (K, N)"
-        )
+    if (A.dtype is F32 and len(sa) == 2 and A.strides == (4 * sa[1], 4)
+            and B.dtype is F32 and len(sb) == 2 and B.strides == (4 * sb[1], 4)):
+        M, K = sa
+        N = sb[1]
+        if K != sb[0]:
+            _inner_mismatch(sa, sb)
+        if B.device != A.device:
+            raise ValueError(f"a is on GPU {A.device} and b on GPU {B.device}: put them on one "
+                             "GPU")
+        if out is None:
+            return A, B, None, None, (M, N)
+        C = operand(out)
+        sc = C.shape
+        if C.dtype is F32 and len(sc) == 2 and C.strides == (4 * N, 4) and sc == (M, N):
+            if C.device != A.device:
+                raise ValueError(f"out is on GPU {C.device} and a, b on GPU {A.device}: use one "
+                                 "GPU")
+            # contiguous float32 arrays span [ptr, ptr + 4 * size): out must not intersect a, b
+            c0, c1, a0, b0 = C.ptr, C.ptr + 4 * M * N, A.ptr, B.ptr
+            if c1 > c0 and ((a0 < c1 and c0 < a0 + 4 * M * K)
+                            or (b0 < c1 and c0 < b0 + 4 * K * N)):
+                label = "a" if a0 < c1 and c0 < a0 + 4 * M * K else "b"
+                raise ValueError(f"out overlaps {label}: the output must not alias an input")
+            return A, B, C, None, (M, N)
+        return _validate_general(A, B, C)
+    return _validate_general(A, B, None if out is None else operand(out))
+
+
+def _inner_mismatch(sa: tuple, sb: tuple) -> None:
+    raise ValueError(
+        f"inner dimensions differ: a has shape {tuple(sa)} and b has shape {tuple(sb)}; need a "
+        "(M, K) and b (K, N), or batches (batch, M, K) and (batch, K, N)"
+    )
+
+
+def _validate_general(A: Operand, B: Operand, C: Operand | None
+                      ) -> tuple[Operand, Operand, Operand | None, Geometry, tuple]:
+    """Any layout, pitch and batch (see ``sgemm``)."""
+    _check_float32("a", A)
+    _check_float32("b", B)
+    ba, M, K, ta, lda, sa = _matrix("a", A)
+    bb, kb, N, tb, ldb, sb = _matrix("b", B)
+    if K != kb:
+        _inner_mismatch(A.shape, B.shape)
+    if ba != bb and 1 not in (ba, bb):
+        raise ValueError(f"batch sizes differ: a has {ba} matrices and b has {bb}; they must be "
+                         "equal, or one of them 1 (broadcast)")
     if B.device != A.device:
         raise ValueError(f"a is on GPU {A.device} and b on GPU {B.device}: put them on one GPU")
-    if out is None:
-        return A, B, None
-    C = operand(out)
-    sc = C.shape
-    if not (C.dtype is F32 and len(sc) == 2 and C.strides == (4 * N, 4)):
-        _check_matrix("out", C, error=ValueError)
-    if sc[0] != M or sc[1] != N:
-        raise ValueError(
-            f"out has shape {tuple(sc)}, expected (M, N) = ({M}, {N}) for a "
-            f"{tuple(sa)} @ {tuple(sb)} product"
-        )
+    batch = max(ba, bb)
+    shape = (batch, M, N) if len(A.shape) == 3 or len(B.shape) == 3 else (M, N)
+    layout = ("T" if ta else "N") + ("T" if tb else "N")
+    if C is None:
+        g = Geometry(batch, M, N, K, layout, lda, ldb, N, sa, sb, M * N if batch > 1 else 0)
+        return A, B, None, g, shape
+    _check_float32("out", C, error=ValueError)
+    if tuple(C.shape) != shape:
+        raise ValueError(f"out has shape {tuple(C.shape)}, expected {shape} for a "
+                         f"{tuple(A.shape)} @ {tuple(B.shape)} product")
     if C.device != A.device:
         raise ValueError(f"out is on GPU {C.device} and a, b on GPU {A.device}: use one GPU")
-    # contiguous float32 arrays span [ptr, ptr + 4 * size): out must not intersect a or b
-    c0, c1, a0, b0 = C.ptr, C.ptr + 4 * M * N, A.ptr, B.ptr
-    if c1 > c0 and ((a0 < c1 and c0 < a0 + 4 * M * K) or (b0 < c1 and c0 < b0 + 4 * K * N)):
-        label = "a" if a0 < c1 and c0 < a0 + 4 * M * K else "b"
-        raise ValueError(f"out overlaps {label}: the output must not alias an input")
-    return A, B, C
+    _, _, _, tc, ldc, stc = _matrix("out", C)
+    if tc and N > 1:
+        raise ValueError(
+            f"out must be row-major (unit stride along its last dimension), got strides "
+            f"{tuple(C.strides)} bytes; for a column-major C compute its transpose instead: "
+            "sgemm(b.T, a.T, out=out.T) (C.T = B.T @ A.T), or pass a row-major out")
+    if tc:  # N == 1: a column vector, any pitch
+        ldc = 1
+    if batch > 1 and stc < ldc * (M - 1) + N:
+        raise ValueError(f"out's matrices overlap (batch stride {stc} elements < one matrix's "
+                         f"span {ldc * (M - 1) + N}): each result needs its own memory")
+    for label, X in (("a", A), ("b", B)):
+        if overlaps(C, X):
+            raise ValueError(f"out overlaps {label}: the output must not alias an input")
+    return A, B, C, Geometry(batch, M, N, K, layout, lda, ldb, ldc, sa, sb, stc), shape
 
 
 def explain(a: Any, b: Any, *, stage: str | Stage | None = None, out: Any = None) -> Plan:
     """The plan ``sgemm(a, b, stage=stage, out=out)`` would run, from the operands themselves
-    (their GPU and alignment). Nothing is launched; ``repr`` of the result says why.
+    (their GPU, layout, batch and alignment). Nothing is launched; ``repr`` of the result says
+    why.
 
     Raises:
         TypeError, ValueError: as ``sgemm`` for bad operands or stage.
     """
-    A, B, C = _validate(a, b, out)
-    M, K = A.shape
-    N = B.shape[1]
-    aligned = all_rows_aligned(A.ptr, B.ptr, A.ptr if C is None else C.ptr, K, N)
+    A, B, C, g, _ = _validate(a, b, out)
+    M, K = A.shape[-2], A.shape[-1]
+    N = B.shape[-1]
+    if g is not None:
+        M, N, K = g.M, g.N, g.K
+    c_ptr = A.ptr if C is None else C.ptr
+    aligned = not ((A.ptr | B.ptr | c_ptr) & 15)
+    if g is None:
+        aligned = all_rows_aligned(A.ptr, B.ptr, c_ptr, K, N)
+    elif min(M, N, K) < 1:
+        g = None
     return plan_for(max(M, 1), max(N, 1), max(K, 1), stage=stage, aligned=aligned,
-                    device=A.device)
+                    device=A.device, geometry=g)
 
 
 def sgemm(
@@ -163,17 +247,24 @@ def sgemm(
     """``C = alpha * A @ B + beta * C`` in FP32 on the GPU, with one of the ladder's kernels.
 
     Args:
-        a: A, shape ``(M, K)``, float32, C-contiguous (row-major), on the GPU: a Numba device
-            array, a CuPy array, a PyTorch CUDA tensor or any object with
-            ``__cuda_array_interface__``, used zero-copy.
-        b: B, shape ``(K, N)``, same requirements, on the same GPU.
+        a: A, shape ``(M, K)``, or a batch ``(batch, M, K)``; float32, on the GPU: a Numba
+            device array, a CuPy array, a PyTorch CUDA tensor or any object with
+            ``__cuda_array_interface__``, used zero-copy. Row-major or column-major (a
+            transposed view: ``x.T``, ``tensor.t()``, a Fortran-ordered array), any row pitch
+            (leading dimension), any batch stride (0 broadcasts one matrix).
+        b: B, shape ``(K, N)`` or ``(batch, K, N)``, same rules, on the same GPU. A 2-D operand,
+            or a batch of 1, is broadcast over the other's batch (as ``numpy.matmul``).
         stage: a stage name from ``STAGES`` (e.g. ``"smem_tiling"``; tunable stages then use
             their tuned configuration for the shape) or a ``Stage``; ``None`` picks the fastest
-            FP32 kernel for this GPU and shape. ``numba_gemm.explain(a, b)`` says what runs and
-            why.
-        out: C, shape ``(M, N)``, float32, C-contiguous, on the same GPU, not overlapping A or
-            B. Written in place and returned. When ``None``, a new array of the same kind as
-            ``a`` (Numba, CuPy or PyTorch) is returned (``beta`` is then irrelevant).
+            FP32 kernel for this GPU, shape and layout. The teaching stages (1-7) take 2-D
+            row-major C-contiguous operands only; the tunable ones (warptiling and later) take
+            every layout, pitch and batch. ``numba_gemm.explain(a, b)`` says what runs and why.
+        out: C, shape ``(M, N)`` (``(batch, M, N)`` when a or b is 3-D), float32, row-major
+            (unit stride along N; any row pitch and batch stride that keeps the results apart),
+            on the same GPU, not overlapping A or B. Written in place and returned. When
+            ``None``, a new C-contiguous array of the same kind as ``a`` (a PyTorch tensor, a
+            CuPy array, else a Numba device array; its library allocates it) is returned
+            (``beta`` is then irrelevant).
         alpha, beta: real scalars, applied in float32. With ``beta == 0``, C is not read.
         stream: 0 (the default stream), a Numba stream, a CuPy/PyTorch stream or a raw handle.
             The call is asynchronous on that stream. An operand whose producer stream is known
@@ -183,26 +274,36 @@ def sgemm(
     Returns:
         ``out`` if given, else the new array.
 
+    Layouts (as BLAS names them, by whether A and B are stored transposed): NN, NT, TN and TT
+    each run one kernel with no copy; so does a batch (grid z over it). Operands with no unit
+    stride in their last two dimensions (``x[:, ::2]``) are rejected, not copied: the message
+    says how to make them contiguous, and what that costs.
+
     Degenerate sizes follow NumPy: ``M == 0`` or ``N == 0`` gives an empty C; ``K == 0`` gives
     ``beta * C`` (zeros for a new output).
 
-    Cost: the first call of a shape chooses its plan and loads its kernel (from the on-disk
-    cache, or compiled: seconds); later calls are a few microseconds of host time.
+    Cost: the first call of a shape and layout chooses its plan and loads its kernel (from the
+    on-disk cache, or compiled: seconds); later calls are a few microseconds of host time.
 
     Raises:
         TypeError: a host (NumPy) array, CPU tensor or other non-device object (the message
             names ``numba.cuda.to_device``); ``a`` or ``b`` not float32; alpha/beta not real
             numbers; ``stage`` or ``stream`` of another type.
-        ValueError: alpha/beta not finite in float32; an operand not 2-D or not C-contiguous;
-            inner dimensions that differ; ``out`` of the wrong shape or dtype, non-contiguous, or
-            overlapping ``a`` or ``b``; operands on different GPUs; an unknown stage name (valid
-            names listed); a stage that does not support the shape or this GPU's compute
-            capability (``Stage.min_cc``). Nothing is launched or written when an error is
-            raised.
+        ValueError: alpha/beta not finite in float32; an operand not 2-D or 3-D, or with no unit
+            stride, negative strides or overlapping rows; inner dimensions or batch sizes that
+            differ; ``out`` of the wrong shape or dtype, column-major, with overlapping
+            matrices, or overlapping ``a`` or ``b``; operands on different GPUs; an unknown stage
+            name (valid names listed); a stage that does not support the shape, layout or batch,
+            or this GPU's compute capability (``Stage.min_cc``). Nothing is launched or written
+            when an error is raised.
     """
-    A, B, C = _validate(a, b, out)
-    M, K = A.shape
-    N = B.shape[1]
+    A, B, C, g, shape = _validate(a, b, out)
+    return _run(A, B, C, g, shape, out, alpha, beta, stage, stream)
+
+
+def _run(A: Operand, B: Operand, C: Operand | None, g: Geometry | None, shape: tuple, out: Any,
+         alpha: Any, beta: Any, stage: Any, stream: Any) -> Any:
+    """The call after validation: scalars, plan (a dictionary hit), output, launch."""
     alpha32 = _SCALARS.get(alpha) if type(alpha) is float else None
     if alpha32 is None:
         alpha32 = _check_scalar("alpha", alpha)
@@ -215,32 +316,145 @@ def sgemm(
         if C is None:
             beta32 = 0.0  # a new output: C starts as nothing, beta is irrelevant
     strm = DEFAULT_STREAM if type(stream) is int and stream == 0 else stream_handle(stream)
-
-    aligned = all_rows_aligned(A.ptr, B.ptr, A.ptr if C is None else C.ptr, K, N)
-    key = (A.device, M, N, K, aligned, stage if stage is None or type(stage) is str
-           else _stage_key(stage))
+    if g is None:  # the common case: 2-D, C-contiguous
+        M, K = A.shape
+        N = B.shape[1]
+        aligned = all_rows_aligned(A.ptr, B.ptr, A.ptr if C is None else C.ptr, K, N)
+        key = (A.device, M, N, K, aligned, stage if stage is None or type(stage) is str
+               else _stage_key(stage))
+    else:
+        M, N, K = g.M, g.N, g.K
+        aligned = not ((A.ptr | B.ptr | (A.ptr if C is None else C.ptr)) & 15)
+        key = (A.device, g, aligned, stage if stage is None or type(stage) is str
+               else _stage_key(stage))
     p = _plans.get(key)
     if p is None:
-        p = plan_for(max(M, 1), max(N, 1), max(K, 1), stage=stage, aligned=aligned,
-                     device=A.device)
+        p = _plan(M, N, K, g, stage, aligned, A.device)
         if len(_plans) >= MAX_PLANS:
             _plans.clear()
         _plans[key] = p
     if C is None:
-        out = _new_output(A, M, N)
+        out = _new_output(A, shape)
         C = operand(out)
-        if not rows_aligned(C.ptr, N) and aligned:  # a fresh allocation is 256-byte aligned
-            p = plan_for(max(M, 1), max(N, 1), max(K, 1), stage=stage, aligned=False,
-                         device=A.device)
-    if M == 0 or N == 0:
+        if C.ptr & 15 and aligned:  # a fresh allocation is 256-byte aligned
+            p = _plan(M, N, K, g, stage, False, A.device)
+    if M == 0 or N == 0 or (g is not None and g.batch == 0):
         return out
     if (A.stream is not None or B.stream is not None or C.stream is not None) and not SIMULATOR:
         _order_after_producers(strm, p, A, B, C)
     if K == 0:
-        _scale(C, beta32, strm, p)
+        _scale(C, g, beta32, strm, p)
         return out
     p.run(A, B, C, alpha32, beta32, strm)
     return out
+
+
+def matmul(a: Any, b: Any, *, out: Any = None, stage: str | Stage | None = None,
+           stream: Any = 0) -> Any:
+    """``a @ b`` in FP32 on the GPU, with ``numpy.matmul``'s shape rules.
+
+    Args:
+        a, b: float32 device arrays (as for :func:`sgemm`: Numba, CuPy, PyTorch, CUDA Array
+            Interface), on one GPU, of any number of dimensions >= 1. As in NumPy: a 1-D ``a``
+            is a row ``(1, K)`` and a 1-D ``b`` a column ``(K, 1)``, that dimension being
+            removed from the result; dimensions before the last two are batch dimensions,
+            broadcast against each other. The last two dimensions of each may be row- or
+            column-major with any pitch (no copy); batch dimensions may have any strides (0:
+            broadcast).
+        out: the result, of the broadcast shape ``(*batch, M, N)`` (less removed dimensions),
+            float32, with row-major matrices; default: a new C-contiguous array of ``a``'s kind.
+        stage, stream: as for :func:`sgemm`.
+
+    Returns:
+        ``out`` or the new array.
+
+    Launches: one kernel (grid z over the batch) when each operand's batch dimensions collapse
+    into one stride (contiguous batches, a broadcast operand, or one batch dimension), else one
+    per index of the leading batch dimensions that do not collapse.
+
+    Raises:
+        TypeError, ValueError: as :func:`sgemm`; also a 0-D operand, and batch dimensions that do
+        not broadcast (the message gives both shapes).
+    """
+    A, B = operand(a), operand(b)
+    _check_float32("a", A)
+    _check_float32("b", B)
+    if len(A.shape) == 0 or len(B.shape) == 0:
+        raise ValueError("matmul: a and b must have at least one dimension (no scalars), got "
+                         f"shapes {tuple(A.shape)} and {tuple(B.shape)}")
+    a_vec, b_vec = len(A.shape) == 1, len(B.shape) == 1
+    ashape, astr = (((1,) + tuple(A.shape), (0,) + tuple(A.strides)) if a_vec
+                    else (tuple(A.shape), tuple(A.strides)))
+    bshape, bstr = ((tuple(B.shape) + (1,), tuple(B.strides) + (0,)) if b_vec
+                    else (tuple(B.shape), tuple(B.strides)))
+    if ashape[-1] != bshape[-2]:
+        raise ValueError(f"matmul: inner dimensions differ: a has shape {tuple(A.shape)} and b "
+                         f"{tuple(B.shape)}")
+    try:
+        batch = np.broadcast_shapes(ashape[:-2], bshape[:-2])
+    except ValueError:
+        raise ValueError(f"matmul: batch dimensions {ashape[:-2]} of a and {bshape[:-2]} of b do "
+                         "not broadcast (numpy.matmul's rule)") from None
+    M, N = ashape[-2], bshape[-1]
+    shape = batch + (M, N)
+    final = shape[:-2] + ((M,) if not a_vec else ()) + ((N,) if not b_vec else ())
+    if out is None:
+        out = _new_output(A, final)
+    C = operand(out)
+    if tuple(C.shape) != final:
+        raise ValueError(f"out has shape {tuple(C.shape)}, expected {final} for a "
+                         f"{tuple(A.shape)} @ {tuple(B.shape)} product")
+    # C's strides in the full (*batch, M, N) shape: 0 for the dimension a 1-D operand removed
+    nb = len(batch)
+    rest = tuple(C.strides[nb:])
+    cstr = tuple(C.strides[:nb]) + (0 if a_vec else rest[0], 0 if b_vec else rest[-1])
+
+    def batch_strides(xshape, xstr):  # strides of the broadcast batch dims (0: broadcast)
+        nb = len(xshape) - 2
+        pad = len(batch) - nb
+        return tuple(0 if i < pad or xshape[i - pad] == 1 else xstr[i - pad]
+                     for i in range(len(batch)))
+
+    sa, sb, sc = (batch_strides(ashape, astr), batch_strides(bshape, bstr),
+                  tuple(cstr[:len(batch)]))
+    # collapse batch dims (right to left) while every operand keeps one stride across them
+    dims = [(n, sa[i], sb[i], sc[i]) for i, n in enumerate(batch) if n != 1]
+    merged: list = []
+    for n, x, y, z in reversed(dims):
+        if merged and all(s == t * merged[-1][0] for s, t in
+                          zip((x, y, z), merged[-1][1:], strict=True)):
+            m = merged[-1]
+            merged[-1] = (m[0] * n, m[1], m[2], m[3])
+        else:
+            merged.append((n, x, y, z))
+    merged.reverse()
+    inner = merged[-1] if merged else (1, 0, 0, 0)
+    outer = merged[:-1]
+    mat_a = (ashape[-2], ashape[-1]), astr[-2:]
+    mat_b = (bshape[-2], bshape[-1]), bstr[-2:]
+    mat_c = (M, N), cstr[-2:]
+    for idx in np.ndindex(*[m[0] for m in outer]):
+        offs = [sum(i * m[k] for i, m in zip(idx, outer, strict=True)) for k in (1, 2, 3)]
+        views = []
+        for X, (mshape, mstr), off, bs in ((A, mat_a, offs[0], inner[1]),
+                                           (B, mat_b, offs[1], inner[2]),
+                                           (C, mat_c, offs[2], inner[3])):
+            views.append(Operand(X.obj, X.ptr + off, (inner[0], *mshape), (bs, *mstr), F32,
+                                 X.device, X.stream))
+        Av, Bv, Cv = views
+        Av, Bv, Cv, g, vshape = _validate_general(Av, Bv, Cv)
+        _run(Av, Bv, Cv, g, vshape, out, 1.0, 0.0, stage, stream)
+    return out
+
+
+def _plan(M: int, N: int, K: int, g: Geometry | None, stage: Any, aligned: bool, device: int
+          ) -> Plan:
+    """``plan_for`` this product; an empty one (a zero dimension) gets a 1 x 1 x 1 plan, which
+    only lends its GPU and scale kernel."""
+    if g is not None and min(M, N, K, g.batch) < 1:
+        g = None
+    return plan_for(max(M, 1), max(N, 1), max(K, 1), stage=stage, aligned=aligned,
+                    device=device, geometry=g)
 
 
 def _order_after_producers(strm: int, p: Plan, *ops: Operand) -> None:
@@ -254,13 +468,19 @@ def _order_after_producers(strm: int, p: Plan, *ops: Operand) -> None:
             _driver.wait_for(s, strm, p.kernels()[0].ctx)
 
 
-def _scale(C: Operand, beta: float, strm: Any, p: Plan) -> None:
+def _scale(C: Operand, g: Geometry | None, beta: float, strm: Any, p: Plan) -> None:
     """``C = beta * C`` (the K == 0 product); beta == 0 writes exact zeros."""
     from .device import cdiv
     from .kernels._scale import BLOCK
     from .plan import scale_kernel
 
-    M, N = C.shape
-    grid = (cdiv(N, BLOCK[0]), cdiv(M, BLOCK[1]), 1)
+    if g is None:
+        M, N = C.shape
+        c3 = Operand(C.obj, C.ptr, (1, M, N), (0, 4 * N, 4), F32, C.device)
+    else:
+        M, N = g.M, g.N
+        c3 = Operand(C.obj, C.ptr, (g.batch, M, N), (4 * g.stride_c, 4 * g.ldc, 4), F32,
+                     C.device)
+    grid = (cdiv(N, BLOCK[0]), cdiv(M, BLOCK[1]), c3.shape[0])
     check_grid(grid, "C = beta * C (K = 0)")
-    scale_kernel(p.device).launch(grid, (*BLOCK, 1), strm, (C,), (beta,))
+    scale_kernel(p.device).launch(grid, (*BLOCK, 1), strm, (c3,), (beta,))

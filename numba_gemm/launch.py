@@ -7,8 +7,8 @@ per machine, not per process), launched with ``cuLaunchKernel`` from a pre-built
 Under the simulator (and where the driver library cannot be opened) it is the Numba dispatcher,
 launched the plain way.
 
-The parameter buffer follows Numba's kernel ABI, in which a 2-D array argument is nine 64-bit
-fields: meminfo, parent, nitems, itemsize, data, shape[2], strides[2] (bytes); a float32 scalar is
+The parameter buffer follows Numba's kernel ABI, in which an n-D array argument is 5 + 2n 64-bit
+fields: meminfo, parent, nitems, itemsize, data, shape[n], strides[n] (bytes); a float32 scalar is
 4 bytes. That layout is an implementation detail of numba-cuda, so it is checked whenever a kernel
 is loaded: against the ``.param`` list of the kernel's PTX (recorded in the cache entry) and
 against the driver's ``cuFuncGetParamInfo``; a mismatch raises instead of launching.
@@ -86,14 +86,17 @@ DEFAULT_STREAM = _default_stream()
 SHARED_STREAMS = (0, 1, 2)  # legacy, legacy, per-thread default: ordered with one another
 
 
-#: Argument signature of every stage kernel: ``kernel(A, B, C, alpha, beta)``.
+#: Argument signature of the ladder's stage kernels: ``kernel(A, B, C, alpha, beta)`` on 2-D
+#: C-contiguous arrays (``Stage.args``; the tunable stages take ``"SSSff"``).
 STAGE_ARGS = "AAAff"
-_NUMBA_SIG = {"A": "float32[:, ::1]", "f": "float32"}
+_NUMBA_SIG = {"A": "float32[:, ::1]", "S": "float32[:, :, :]", "f": "float32"}
+_WORDS = {"A": 9, "S": 11}  # 64-bit ABI fields of a 2-D / 3-D array argument
 
 
 def numba_signature(spec: str) -> str:
     """The Numba signature string of an argument spec (``A``: 2-D C-contiguous float32 array,
-    ``f``: float32), e.g. ``"AAAff"`` -> ``"void(float32[:, ::1], ..., float32, float32)"``."""
+    ``S``: 3-D float32 array of any strides, ``f``: float32), e.g. ``"AAAff"`` ->
+    ``"void(float32[:, ::1], ..., float32, float32)"``."""
     return "void(" + ", ".join(_NUMBA_SIG[c] for c in spec) + ")"
 
 
@@ -101,12 +104,17 @@ class _Layout:
     """Byte layout of a kernel's parameters for an argument spec (arrays first, then scalars)."""
 
     def __init__(self, spec: str) -> None:
-        if spec.rstrip("f") != "A" * spec.count("A"):
-            raise ValueError(f"argument spec {spec!r}: arrays must come before scalars")
+        arrays = spec.rstrip("f")
+        if not set(arrays) <= set(_WORDS) or len(spec) != len(arrays) + spec.count("f"):
+            raise ValueError(f"argument spec {spec!r}: arrays (A, S) must come before scalars (f)")
         self.spec = spec
-        self.sizes = (8,) * (9 * spec.count("A")) + (4,) * spec.count("f")
+        words = sum(_WORDS[c] for c in arrays)
+        self.words = words
+        #: word index of each array's data pointer (the fifth field)
+        self.pointers = tuple(sum(_WORDS[c] for c in arrays[:i]) + 4 for i in range(len(arrays)))
+        self.sizes = (8,) * words + (4,) * spec.count("f")
         self.offsets = tuple(sum(self.sizes[:i]) for i in range(len(self.sizes)))
-        self.struct = struct.Struct("<" + "q" * (9 * spec.count("A")) + "f" * spec.count("f"))
+        self.struct = struct.Struct("<" + "q" * words + "f" * spec.count("f"))
         self.tls = threading.local()
 
     def buffers(self) -> tuple[Any, int]:
@@ -128,13 +136,18 @@ _LAYOUTS: dict[str, _Layout] = {}
 
 
 def array_fields(arrays: Sequence[Any]) -> list[int]:
-    """The kernel parameters of 2-D C-contiguous float32 arrays (objects with ``ptr`` and
-    ``shape``), in Numba's order: meminfo, parent, nitems, itemsize, data, shape[2],
-    strides[2] (bytes); meminfo and parent are null for device arrays."""
+    """The kernel parameters of float32 arrays, in Numba's order: meminfo, parent, nitems,
+    itemsize, data, shape[n], strides[n] (bytes); meminfo and parent are null for device arrays.
+    A 2-D array (``ptr`` and ``shape``) is C-contiguous (spec ``A``); a 3-D one (``ptr``,
+    ``shape``, ``strides`` in bytes) is strided (spec ``S``)."""
     values: list[int] = []
     for a in arrays:
-        rows, cols = a.shape
-        values += (0, 0, rows * cols, 4, a.ptr, rows, cols, cols * 4, 4)
+        if len(a.shape) == 2:
+            rows, cols = a.shape
+            values += (0, 0, rows * cols, 4, a.ptr, rows, cols, cols * 4, 4)
+        else:
+            b, rows, cols = a.shape
+            values += (0, 0, b * rows * cols, 4, a.ptr, b, rows, cols, *a.strides)
     return values
 
 
@@ -188,10 +201,13 @@ class Kernel:
         return f"Kernel({self.name}, device={self.device.id}, smem={self.smem})"
 
 
-def gemm_launcher(kernel: Kernel, M: int, N: int, K: int, grid: tuple, block: tuple) -> Any:
-    """``launch(A, B, C, alpha, beta, stream)`` for one stage kernel at one shape: the hot path.
+def gemm_launcher(kernel: Kernel, spec: str, arrays: Sequence[Any], grid: tuple, block: tuple
+                  ) -> Any:
+    """``launch(A, B, C, alpha, beta, stream)`` for one stage kernel at one geometry: the hot path.
 
-    Everything but the three data pointers, the two scalars and the stream is fixed by the plan,
+    ``arrays``: the plan's argument arrays for this geometry (``shape``, and ``strides`` for
+    spec ``S``; their pointers are ignored). Everything but the three data pointers, the two
+    scalars and the stream is fixed by the plan,
     so it is bound here once: per call, three pointers and two scalars are written into this
     thread's parameter buffer (the rest was packed on the thread's first call) and one foreign
     call is made (``_driver.raw_launch``). ``stream`` is a handle (int).
@@ -204,7 +220,7 @@ def gemm_launcher(kernel: Kernel, M: int, N: int, K: int, grid: tuple, block: tu
     from . import _driver
 
     multi = _driver.device_count() > 1
-    lay = _layout(STAGE_ARGS)
+    lay = _layout(spec)
     raw = _driver.raw_launch()
     fn = ctypes.c_void_p(kernel.fn)
     ctx = kernel.ctx
@@ -213,19 +229,21 @@ def gemm_launcher(kernel: Kernel, M: int, N: int, K: int, grid: tuple, block: tu
     smem = kernel.smem
     tls = threading.local()
     streams: dict = {0: None}
-    # word indices of the three data pointers among the 27 64-bit array fields (A, B, C: nine
-    # each, the pointer fifth), and the byte offset of alpha, beta after them
-    PA, PB, PC, SCALARS = 4, 13, 22, 27 * 8
+    # word indices of the three data pointers among the 64-bit array fields (A, B, C: the
+    # pointer fifth of each), and the byte offset of alpha, beta after them
+    PA, PB, PC = lay.pointers
+    SCALARS = lay.words * 8
+    fixed = [SimpleNamespace(ptr=0, shape=a.shape, strides=getattr(a, "strides", None))
+             for a in arrays]
 
     def first_in_thread():
         # this thread's parameter buffer for this launcher, with the fields the plan fixes
         # (sizes, shapes, strides) packed once; a call then writes 3 pointers and 2 scalars
-        shapes = [SimpleNamespace(ptr=0, shape=s) for s in ((M, K), (K, N), (M, N))]
         buf = ctypes.create_string_buffer(lay.struct.size)
-        lay.struct.pack_into(buf, 0, *array_fields(shapes), 0.0, 0.0)
+        lay.struct.pack_into(buf, 0, *array_fields(fixed), 0.0, 0.0)
         base = ctypes.addressof(buf)
         params = (ctypes.c_void_p * len(lay.sizes))(*(base + o for o in lay.offsets))
-        words = (ctypes.c_int64 * 27).from_buffer(buf)
+        words = (ctypes.c_int64 * lay.words).from_buffer(buf)
         floats = (ctypes.c_float * 2).from_buffer(buf, SCALARS)
         if not multi and _driver.current_context() != ctx:
             _driver.set_current_context(ctx)
@@ -274,7 +292,8 @@ class NumbaKernel:
         self.name, self.dispatcher, self.smem = name, dispatcher, smem
 
     def launch(self, grid, block, stream, arrays, scalars) -> None:
-        args = [a.obj for a in arrays] + [np.float32(s) for s in scalars]
+        args = [strided_array(a) for a in arrays]
+        args += [np.float32(s) for s in scalars]
         if not SIMULATOR and self.smem > SMEM_STATIC_LIMIT:
             allow_dynamic_smem(self.dispatcher, tuple(args), self.smem)
         if not SIMULATOR and isinstance(stream, int):
@@ -283,6 +302,36 @@ class NumbaKernel:
 
     def __repr__(self) -> str:
         return f"NumbaKernel({self.name}, smem={self.smem})"
+
+
+class _HostView:
+    """NumPy array interface over host memory at ``ptr`` (the simulator's "device" memory),
+    keeping ``owner`` alive."""
+
+    def __init__(self, ptr: int, shape: tuple, strides: tuple, owner: Any) -> None:
+        self.owner = owner
+        self.__array_interface__ = {"data": (ptr, False), "shape": shape, "strides": strides,
+                                    "typestr": "<f4", "version": 3}
+
+
+def strided_array(a: Any) -> Any:
+    """A float32 array object over ``a.ptr`` with ``a``'s ``shape`` and byte ``strides`` (None:
+    C-contiguous; a batch stride of 0 repeats one matrix), for the Numba dispatcher: a view of
+    the memory of the operand's object ``a.obj`` on the simulator, a CUDA Array Interface view
+    on a GPU."""
+    shape = tuple(a.shape)
+    strides = getattr(a, "strides", None)
+    if strides is None or len(strides) != len(shape):
+        strides = tuple(4 * int(np.prod(shape[i + 1:], dtype=np.int64))
+                        for i in range(len(shape)))
+    if SIMULATOR:
+        from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
+
+        view = np.asarray(_HostView(a.ptr, shape, strides, a.obj))
+        return FakeCUDAArray(view)
+    cai = {"shape": shape, "strides": tuple(strides), "typestr": "<f4",
+           "data": (a.ptr, False), "version": 3, "stream": None}
+    return cuda.from_cuda_array_interface(cai, owner=a.obj, sync=False)
 
 
 def direct_launch_available() -> bool:

@@ -21,15 +21,86 @@ from __future__ import annotations
 import threading
 import warnings
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 from . import device as _device
 from . import tuning
-from .devarray import Operand, operand, rows_aligned
+from .devarray import F32, Operand, operand
 from .device import DeviceInfo, cdiv
 from .kernels import STAGES, _splitk, get_stage
 from .launch import Kernel, gemm_launcher, load_kernel, stream_handle
-from .registry import Stage
+from .registry import Stage, variant_key
+
+class Geometry(NamedTuple):
+    """How the operands of a (batched) product lie in memory, in elements (float32).
+
+    ``C[b] = A[b] @ B[b]`` for ``b < batch``, A ``(M, K)``, B ``(K, N)``, C ``(M, N)`` each.
+    ``layout`` says, as in BLAS, whether A and B are stored transposed: ``"NN"`` (both
+    row-major), ``"NT"`` (B stored as a row-major ``(N, K)``, i.e. column-major), ``"TN"``,
+    ``"TT"``; C is row-major. ``lda``, ``ldb``, ``ldc``: the row pitch of each operand's storage
+    (``>=`` its storage row length); ``stride_a``, ``stride_b``, ``stride_c``: elements between
+    consecutive matrices of the batch (0: one matrix broadcast to the whole batch).
+    """
+
+    batch: int
+    M: int
+    N: int
+    K: int
+    layout: str = "NN"
+    lda: int = 0
+    ldb: int = 0
+    ldc: int = 0
+    stride_a: int = 0
+    stride_b: int = 0
+    stride_c: int = 0
+
+    @classmethod
+    def plain(cls, M: int, N: int, K: int) -> Geometry:
+        """One row-major, C-contiguous product (the ladder's teaching form)."""
+        return cls(1, M, N, K, "NN", K, N, N, 0, 0, 0)
+
+    @property
+    def is_plain(self) -> bool:
+        return self == Geometry.plain(self.M, self.N, self.K)
+
+    def shape_aligned(self) -> bool:
+        """The alignment rule (``devarray.rows_aligned``) on everything but the base pointers:
+        every pitch and batch stride, and the length of each operand's contiguous dimension
+        (the vector kernels clamp a float4 inside it), are multiples of 4 floats."""
+        ea = self.K if self.layout[0] == "N" else self.M
+        eb = self.N if self.layout[1] == "N" else self.K
+        return not ((self.lda | self.ldb | self.ldc | self.stride_a | self.stride_b
+                     | self.stride_c | ea | eb | self.N) & 3)
+
+    def arrays(self, A: Any, B: Any, C: Any) -> tuple[Operand, Operand, Operand]:
+        """The kernel arguments of a strided-batch stage (spec ``S``): A ``(batch, M, K)``,
+        B ``(batch, K, N)``, C ``(batch, M, N)`` with byte strides, over the operands' memory
+        (``A``, ``B``, ``C``: objects with ``ptr`` and ``obj``)."""
+        b, M, N, K = self.batch, self.M, self.N, self.K
+        sa = (4 * self.stride_a, 4 * self.lda, 4) if self.layout[0] == "N" else (
+            4 * self.stride_a, 4, 4 * self.lda)
+        sb = (4 * self.stride_b, 4 * self.ldb, 4) if self.layout[1] == "N" else (
+            4 * self.stride_b, 4, 4 * self.ldb)
+        return (Operand(A.obj, A.ptr, (b, M, K), sa, F32, 0),
+                Operand(B.obj, B.ptr, (b, K, N), sb, F32, 0),
+                Operand(C.obj, C.ptr, (b, M, N), (4 * self.stride_c, 4 * self.ldc, 4), F32, 0))
+
+
+def serves(st: Stage, g: Geometry) -> str | None:
+    """Why stage ``st`` cannot run geometry ``g`` (None: it can)."""
+    if g.is_plain:
+        return None
+    if not st.batched:
+        return (f"stage {st.name!r} takes the ladder's teaching form only (2-D, row-major, "
+                f"C-contiguous A and B); this product has layout {g.layout}, batch {g.batch} and "
+                f"row pitches ({g.lda}, {g.ldb}, {g.ldc}): use stage=None or one of "
+                + ", ".join(repr(s.name) for s in STAGES if s.batched))
+    if g.layout not in st.layouts:
+        return f"stage {st.name!r} with config {dict(st.config)} serves layouts {st.layouts}"
+    if st.split_k > 1 and g.batch > 1:
+        return "split-K is for one matrix, not a batch"
+    return None
+
 
 #: Split-K's reduction pass, priced by the model: a second kernel launch (~4 us of host time:
 #: cuLaunchKernel measured 3.9 us on the H200 host, bench/results/nvidia-h200/2026-11-22-call-path;
@@ -48,7 +119,7 @@ def reduce_ms(splits: int, M: int, N: int) -> float:
 
 def estimate_ms(
     cand: Mapping[str, Any], M: int, N: int, K: int, sms: int, aligned: bool = True,
-    scalar_factor: float = 1.0,
+    scalar_factor: float = 1.0, batch: int = 1,
 ) -> float:
     """Predicted time (ms) of a tuned candidate at ``(M, N, K)`` from its time at the tuned shape.
 
@@ -74,28 +145,31 @@ def estimate_ms(
         bps = cand.get("blocks_per_sm_scalar", cand.get("blocks_per_sm", 1))
     slots = max(1, sms * int(bps))
 
-    def work(m, n, k):
-        waves = cdiv(cdiv(m, cfg["BM"]) * cdiv(n, cfg["BN"]) * s, slots)
+    def work(m, n, k, b=1):
+        waves = cdiv(cdiv(m, cfg["BM"]) * cdiv(n, cfg["BN"]) * s * b, slots)
         return waves * cdiv(cdiv(k, s), cfg["BK"])
 
     main = max(float(ms) - reduce_ms(s, Mr, Nr), 0.1 * float(ms))
-    return main * work(M, N, K) / work(Mr, Nr, Kr) + reduce_ms(s, M, N)
+    return main * work(M, N, K, batch) / work(Mr, Nr, Kr) + reduce_ms(s, M, N)
 
 
-def _priced(name: str, M: int, N: int, K: int, aligned: bool, dev: DeviceInfo
+def _priced(name: str, g: Geometry, aligned: bool, dev: DeviceInfo
             ) -> list[tuple[float, dict]]:
     """``[(predicted ms, config)]`` of every tuned candidate of stage ``name`` for this shape's
-    class on ``dev``, cheapest first; empty without tuning data."""
-    res = tuning.winners(tuning.shape_class(M, N, K), dev).get(name)
+    class on ``dev`` (a batch counts as ``batch * M`` rows and takes no split-K), cheapest
+    first; empty without tuning data."""
+    M, N, K = g.M, g.N, g.K
+    res = tuning.winners(tuning.shape_class(g.batch * M, N, K), dev).get(name)
     if not isinstance(res, Mapping):
         return []
-    cands = tuning.candidates(res)
+    cands = [c for c in tuning.candidates(res)
+             if g.batch == 1 or c["config"].get("SPLITK", 1) == 1]  # no split-K of a batch
     if not cands:
         return []
     main = cands[0]
     factor = main["ms_scalar"] / main["ms"] if "ms_scalar" in main else 1.0
-    priced = [(estimate_ms(c, M, N, K, dev.sm_count, aligned, factor), dict(c["config"]))
-              for c in cands]
+    priced = [(estimate_ms(c, M, N, K, dev.sm_count, aligned, factor, g.batch),
+               dict(c["config"])) for c in cands]
     return sorted(priced, key=lambda p: p[0])
 
 
@@ -111,19 +185,24 @@ def _configured(st: Stage, cfg: dict | None) -> Stage | None:
         return None
 
 
-def _choose(M: int, N: int, K: int, stage: str | Stage | None, aligned: bool, dev: DeviceInfo
+def _choose(g: Geometry, stage: str | Stage | None, aligned: bool, dev: DeviceInfo
             ) -> tuple[Stage, float | None, str]:
     """(configured stage, predicted ms or None, reason)."""
-    cls = tuning.shape_class(M, N, K)
+    M, N, K = g.M, g.N, g.K
+    cls = tuning.shape_class(g.batch * M, N, K)
     src = tuning.source(dev) or "no tuning file"
+
+    def ok(st: Stage) -> bool:
+        return st.supports(M, N, K) and serves(st, g) is None
+
     if isinstance(stage, Stage):
         return stage, None, "the Stage object passed by the caller"
     if isinstance(stage, str):
         st = get_stage(stage)
         if st.tunable:
-            for ms, cfg in _priced(st.name, M, N, K, aligned, dev):
+            for ms, cfg in _priced(st.name, g, aligned, dev):
                 built = _configured(st, cfg)
-                if built is not None and built.supports(M, N, K):
+                if built is not None and ok(built):
                     return built, ms, (f"stage {stage!r} by name; its tuned candidate predicted "
                                        f"fastest for the {cls} class ({src})")
             return st, None, f"stage {stage!r} by name; its default tiles (no tuning data)"
@@ -131,28 +210,29 @@ def _choose(M: int, N: int, K: int, stage: str | Stage | None, aligned: bool, de
     usable = [s for s in STAGES if s.precision == "fp32" and tuple(s.min_cc) <= tuple(dev.cc)]
     picks = []
     for s in usable:
-        picks += [(ms, s.name, cfg) for ms, cfg in _priced(s.name, M, N, K, aligned, dev)]
+        picks += [(ms, s.name, cfg) for ms, cfg in _priced(s.name, g, aligned, dev)]
     picks.sort(key=lambda p: p[:2])
     for ms, name, cfg in picks:
         built = _configured(get_stage(name), cfg)
-        if built is not None and built.supports(M, N, K):
+        if built is not None and ok(built):
             others = [f"{n} {m:.3g} ms" for m, n, _ in picks if n != name][:2]
             return built, ms, (
                 f"auto: cheapest of {len(picks)} tuned candidates for the {cls} class on "
                 f"{dev.name} ({src}), priced by the wave model at this shape"
                 + (f"; next: {', '.join(others)}" if others else ""))
     for s in reversed(usable):
-        if s.supports(M, N, K):
-            return s, None, (f"auto: no tuning data for {dev.name}: the top FP32 stage of the "
-                             "ladder with its default tiles")
-    raise ValueError(f"no FP32 stage supports M={M}, N={N}, K={K}")  # pragma: no cover
+        if ok(s):
+            return s, None, (f"auto: no tuning data for {dev.name} that serves this product: the "
+                             "top FP32 stage of the ladder with its default tiles")
+    raise ValueError(f"no FP32 stage supports {g}")  # pragma: no cover
 
 
 class Plan:
-    """What ``sgemm`` runs for one (device, M, N, K, alignment, stage request), decided once.
+    """What ``sgemm`` runs for one (device, geometry, alignment, stage request), decided once.
 
     Attributes:
-        M, N, K: the shape: A ``(M, K)``, B ``(K, N)``, C ``(M, N)``.
+        M, N, K: the shape: A ``(M, K)``, B ``(K, N)``, C ``(M, N)`` (per matrix of a batch).
+        geometry: the :class:`Geometry` (batch, layout, pitches, batch strides).
         stage: the configured :class:`~numba_gemm.registry.Stage`.
         variant: ``"vector"`` (128-bit GMEM accesses) or ``"scalar"`` (rows not 16-byte aligned).
         split_k: K slices (>1: partial products into a workspace, then a reduction kernel).
@@ -162,18 +242,21 @@ class Plan:
         reason: why this kernel, in words.
     """
 
-    def __init__(self, M: int, N: int, K: int, stage: Stage, variant: str, device: DeviceInfo,
+    def __init__(self, geometry: Geometry, stage: Stage, variant: str, device: DeviceInfo,
                  predicted_ms: float | None, reason: str) -> None:
-        self.M, self.N, self.K = M, N, K
+        g = self.geometry = geometry
+        M, N, K = self.M, self.N, self.K = g.M, g.N, g.K
         self.stage, self.variant, self.device = stage, variant, device
         self.predicted_ms, self.reason = predicted_ms, reason
         grid, block = stage.launch_config(M, N, K)
-        self.grid = (tuple(grid) + (1, 1))[:3]
+        grid = (tuple(grid) + (1, 1))[:3]
+        self.grid = (grid[0], grid[1], grid[2] * g.batch)
         self.block = (tuple(block) + (1, 1))[:3]
-        self.smem = stage.dynamic_smem
+        self.smem = stage.smem_for(g.layout)
         self.split_k = stage.split_k
+        self.strided = stage.batched  # kernel arguments: strided batches (spec S), else 2-D
         self.reduce_grid = (cdiv(N, _splitk.REDUCE_BLOCK[0]), cdiv(M, _splitk.REDUCE_BLOCK[1]), 1)
-        check_grid(self.grid, f"{stage.name} at {M}x{N}x{K}")
+        check_grid(self.grid, f"{stage.name} at {g.batch}x{M}x{N}x{K}")
         if self.split_k > 1:
             check_grid(self.reduce_grid, f"split-K's reduction at {M}x{N}")
         self._kernels: tuple | None = None
@@ -185,50 +268,77 @@ class Plan:
         if k is None:
             with self._lock:
                 if self._kernels is None:
-                    st = self.stage
-                    main = load_kernel(st.kernel_for(self.variant), name=st.name,
-                                       config=dict(st.config), variant=self.variant,
+                    st, layout = self.stage, self.geometry.layout
+                    main = load_kernel(st.kernel_for(self.variant, layout), name=st.name,
+                                       config=dict(st.config),
+                                       variant=variant_key(self.variant, layout), spec=st.args,
                                        smem=self.smem, device=self.device)
                     red = reduce_kernel(self.device) if self.split_k > 1 else None
                     if red is None and isinstance(main, Kernel):
                         # from now on ``plan.run`` is the bound fast launcher (instance
                         # attribute over the method): pointers, scalars, stream, one call
-                        self.run = gemm_launcher(main, self.M, self.N, self.K, self.grid,
-                                                 self.block)
+                        shapes = (self.geometry.arrays(_NOWHERE, _NOWHERE, _NOWHERE)
+                                  if self.strided else
+                                  [Operand(None, 0, s, None, F32, 0) for s in
+                                   ((self.M, self.K), (self.K, self.N), (self.M, self.N))])
+                        self.run = gemm_launcher(main, st.args, shapes, self.grid, self.block)
                     self._kernels = (main, red)
                 k = self._kernels
         return k
 
+    def _args(self, A: Any, B: Any, C: Any) -> tuple:
+        """The main kernel's array arguments for operands ``A``, ``B``, ``C``."""
+        return self.geometry.arrays(A, B, C) if self.strided else (A, B, C)
+
     def run(self, A: Operand, B: Operand, C: Operand, alpha: float, beta: float,
             stream: Any) -> None:
         """Enqueue the product on ``stream`` (a handle on a GPU; a Numba stream or 0 on the
-        simulator). No validation: ``sgemm`` does it. After the first call, on a GPU, a
+        simulator) for operands laid out as ``geometry`` says (their data pointers are what
+        counts). No validation: ``sgemm`` does it. After the first call, on a GPU, a
         single-kernel plan replaces this method by its bound launcher (``gemm_launcher``)."""
         main, red = self._kernels or self.kernels()
         if red is None:
             if "run" in self.__dict__:
                 self.run(A, B, C, alpha, beta, stream)
             else:
-                main.launch(self.grid, self.block, stream, (A, B, C), (alpha, beta))
+                main.launch(self.grid, self.block, stream, self._args(A, B, C), (alpha, beta))
             return
-        W = workspace_operand(self.split_k * self.M, self.N, stream, self.device.id)
-        main.launch(self.grid, self.block, stream, (A, B, W), (1.0, 0.0))
-        red.launch(self.reduce_grid, (*_splitk.REDUCE_BLOCK, 1), stream, (W, C), (alpha, beta))
+        M, N = self.M, self.N
+        W = workspace_operand(self.split_k * M, N, stream, self.device.id)
+        a3, b3, c3 = self.geometry.arrays(A, B, C)
+        w3 = Operand(W.obj, W.ptr, (1, self.split_k * M, N), (0, 4 * N, 4), F32, 0)
+        main.launch(self.grid, self.block, stream, (a3, b3, w3), (1.0, 0.0))
+        red.launch(self.reduce_grid, (*_splitk.REDUCE_BLOCK, 1), stream, (W, c3), (alpha, beta))
 
     def launch(self, a: Any, b: Any, c: Any, alpha: float = 1.0, beta: float = 0.0,
                stream: Any = 0) -> None:
-        """Enqueue ``c = alpha * a @ b + beta * c`` for device arrays of any supported kind,
-        without validation (for timing loops: ``sgemm`` is the checked entry point)."""
+        """Enqueue ``c = alpha * a @ b + beta * c`` for device arrays of any supported kind laid
+        out as ``geometry`` says, without validation (for timing loops: ``sgemm`` is the
+        checked entry point)."""
         self.run(operand(a), operand(b), operand(c), float(alpha), float(beta),
                  stream_handle(stream))
 
     def __repr__(self) -> str:
+        g = self.geometry
         cfg = f" {dict(self.stage.config)}" if self.stage.config else ""
         pred = f", predicted {self.predicted_ms:.4g} ms" if self.predicted_ms is not None else ""
-        return (f"Plan({self.M}x{self.N}x{self.K} on {self.device.name} (device {self.device.id}):"
+        shape = f"{self.M}x{self.N}x{self.K}" if g.batch == 1 else (
+            f"{g.batch} x {self.M}x{self.N}x{self.K}")
+        lay = "" if g.is_plain else (f", layout {g.layout}, ld=({g.lda}, {g.ldb}, {g.ldc}), "
+                                     f"batch strides ({g.stride_a}, {g.stride_b}, {g.stride_c})")
+        return (f"Plan({shape} on {self.device.name} (device {self.device.id}){lay}:"
                 f" {self.stage.name}{cfg}, {self.variant} variant, split_k={self.split_k}, "
                 f"grid={self.grid}, block={self.block}, smem={self.smem} B{pred}; "
                 f"why: {self.reason})")
+
+
+class _Nowhere:
+    """Operand stand-in with a null pointer: the fixed fields of the launcher's buffer."""
+
+    obj, ptr = None, 0
+
+
+_NOWHERE = _Nowhere()
 
 
 #: CUDA's grid limits (x, y, z) for compute capability 3.0 and up.
@@ -255,7 +365,7 @@ def _device_info(device: DeviceInfo | int | None) -> DeviceInfo:
 
 
 def plan_for(M: int, N: int, K: int, *, stage: str | Stage | None = None, aligned: bool = True,
-             device: DeviceInfo | int | None = None) -> Plan:
+             device: DeviceInfo | int | None = None, geometry: Geometry | None = None) -> Plan:
     """The plan ``sgemm`` runs for an ``(M, K) @ (K, N)`` float32 product (memoized).
 
     Args:
@@ -264,27 +374,38 @@ def plan_for(M: int, N: int, K: int, *, stage: str | Stage | None = None, aligne
             for this shape's class) or a ``Stage`` (as given).
         aligned: whether A, B and C start on 16-byte boundaries (``cudaMalloc`` and the array
             libraries' allocators give that; a sliced view may not). Rows are aligned only if
-            also ``K`` and ``N`` are multiples of 4 (``devarray.rows_aligned``).
+            also the pitches, batch strides and contiguous extents are multiples of 4
+            (``Geometry.shape_aligned``; ``devarray.rows_aligned``).
         device: a CUDA device ordinal or ``DeviceInfo`` (default: the current device).
+        geometry: batch, layout, pitches and batch strides (default: one row-major,
+            C-contiguous product, ``Geometry.plain(M, N, K)``); its M, N, K must be these.
 
     Raises:
         ValueError: a dimension < 1; an unknown stage name (valid names listed); a stage that
-            does not support the shape or needs a higher compute capability than the device's.
+            does not support the shape, the geometry (layout, batch, pitch: the ladder's
+            teaching stages take 2-D row-major contiguous operands only) or needs a higher
+            compute capability than the device's.
         TypeError: ``stage`` of another type.
     """
     if stage is not None and not isinstance(stage, (str, Stage)):
         raise TypeError(f"stage must be a stage name, a Stage or None, got {type(stage).__name__}")
     dev = _device_info(device)
-    aligned = bool(aligned) and rows_aligned(0, K) and rows_aligned(0, N)
-    key = (dev, M, N, K, aligned, stage if not isinstance(stage, Stage) else id(stage))
+    g = Geometry.plain(M, N, K) if geometry is None else geometry
+    if (g.M, g.N, g.K) != (M, N, K):
+        raise ValueError(f"geometry {g} is not for M={M}, N={N}, K={K}")
+    aligned = bool(aligned) and g.shape_aligned()
+    key = (dev, g, aligned, stage if not isinstance(stage, Stage) else id(stage))
     p = _plans.get(key)
     if p is not None:
         return p
     if min(M, N, K) < 1:
         raise ValueError(f"a plan needs M, N, K >= 1, got {M}, {N}, {K}")
-    st, predicted, reason = _choose(M, N, K, stage, aligned, dev)
+    st, predicted, reason = _choose(g, stage, aligned, dev)
     if not st.supports(M, N, K):
         raise ValueError(f"stage {st.name!r} does not support M={M}, N={N}, K={K}")
+    why_not = serves(st, g)
+    if why_not is not None:
+        raise ValueError(why_not)
     if tuple(dev.cc) < tuple(st.min_cc):
         raise ValueError(
             f"stage {st.name!r} needs compute capability {st.min_cc[0]}.{st.min_cc[1]}+, this GPU "
@@ -293,7 +414,7 @@ def plan_for(M: int, N: int, K: int, *, stage: str | Stage | None = None, aligne
     variant = "vector" if aligned or st.scalar_kernel is None else "scalar"
     if not aligned and st.scalar_kernel is not None:
         reason += "; scalar-GMEM variant: rows of A, B or C are not 16-byte aligned"
-    p = Plan(M, N, K, st, variant, dev, predicted, reason)
+    p = Plan(g, st, variant, dev, predicted, reason)
     with _plans_lock:
         if len(_plans) >= MAX_PLANS:
             _plans.clear()
@@ -311,7 +432,7 @@ def reduce_kernel(dev: DeviceInfo) -> Any:
     key = ("reduce", dev.id)
     k = _aux.get(key)
     if k is None:
-        k = _aux[key] = load_kernel(_splitk.reduce_splits, name="splitk_reduce", spec="AAff",
+        k = _aux[key] = load_kernel(_splitk.reduce_splits, name="splitk_reduce", spec="ASff",
                                     device=dev)
     return k
 
@@ -323,7 +444,7 @@ def scale_kernel(dev: DeviceInfo) -> Any:
     if k is None:
         from .kernels._scale import scale_c
 
-        k = _aux[key] = load_kernel(scale_c, name="scale_c", spec="Af", device=dev)
+        k = _aux[key] = load_kernel(scale_c, name="scale_c", spec="Sf", device=dev)
     return k
 
 
@@ -333,4 +454,4 @@ def workspace_operand(rows: int, cols: int, stream: Any, device_id: int) -> Oper
     return _splitk.workspace(rows, cols, stream, device_id, wrap=operand)
 
 
-__all__ = ["Plan", "plan_for", "estimate_ms", "check_grid"]
+__all__ = ["Geometry", "Plan", "plan_for", "estimate_ms", "check_grid", "serves"]

@@ -32,8 +32,8 @@ from dataclasses import dataclass
 #: Kernels beside the stage kernels, by the name the plan loads them under: (module, attribute,
 #: argument spec of ``numba_gemm.launch.numba_signature``), as ``numba_gemm.plan`` loads them.
 AUX_KERNELS = {
-    "splitk_reduce": ("numba_gemm.kernels._splitk", "reduce_splits", "AAff"),
-    "scale_c": ("numba_gemm.kernels._scale", "scale_c", "Af"),
+    "splitk_reduce": ("numba_gemm.kernels._splitk", "reduce_splits", "ASff"),
+    "scale_c": ("numba_gemm.kernels._scale", "scale_c", "Sf"),
 }
 
 
@@ -58,7 +58,8 @@ def kernel_for(job: Job):
     Raises:
         ValueError: unknown stage, or a configuration the stage rejects.
     """
-    from .launch import STAGE_ARGS, numba_signature
+    from .launch import numba_signature
+    from .registry import parse_variant_key
 
     if job.name in AUX_KERNELS:
         import importlib
@@ -70,14 +71,15 @@ def kernel_for(job: Job):
     st = get_stage(job.name)
     if job.config and dict(job.config) != dict(st.config):
         st = st.with_config(dict(job.config))
-    kernel = st.kernel if job.variant == "vector" else st.scalar_kernel
-    if kernel is None:
+    variant, layout = parse_variant_key(job.variant)
+    if variant == "scalar" and st.scalar_kernel is None:
         raise ValueError(f"stage {job.name!r} has no {job.variant} kernel")
-    return kernel, numba_signature(STAGE_ARGS)
+    return st.kernel_for(variant, layout), numba_signature(st.args)
 
 
 def plan(
-    cc: tuple[int, int], device_name: str = "", stages: Iterable[str] | None = None
+    cc: tuple[int, int], device_name: str = "", stages: Iterable[str] | None = None,
+    layouts: Iterable[str] = ("NN",),
 ) -> list[Job]:
     """The jobs for a GPU: defaults and tuned configurations of every stage it can run.
 
@@ -86,6 +88,8 @@ def plan(
         device_name: the GPU's name, to find its entry in the user's tuning cache; with ``""``
             only the committed defaults for ``cc`` are read.
         stages: stage names to keep (default: all).
+        layouts: operand layouts to compile (``"NN"``, ``"NT"``, ``"TN"``, ``"TT"``), for the
+            stages that serve them (``Stage.layouts``).
 
     Returns:
         Distinct jobs, in ladder order (defaults first, then tuned configurations).
@@ -115,13 +119,18 @@ def plan(
                     continue
                 configs[name].append(cfg)
     jobs: list[Job] = []
+    from .registry import variant_key
+
     for st in STAGES:
         for cfg in configs.get(st.name, []):
             variants = ["vector"] + (["scalar"] if st.scalar_kernel is not None else [])
-            for v in variants:
-                job = Job(st.name, tuple(sorted(cfg.items())), v, tuple(cc))
-                if job not in jobs:
-                    jobs.append(job)
+            served = st.with_config(cfg).layouts if cfg != dict(st.config) else st.layouts
+            for layout in [lay for lay in layouts if lay in served]:
+                for v in variants:
+                    job = Job(st.name, tuple(sorted(cfg.items())), variant_key(v, layout),
+                              tuple(cc))
+                    if job not in jobs:
+                        jobs.append(job)
     if any(dict(j.config).get("SPLITK", 1) > 1 for j in jobs):
         jobs.append(Job("splitk_reduce", (), "", tuple(cc)))
     if stages is None:
@@ -252,6 +261,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         metavar="X.Y",
         help="compile for this compute capability (no GPU needed)",
     )
+    parser.add_argument(
+        "--layouts",
+        nargs="+",
+        default=["NN"],
+        choices=["NN", "NT", "TN", "TT"],
+        help="operand layouts to compile (default: NN; transposed operands compile on first "
+        "use otherwise)",
+    )
     parser.add_argument("--list", action="store_true", help="print the kernels and exit")
     parser.add_argument("--clear", action="store_true", help="delete every cache entry and exit")
     args = parser.parse_args(argv)
@@ -272,7 +289,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     cc = args.cc or device[1]
     name = device[0] if device and tuple(device[1]) == tuple(cc) else ""
     try:
-        jobs = plan(cc, name, args.stages)
+        jobs = plan(cc, name, args.stages, args.layouts)
     except ValueError as e:
         parser.error(str(e))
     target = f"{name or 'GPU'} (sm_{cc[0]}{cc[1]})"

@@ -20,6 +20,18 @@ LaunchConfig = tuple[Dims, Dims]
 TOLERANCE = MappingProxyType({"fp32": 1e-5, "tf32": 5e-3, "fp16": 1e-2})
 
 
+def variant_key(variant: str, layout: str = "NN") -> str:
+    """The name of a kernel variant in the cache and the precompile list: ``"vector"`` or
+    ``"scalar"``, with ``-<layout>`` appended for layouts other than NN (``"vector-TN"``)."""
+    return variant if layout == "NN" else f"{variant}-{layout}"
+
+
+def parse_variant_key(key: str) -> tuple[str, str]:
+    """``(variant, layout)`` of a :func:`variant_key`."""
+    variant, _, layout = key.partition("-")
+    return variant, layout or "NN"
+
+
 def supports_any(M: int, N: int, K: int) -> bool:
     """Shape predicate of stages that handle any ``M, N, K >= 1``."""
     return M >= 1 and N >= 1 and K >= 1
@@ -55,6 +67,14 @@ class Stage:
         min_cc: the lowest compute capability the kernel compiles for (``cp.async``: (8, 0)).
         tile: ``(BM, BN)``, the rows and columns of C one block computes (``launch_config``'s
             grid is ``(cdiv(N, BN), cdiv(M, BM), split_k)``).
+        args: the kernel's argument spec (``launch.numba_signature``): ``"AAAff"``, 2-D
+            C-contiguous A, B, C (the ladder's teaching form), or ``"SSSff"``, batches of strided
+            matrices ``(batch, rows, cols)`` in any of ``layouts`` (the tunable stages; grid z
+            is then the batch index).
+        layouts: the operand layouts the kernel serves (``"NN"``, ``"NT"``, ``"TN"``, ``"TT"``:
+            whether A and B are stored transposed, as in BLAS; ``kernels._tunable``).
+        layout_kernel: ``(vec, layout) -> kernel`` for stages with several layouts.
+        layout_smem: dynamic SMEM per layout, when it differs from ``dynamic_smem``.
     """
 
     name: str
@@ -72,6 +92,10 @@ class Stage:
     split_k: int = 1
     min_cc: tuple[int, int] = (0, 0)
     tile: tuple[int, int] | None = None
+    args: str = "AAAff"
+    layouts: tuple[str, ...] = ("NN",)
+    layout_kernel: Callable[[bool, str], Any] | None = None
+    layout_smem: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def rtol(self) -> float:
@@ -95,12 +119,30 @@ class Stage:
             self.check_config(config)
         return self.factory(config)
 
-    def kernel_for(self, variant: str) -> Any:
+    @property
+    def batched(self) -> bool:
+        """Whether the kernel takes batches of strided matrices (any layout, grid z = batch)."""
+        return self.args.startswith("S")
+
+    def kernel_for(self, variant: str, layout: str = "NN") -> Any:
         """The ``"vector"`` kernel, or the ``"scalar"`` one (the vector kernel when the stage has
-        no scalar variant: it then uses no 128-bit GMEM access)."""
+        no scalar variant: it then uses no 128-bit GMEM access), for operand ``layout``.
+
+        Raises:
+            ValueError: the stage does not serve ``layout``.
+        """
+        if layout != "NN":
+            if layout not in self.layouts or self.layout_kernel is None:
+                raise ValueError(f"stage {self.name!r} serves layouts {self.layouts}, not "
+                                 f"{layout!r}")
+            return self.layout_kernel(variant == "vector" or self.scalar_kernel is None, layout)
         if variant == "scalar" and self.scalar_kernel is not None:
             return self.scalar_kernel
         return self.kernel
+
+    def smem_for(self, layout: str = "NN") -> int:
+        """Dynamic SMEM per block (bytes) of the kernel for ``layout``."""
+        return self.layout_smem.get(layout, self.dynamic_smem)
 
     def __repr__(self) -> str:
         cfg = f", config={dict(self.config)}" if self.config else ""

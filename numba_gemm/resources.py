@@ -194,19 +194,25 @@ def ptx_counts(ptx: str) -> dict:
     )
 
 
-def kernel_resources(stage: Any, kernel: Any, variant: str) -> KernelResources:
-    """Compile one kernel of ``stage`` for sm_90 and collect its :class:`KernelResources`."""
-    ptx = compile_kernel_ptx(kernel)
+def kernel_resources(stage: Any, kernel: Any, variant: str, layout: str = "NN"
+                     ) -> KernelResources:
+    """Compile one kernel of ``stage`` (for operand ``layout``) for sm_90 and collect its
+    :class:`KernelResources`."""
+    from .launch import numba_signature
+    from .registry import variant_key
+
+    ptx = compile_kernel_ptx(kernel, sig=numba_signature(stage.args))
     rep = ptxas_report(ptx, max_registers=getattr(kernel, "targetoptions", {}).get("max_registers"))
     _, block = stage.launch_config(4096, 4096, 4096)
     threads = 1
     for b in block:
         threads *= b
-    blocks, occ = occupancy_sm90(rep["registers"], rep["smem_static"] + stage.dynamic_smem, threads)
+    smem = stage.smem_for(layout)
+    blocks, occ = occupancy_sm90(rep["registers"], rep["smem_static"] + smem, threads)
     return KernelResources(
         stage=stage.name,
-        variant=variant,
-        smem_dynamic=stage.dynamic_smem,
+        variant=variant_key(variant, layout),
+        smem_dynamic=smem,
         threads=threads,
         blocks_per_sm=blocks,
         occupancy=occ,
@@ -215,24 +221,29 @@ def kernel_resources(stage: Any, kernel: Any, variant: str) -> KernelResources:
     )
 
 
-def stage_resources(stage: Any) -> list[KernelResources]:
-    """Resources of every kernel variant of ``stage`` (vector first, then scalar fallback)."""
-    out = [kernel_resources(stage, stage.kernel, "vector" if stage.scalar_kernel else "-")]
-    if stage.scalar_kernel is not None:
-        out.append(kernel_resources(stage, stage.scalar_kernel, "scalar"))
+def stage_resources(stage: Any, layouts: Sequence[str] = ("NN",)) -> list[KernelResources]:
+    """Resources of every kernel variant of ``stage`` (vector first, then scalar fallback), for
+    each of ``layouts`` that the stage serves."""
+    out = []
+    for layout in [lay for lay in layouts if lay in stage.layouts]:
+        out.append(kernel_resources(stage, stage.kernel_for("vector", layout),
+                                    "vector" if stage.scalar_kernel else "-", layout))
+        if stage.scalar_kernel is not None:
+            out.append(kernel_resources(stage, stage.kernel_for("scalar", layout), "scalar",
+                                        layout))
     return out
 
 
 def format_table(rows: Sequence[KernelResources]) -> str:
     head = (
-        f"{'stage':<20} {'variant':<7} {'regs':>4} {'spill':>9} {'stack':>5} {'smem':>7} "
+        f"{'stage':<20} {'variant':<10} {'regs':>4} {'spill':>9} {'stack':>5} {'smem':>7} "
         f"{'thr':>4} {'blk/SM':>6} {'occ':>5} {'ldg.v4':>6} {'lds.v4':>6} {'stg.v4':>6} "
         f"{'sts.v4':>6} {'local':>5}"
     )
     lines = [head, "-" * len(head)]
     for r in rows:
         lines.append(
-            f"{r.stage:<20} {r.variant:<7} {r.registers:>4} "
+            f"{r.stage:<20} {r.variant:<10} {r.registers:>4} "
             f"{f'{r.spill_stores}/{r.spill_loads}':>9} {r.stack_frame:>5} "
             f"{r.smem_static + r.smem_dynamic:>7} "
             f"{r.threads:>4} {r.blocks_per_sm:>6} {r.occupancy:>5.0%} {r.ptx_ld_global_v4:>6} "
@@ -253,6 +264,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--tuned", metavar="CLASS", choices=("small", "medium", "large"),
                         help="report the tunable stages with their tuned configuration for this "
                         "shape class from the committed sm_90 defaults (numba_gemm/tuning)")
+    parser.add_argument("--layouts", nargs="+", default=["NN"], choices=["NN", "NT", "TN", "TT"],
+                        help="operand layouts to report for the stages that serve them "
+                        "(default: NN)")
     args = parser.parse_args(argv)
 
     from numba import config
@@ -268,7 +282,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         tuned = winners(args.tuned, device=("", (9, 0)))
         stages = [s.with_config(tuned[s.name]["config"]) if s.name in tuned else s
                   for s in stages]
-    rows = [r for s in stages for r in stage_resources(s)]
+    rows = [r for s in stages for r in stage_resources(s, args.layouts)]
     print(format_table(rows))
     print("\nspill = store/load bytes; stack = local-memory bytes per thread; smem = static + "
           "dynamic bytes per block; occ = theoretical occupancy on sm_90; *.v4 and local = "

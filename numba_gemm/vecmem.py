@@ -58,6 +58,14 @@ if SIMULATOR:
             size *= n
         return buf[offset : offset + size].reshape(shape)
 
+    def rows_view(x, b):
+        """Simulator path of :func:`rows_view`: the logical matrix ``x[b]`` (same indexing)."""
+        return x[b]
+
+    def cols_view(x, b):
+        """Simulator path of :func:`cols_view`: the logical matrix ``x[b]``, transposed."""
+        return x[b].T
+
 else:
     from llvmlite import ir
     from numba import types
@@ -159,4 +167,48 @@ else:
         return sig, codegen
 
 
-__all__ = ["SIMULATOR", "SMEM_ALIGN", "load4", "store4", "tile_view"]
+    def _matrix_view(typingctx, x, b, axis):
+        if not (isinstance(x, types.Array) and x.ndim == 3 and x.dtype == types.float32):
+            raise TypeError(f"a batch view needs a 3-D float32 array, got {x}")
+        if not isinstance(b, types.Integer):
+            raise TypeError(f"a batch view needs an integer batch index, got {b}")
+        retty = types.Array(types.float32, 2, "C")
+        sig = retty(x, b)
+
+        def codegen(context, builder, sig, args):
+            xty, bty = sig.args
+            src = context.make_array(xty)(context, builder, value=args[0])
+            shape = cgutils.unpack_tuple(builder, src.shape, 3)
+            strides = cgutils.unpack_tuple(builder, src.strides, 3)
+            bi = context.cast(builder, args[1], bty, types.intp)
+            # GEP on bytes (not int <-> pointer): NVVM keeps seeing a kernel-argument pointer and
+            # still emits ld.global / cp.async from it
+            raw = builder.bitcast(src.data, ir.IntType(8).as_pointer())
+            data = builder.bitcast(builder.gep(raw, [builder.mul(bi, strides[0])]), src.data.type)
+            pitch = strides[axis]  # bytes between consecutive storage rows
+            intp = lambda v: context.get_constant(types.intp, v)  # noqa: E731
+            view = context.make_array(sig.return_type)(context, builder)
+            context.populate_array(
+                view,
+                data=data,
+                shape=[shape[axis], builder.ashr(pitch, intp(2))],
+                strides=[pitch, intp(4)],
+                itemsize=intp(4),
+                meminfo=None,
+            )
+            return view._getvalue()
+
+        return sig, codegen
+
+    @intrinsic
+    def rows_view(typingctx, x, b):
+        """Matrix ``b`` of a row-major batch ``x`` as a C-contiguous ``(rows, pitch)`` view."""
+        return _matrix_view(typingctx, x, b, 1)
+
+    @intrinsic
+    def cols_view(typingctx, x, b):
+        """Matrix ``b`` of a column-major batch ``x``, transposed: a ``(cols, pitch)`` view."""
+        return _matrix_view(typingctx, x, b, 2)
+
+
+__all__ = ["SIMULATOR", "SMEM_ALIGN", "cols_view", "load4", "rows_view", "store4", "tile_view"]

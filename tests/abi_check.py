@@ -26,32 +26,44 @@ def ptx_param_sizes(ptx: str) -> tuple[int, ...]:
 def main() -> None:
     kernels = [
         (get_stage("smem_tiling").kernel, "AAAff"),
-        (get_stage("multistage").kernel, "AAAff"),
-        (get_stage("multistage").scalar_kernel, "AAAff"),
-        (reduce_splits, "AAff"),
-        (scale_c, "Af"),
+        (get_stage("multistage").kernel, "SSSff"),
+        (get_stage("multistage").scalar_kernel, "SSSff"),
+        (get_stage("warptiling").kernel_for("vector", "TN"), "SSSff"),
+        (reduce_splits, "ASff"),
+        (scale_c, "Sf"),
     ]
     for k, spec in kernels:
         got = ptx_param_sizes(compile_kernel_ptx(k, sig=launch.numba_signature(spec)))
         want = launch._layout(spec).sizes
         assert got == want, f"{k.py_func.__name__}: PTX params {got} != packed {want}"
 
-    # Numba's flattening of one 2-D float32 C array argument, fed a stand-in device array.
+    # Numba's flattening of one 2-D float32 C array argument and of one 3-D strided ('A'
+    # layout) one with a broadcast batch, each fed a stand-in device array.
     import numba.cuda.dispatcher as disp
 
-    dev = SimpleNamespace(size=12 * 7, dtype=SimpleNamespace(itemsize=4), ptr=0xABC00,
-                          shape=(12, 7), _layout=SimpleNamespace(strides_in_bytes=(28, 4)))
+    cases = [
+        (types.Array(types.float32, 2, "C"), (12, 7), (28, 4)),
+        (types.Array(types.float32, 3, "A"), (3, 12, 7), (0, 4, 64)),
+    ]
     saved = disp.wrap_arg
-    disp.wrap_arg = lambda v: SimpleNamespace(to_device=lambda retr, stream: dev)
     try:
-        args: list = []
-        fake_kernel = SimpleNamespace(extensions=[])
-        disp._Kernel._prepare_args(fake_kernel, types.Array(types.float32, 2, "C"), None, 0, [],
-                                   args)
+        for ty, shape, strides in cases:
+            size = 1
+            for n in shape:
+                size *= n
+            dev = SimpleNamespace(size=size, dtype=SimpleNamespace(itemsize=4), ptr=0xABC00,
+                                  shape=shape, _layout=SimpleNamespace(strides_in_bytes=strides))
+            disp.wrap_arg = lambda v, dev=dev: SimpleNamespace(
+                to_device=lambda retr, stream: dev)
+            args: list = []
+            fake_kernel = SimpleNamespace(extensions=[])
+            disp._Kernel._prepare_args(fake_kernel, ty, None, 0, [], args)
+            ours = launch.array_fields([SimpleNamespace(ptr=0xABC00, shape=shape,
+                                                        strides=strides)])
+            got = [int(getattr(a, "value", a)) for a in args]
+            assert got == ours, f"{ty}: numba {got} != ours {ours}"
     finally:
         disp.wrap_arg = saved
-    ours = launch.array_fields([SimpleNamespace(ptr=0xABC00, shape=(12, 7))])
-    assert [int(getattr(a, "value", a)) for a in args] == ours, f"numba {args} != ours {ours}"
     print("ABI OK")
 
 

@@ -205,8 +205,9 @@ def test_second_gpu_operands_stay_there(rng):
         numba_gemm.sgemm(ta, tb.to("cuda:0"))
 
 
+@pytest.mark.parametrize("spec", ["AAAff", "SSSff"])
 @pytest.mark.parametrize("gpus", [1, 2])
-def test_gemm_launcher_writes_numbas_kernel_abi(monkeypatch, gpus):
+def test_gemm_launcher_writes_numbas_kernel_abi(monkeypatch, gpus, spec):
     """The hot-path launcher writes only the pointers and scalars per call; what the driver
     would read (each parameter through the void*[] it gets) must be Numba's full argument list
     for these arrays, call after call. With two GPUs it launches in the kernel's context and
@@ -217,7 +218,7 @@ def test_gemm_launcher_writes_numbas_kernel_abi(monkeypatch, gpus):
     from numba_gemm import _driver, launch
     from numba_gemm.device import DeviceInfo
 
-    lay = launch._layout(launch.STAGE_ARGS)
+    lay = launch._layout(spec)
     seen, ctx_calls = [], []
 
     def fake_raw(fn, gx, gy, gz, bx, by, bz, smem, stream, params, extra):
@@ -234,12 +235,18 @@ def test_gemm_launcher_writes_numbas_kernel_abi(monkeypatch, gpus):
     monkeypatch.setattr(_driver, "current_context", lambda: 55)
     monkeypatch.setattr(_driver, "set_current_context", ctx_calls.append)
     dev = DeviceInfo(0, "fake", (9, 0), 132, 227 * 1024)
-    k = launch.Kernel("fake", dev, launch.STAGE_ARGS, 4096, None, fn=1234, ctx=77)
+    k = launch.Kernel("fake", dev, spec, 4096, None, fn=1234, ctx=77)
     M, N, K = 33, 20, 12
-    run = launch.gemm_launcher(k, M, N, K, (1, 2, 1), (128, 1, 1))
+    if spec == "AAAff":
+        shapes = [((M, K), None), ((K, N), None), ((M, N), None)]
+    else:  # a batch of 3: A transposed with pitch 40, B broadcast, C pitched
+        shapes = [((3, M, K), (4 * 40 * K, 4, 4 * 40)), ((3, K, N), (0, 4 * N, 4)),
+                  ((3, M, N), (4 * 24 * M, 4 * 24, 4))]
+    fixed = [SimpleNamespace(ptr=0, shape=sh, strides=st) for sh, st in shapes]
+    run = launch.gemm_launcher(k, spec, fixed, (1, 2, 1), (128, 1, 1))
     for i, (alpha, beta, stream) in enumerate([(0.5, 2.0, 0), (1.0, 0.0, 99)]):
-        A, B, C = (SimpleNamespace(ptr=(1 << 36) * (j + 1) + 4096 * i, shape=s)
-                   for j, s in enumerate(((M, K), (K, N), (M, N))))
+        A, B, C = (SimpleNamespace(ptr=(1 << 36) * (j + 1) + 4096 * i, shape=sh, strides=st)
+                   for j, (sh, st) in enumerate(shapes))
         run(A, B, C, alpha, beta, stream)
         fn, grid, block, smem, s, vals = seen[-1]
         assert (fn, grid, block, smem, s) == (1234, (1, 2, 1), (128, 1, 1), 4096, stream)

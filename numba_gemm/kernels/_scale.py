@@ -1,7 +1,8 @@
 """``C = beta * C``: what a product with ``K == 0`` leaves (BLAS and NumPy agree).
 
-Shapes: C ``(M, N)``, float32, C-contiguous; launched on a grid of 16 x 16 blocks, ``x`` over the
-columns (coalesced). ``beta == 0`` writes exact zeros without reading C (NaN in C must not leak).
+Shapes: C ``(batch, M, N)``, float32, any strides (a batch of row-pitched matrices); launched on a
+grid of 16 x 16 blocks, ``x`` over the columns (coalesced), ``z`` over the batch. ``beta == 0``
+writes exact zeros without reading C (NaN in C must not leak).
 """
 
 from numba import cuda, float32
@@ -13,5 +14,6 @@ BLOCK = (16, 16)
 def scale_c(C, beta):
     j = cuda.blockIdx.x * BLOCK[0] + cuda.threadIdx.x
     i = cuda.blockIdx.y * BLOCK[1] + cuda.threadIdx.y
-    if i < C.shape[0] and j < C.shape[1]:
-        C[i, j] = beta * C[i, j] if beta != 0 else float32(0.0)
+    b = cuda.blockIdx.z
+    if i < C.shape[1] and j < C.shape[2]:
+        C[b, i, j] = beta * C[b, i, j] if beta != 0 else float32(0.0)

@@ -31,8 +31,9 @@ REDUCE_BLOCK = (32, 8)
 
 @cuda.jit
 def reduce_splits(W, C, alpha, beta):
-    """``C = alpha * sum_z W[z*M:(z+1)*M] + beta * C``; C is not read when ``beta == 0``."""
-    M, N = C.shape
+    """``C[0] = alpha * sum_z W[z*M:(z+1)*M] + beta * C[0]`` for W ``(S*M, N)`` (C-contiguous)
+    and C ``(1, M, N)`` (any strides: a row pitch); C is not read when ``beta == 0``."""
+    M, N = C.shape[1], C.shape[2]
     splits = W.shape[0] // M
     c = cuda.blockIdx.x * REDUCE_BLOCK[0] + cuda.threadIdx.x
     r = cuda.blockIdx.y * REDUCE_BLOCK[1] + cuda.threadIdx.y
@@ -41,9 +42,9 @@ def reduce_splits(W, C, alpha, beta):
         for z in range(1, splits):
             acc += W[z * M + r, c]
         if beta == 0:
-            C[r, c] = alpha * acc
+            C[0, r, c] = alpha * acc
         else:
-            C[r, c] = alpha * acc + beta * C[r, c]
+            C[0, r, c] = alpha * acc + beta * C[0, r, c]
 
 
 def stream_key(stream: Any) -> tuple:

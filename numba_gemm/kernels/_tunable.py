@@ -13,10 +13,21 @@ A configuration is a plain dict of ints:
 
 ``check_config`` raises ``ValueError`` naming the first violated constraint; the tuner relies on it
 to skip invalid points, and ``Stage.with_config`` to reject them.
+
+Layouts. The tunable kernels take A, B and C as batches of strided matrices (3-D arrays, shape
+``(batch, rows, cols)``; a batch stride of 0 broadcasts) and serve four operand layouts, named as
+in BLAS by whether A and B are stored transposed: ``"NN"`` (A row-major ``(M, K)``, B row-major
+``(K, N)``), ``"NT"`` (B stored as a row-major ``(N, K)``: a column-major B), ``"TN"``, ``"TT"``.
+C is row-major. Each operand's storage is either *K-contiguous* (A in N, B in T: its GMEM tile is
+transposed on the way to SMEM) or *M/N-contiguous* (A in T, B in N: copied as is); SMEM always
+holds ``As[k, m]`` and ``Bs[k, n]``, so the FMA core is the same for every layout. A
+configuration serves a layout when each operand's float4s split evenly over the threads in that
+orientation (:func:`layout_problem`).
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections.abc import Callable, Mapping
 
@@ -36,11 +47,16 @@ TILE_KEYS = ("BM", "BN", "BK", "WM", "WN", "WNITER", "TM", "TN")
 COMMON_KEYS = ("MINB", "SPLITK")
 
 
-def derived(cfg: Mapping[str, int]) -> dict:
-    """Derived constants: NUM_THREADS, WMITER, WSUBM, WSUBN, per-thread float4 loads, SMEM."""
+LAYOUTS = ("NN", "NT", "TN", "TT")
+
+
+def derived(cfg: Mapping[str, int], layout: str = "NN") -> dict:
+    """Derived constants: NUM_THREADS, WMITER, WSUBM, WSUBN, per-thread float4 loads, SMEM pitches
+    and bytes. A transposed B tile (``layout[1] == "T"``) gets the same padding as A's."""
     BM, BN, BK, WM, WN, WNITER, TM, TN = (cfg[k] for k in TILE_KEYS)
     num_threads = (BM // WM) * (BN // WN) * WARP_SIZE
     wmiter = (WM * WN) // (WARP_SIZE * TM * TN * WNITER)
+    bs_pitch = BN + (A_PAD if layout[1] == "T" else 0)
     return dict(
         NUM_THREADS=num_threads,
         WMITER=wmiter,
@@ -49,8 +65,31 @@ def derived(cfg: Mapping[str, int]) -> dict:
         A_LOADS=(BM * BK // 4) // num_threads,  # float4s of the A tile per thread
         B_LOADS=(BK * BN // 4) // num_threads,
         AS_PITCH=BM + A_PAD,
-        TILE_SMEM_BYTES=4 * BK * (BM + A_PAD + BN),  # one copy of the A and B tiles
+        BS_PITCH=bs_pitch,
+        TILE_SMEM_BYTES=4 * BK * (BM + A_PAD + bs_pitch),  # one copy of the A and B tiles
     )
+
+
+def mover_fits(extent: int, BK: int, threads: int, k_contiguous: bool) -> bool:
+    """Whether a ``BK x extent`` GMEM tile's float4s split evenly over ``threads``, read along K
+    (``k_contiguous``: storage rows are M or N, each thread reading float4s of one row) or along
+    M/N (storage rows are K)."""
+    run = BK if k_contiguous else extent  # floats along the storage row
+    across = extent if k_contiguous else BK  # storage rows in the tile
+    return ((extent * BK // 4) % threads == 0 and threads % (run // 4) == 0
+            and across % (threads // (run // 4)) == 0)
+
+
+def layout_problem(cfg: Mapping[str, int], layout: str) -> str | None:
+    """Why configuration ``cfg`` cannot serve ``layout`` (None: it can)."""
+    if layout not in LAYOUTS:
+        return f"layout must be one of {LAYOUTS}, got {layout!r}"
+    nt = derived(cfg)["NUM_THREADS"]
+    if not mover_fits(cfg["BM"], cfg["BK"], nt, layout[0] == "N"):
+        return f"the A tile's float4s do not split evenly over {nt} threads in layout {layout}"
+    if not mover_fits(cfg["BN"], cfg["BK"], nt, layout[1] == "T"):
+        return f"the B tile's float4s do not split evenly over {nt} threads in layout {layout}"
+    return None
 
 
 def check_config(
@@ -78,6 +117,9 @@ def check_config(
     if not all(cfg[k] > 0 for k in TILE_KEYS):
         raise ValueError(f"tile sizes must be positive, got {dict(cfg)}")
     BM, BN, BK, WM, WN, WNITER, TM, TN = (cfg[k] for k in TILE_KEYS)
+    if BM % WM or BN % WN:
+        raise ValueError(f"invalid config {dict(cfg)}: warp tiles must divide the block tile "
+                         "(BM % WM, BN % WN)")
     d = derived(cfg)
     nt = d["NUM_THREADS"]
     smem = smem_copies * d["TILE_SMEM_BYTES"]
@@ -92,10 +134,8 @@ def check_config(
         (d["WSUBM"] % TM == 0 and d["WSUBN"] % TN == 0, "TM, TN must divide the warp sub-tile"),
         ((d["WSUBM"] // TM) * (d["WSUBN"] // TN) == WARP_SIZE,
          "a warp sub-tile must hold exactly 32 thread tiles"),
-        ((BM * BK // 4) % nt == 0 and nt % (BK // 4) == 0 and BM % (nt // (BK // 4)) == 0,
-         "the A tile's float4s must split evenly over the threads"),
-        ((BK * BN // 4) % nt == 0 and nt % (BN // 4) == 0 and BK % (nt // (BN // 4)) == 0,
-         "the B tile's float4s must split evenly over the threads"),
+        (mover_fits(BM, BK, nt, True), "the A tile's float4s must split evenly over the threads"),
+        (mover_fits(BN, BK, nt, False), "the B tile's float4s must split evenly over the threads"),
         (smem <= smem_limit, f"SMEM {smem} B per block exceeds {smem_limit} B"),
         (d["WMITER"] * TM * WNITER * TN <= MAX_ACCUMULATORS,
          f"more than {MAX_ACCUMULATORS} accumulators per thread"),
@@ -154,32 +194,36 @@ def launch_bounds(cfg: Mapping[str, int]):
 
 
 @device_jit
-def split_k_range(K, BK):
-    """``[k_begin, k_end)``: this block's slice of K when the grid has ``gridDim.z`` slices.
+def block_work(M, K, BK, SPLITK):
+    """``(batch, k_begin, k_end, c_row0)`` of this block: grid z is the batch index, or with
+    SPLITK > 1 (one matrix: the plan never splits K of a batch) the K slice.
 
-    Slices are whole BK tiles; trailing slices may be empty (their blocks then write zeros).
+    Slices are whole BK tiles; trailing slices may be empty (their blocks then write zeros). A
+    slice writes its partial product to rows ``[c_row0, c_row0 + M)`` of the split-K workspace.
     """
-    nz = cuda.gridDim.z
-    per = ((K + nz - 1) // nz + BK - 1) // BK * BK
+    if SPLITK == 1:
+        return cuda.blockIdx.z, 0, K, 0
+    per = ((K + SPLITK - 1) // SPLITK + BK - 1) // BK * BK
     k_begin = cuda.blockIdx.z * per
-    return k_begin, min(K, k_begin + per)
+    return 0, k_begin, min(K, k_begin + per), cuda.blockIdx.z * M
 
 
 def build_stage(
     name: str,
     label: str,
     cfg: Mapping[str, int],
-    make_kernel: Callable[[tuple, bool], object],
+    make_kernel: Callable[[tuple, bool, str], object],
     factory: Callable[[Mapping[str, int]], Stage],
     space: tuple[dict, ...],
     check: Callable[[Mapping[str, int]], None],
-    dynamic_smem: int = 0,
+    smem: Callable[[Mapping[str, int], str], int] | None = None,
     min_cc: tuple[int, int] = (0, 0),
 ) -> Stage:
     """A ``Stage`` for one configuration of a tunable stage.
 
-    ``make_kernel(items, vec)`` builds the kernel from the sorted config items; the launch grid
-    is ``(N/BN, M/BM, SPLITK)`` blocks of NUM_THREADS.
+    ``make_kernel(items, vec, layout)`` builds the kernel from the sorted config items;
+    ``smem(cfg, layout)`` is its dynamic SMEM (None: static SMEM only). The launch grid is
+    ``(N/BN, M/BM, SPLITK)`` blocks of NUM_THREADS (``(N/BN, M/BM, batch)`` for a batch).
     """
     cfg = dict(cfg)
     check(cfg)
@@ -191,17 +235,22 @@ def build_stage(
         gx, gy = tile_grid(M, N, BM, BN)
         return (gx, gy, splits), (nt,)
 
+    layouts = tuple(lay for lay in LAYOUTS if layout_problem(cfg, lay) is None)
     return Stage(
         name=name,
         label=label,
-        kernel=make_kernel(items, True),
-        scalar_kernel=make_kernel(items, False),
+        kernel=make_kernel(items, True, "NN"),
+        scalar_kernel=make_kernel(items, False, "NN"),
+        args="SSSff",
+        layouts=layouts,
+        layout_kernel=functools.partial(make_kernel, items),
+        layout_smem={lay: smem(cfg, lay) for lay in layouts} if smem else {},
         launch_config=launch_config,
         config=cfg,
         factory=factory,
         space=space,
         check_config=check,
-        dynamic_smem=dynamic_smem,
+        dynamic_smem=smem(cfg, "NN") if smem else 0,
         split_k=splits,
         min_cc=min_cc,
         tile=(BM, BN),

@@ -15,11 +15,19 @@ grid of TM x TN thread tiles. So:
 
 A's tile is stored transposed (``As[k, m]``) with a pitch of BM + 4 floats (rows stay 16-byte
 aligned; stores are at most 2-way conflicted, see bench/NOTES.md). GMEM accesses are 128-bit when
-A, B and C have 16-byte aligned rows, scalar otherwise (``Stage.scalar_kernel``); rows/columns past
-M/N are clamped (never stored), elements past K zero-filled, as in stage 6.
+every operand's rows are 16-byte aligned (``devarray``'s alignment rule), scalar otherwise
+(``Stage.scalar_kernel``); rows/columns past M/N are clamped (never stored), elements past K
+zero-filled, as in stage 6.
 
-Shapes: A ``(M, K)``, B ``(K, N)``, C ``(M, N)``; float32, row-major, C-contiguous; any
-``M, N, K >= 1``. Computes ``C = alpha * A @ B + beta * C``; C is not read when ``beta == 0``.
+From here on the kernels also leave the teaching form's single row-major layout: A, B and C are
+batches of strided matrices (``A: (batch, M, K)``, ``B: (batch, K, N)``, ``C: (batch, M, N)``,
+3-D arrays of any strides with a unit stride in one of the last two dimensions; batch stride 0
+broadcasts), A and B each row- or column-major (layouts NN, NT, TN, TT, see ``_tunable``), any
+row pitch; grid z runs over the batch. A transposed operand only changes which way its GMEM tile
+is read (``make_mover``); SMEM holds ``As[k, m]`` and ``Bs[k, n]`` whatever the layout.
+
+Shapes: as above, float32; any ``M, N, K >= 1``. Computes ``C = alpha * A @ B + beta * C`` for
+each matrix of the batch; C is not read when ``beta == 0``.
 
 Source: Boehm's SGEMM worklog, kernel 10 (warptiling), after NVIDIA CUTLASS's hierarchical GEMM
 ("CUTLASS: Fast Linear Algebra in CUDA C++", NVIDIA blog, 2017: thread-block, warp and thread
@@ -30,11 +38,12 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping
+from typing import Any, NamedTuple
 
 from numba import cuda, float32
 
 from ..registry import Stage
-from ..vecmem import SMEM_ALIGN, load4, store4
+from ..vecmem import SMEM_ALIGN, cols_view, load4, rows_view, store4
 from . import _tunable as tun
 from ._common import device_jit, kernel_jit, load_a4, load_b4, store_c4, unroll
 
@@ -53,33 +62,94 @@ def check_config(cfg: Mapping[str, int]) -> None:
 SPACE = tun.make_space(check_config)
 
 
-def make_parts(cfg: Mapping[str, int]):
-    """Device functions shared by this stage and ``double_buffering`` for one configuration.
+class Parts(NamedTuple):
+    """The device functions of one configuration and layout (see :func:`make_parts`)."""
 
-    Returns ``(d, thread_origin, load_tiles, store_tiles, mma_tile, store_results)`` where ``d``
-    holds the derived constants and the functions are force-inlined device functions with every
-    tile size a compile-time constant:
+    d: dict
+    a_view: Any
+    b_view: Any
+    thread_origin: Any
+    a_coords: Any
+    b_coords: Any
+    load_tiles: Any
+    store_tiles: Any
+    mma_tile: Any
+    store_results: Any
 
+
+def make_mover(extent: int, BK: int, threads: int, k_contiguous: bool):
+    """GMEM -> registers -> SMEM for one operand's ``BK x extent`` tile (extent BM for A, BN for
+    B), from its 2-D storage view (``vecmem.rows_view``/``cols_view``).
+
+    ``k_contiguous``: storage rows are M (N) and K runs along them (A in layout N, B in T): a
+    thread reads float4s along K of one row and stores them transposed, ``Xs[k, o]``; rows past
+    the matrix are clamped (they only feed outputs never stored), K past ``k_end`` zero-filled.
+    Else storage rows are K (A in T, B in N): float4s along M (N), stored as they are.
+
+    Returns ``(coords, load_all, store_all)``: ``coords(tid) -> (p, q)``, this thread's first
+    float4 (storage row, column) in the tile; ``load_all(X, regs, k0, p, q, o0, olim, k_end,
+    vec)`` and ``store_all(Xs, regs, p, q)``, unrolled over the thread's share of float4s.
+    """
+    loads = (extent * BK // 4) // threads
+    run = BK if k_contiguous else extent  # floats along a storage row of the tile
+    stride = threads // (run // 4)  # storage rows covered per pass
+
+    @device_jit
+    def coords(tid):
+        return tid // (run // 4), (tid % (run // 4)) * 4
+
+    if k_contiguous:
+        @device_jit
+        def _load(l, X, regs, k0, p, q, o0, olim, k_end, vec):
+            r = min(o0 + p + l * stride, olim - 1)  # clamp: rows past M (N) are never stored
+            regs[4 * l], regs[4 * l + 1], regs[4 * l + 2], regs[4 * l + 3] = load_a4(
+                X, r, k0 + q, k_end, vec)
+
+        @device_jit
+        def _store(l, Xs, regs, p, q):
+            o = p + l * stride
+            for i in range(4):  # transposing: Xs[k, o]
+                Xs[q + i, o] = regs[4 * l + i]
+    else:
+        @device_jit
+        def _load(l, X, regs, k0, p, q, o0, olim, k_end, vec):
+            regs[4 * l], regs[4 * l + 1], regs[4 * l + 2], regs[4 * l + 3] = load_b4(
+                X, k0 + p + l * stride, o0 + q, k_end, olim, vec)
+
+        @device_jit
+        def _store(l, Xs, regs, p, q):
+            store4(Xs, p + l * stride, q,
+                   regs[4 * l], regs[4 * l + 1], regs[4 * l + 2], regs[4 * l + 3])
+
+    return coords, unroll(loads, _load), unroll(loads, _store)
+
+
+def make_parts(cfg: Mapping[str, int], layout: str = "NN") -> Parts:
+    """Device functions shared by this stage, ``double_buffering`` and ``multistage`` for one
+    configuration and operand layout, every tile size a compile-time constant (force-inlined):
+
+    - ``a_view(A, b)``, ``b_view(B, b)``: matrix ``b`` of the A (B) batch as its 2-D storage
+      view (``vecmem.rows_view`` for a row-major operand, ``cols_view`` for a transposed one);
     - ``thread_origin(tid) -> (wm0, wn0)``: block -> warp -> lane, the first row and column of
       this thread's tiles inside the block tile;
-    - ``load_tiles(A, B, ra, rb, k0, a_row, a_col, b_row, b_col, row0, col0, M, N, K, vec)``:
-      GMEM -> registers ``ra``/``rb`` (A_LOADS and B_LOADS float4s per thread);
-    - ``store_tiles(As, Bs, ra, rb, a_row, a_col, b_row, b_col)``: registers -> SMEM, A
-      transposed;
+    - ``a_coords(tid)``, ``b_coords(tid)``: this thread's first float4 of each GMEM tile;
+    - ``load_tiles(Ag, Bg, ra, rb, k0, ap, aq, bp, bq, row0, col0, M, N, k_end, vec)``: GMEM ->
+      registers ``ra``/``rb`` (A_LOADS and B_LOADS float4s per thread);
+    - ``store_tiles(As, Bs, ra, rb, ap, aq, bp, bq)``: registers -> SMEM ``As[k, m]``,
+      ``Bs[k, n]``;
     - ``mma_tile(As, Bs, reg_m, reg_n, thread_results, wm0, wn0)``: BK outer-product steps on
       the thread's WMITER x WNITER tiles, unrolled;
     - ``store_results(C, thread_results, r0, c0, alpha, beta, M, N, vec)``: the epilogue.
     """
-    d = tun.derived(cfg)
-    BK, BN, WM, WN = cfg["BK"], cfg["BN"], cfg["WM"], cfg["WN"]
+    d = tun.derived(cfg, layout)
+    BK, BM, BN, WM, WN = cfg["BK"], cfg["BM"], cfg["BN"], cfg["WM"], cfg["WN"]
     TM, TN, WNITER = cfg["TM"], cfg["TN"], cfg["WNITER"]
     WMITER, WSUBM, WSUBN = d["WMITER"], d["WSUBM"], d["WSUBN"]
-    A_LOADS, B_LOADS = d["A_LOADS"], d["B_LOADS"]
-    A_ROW_STRIDE = d["NUM_THREADS"] // (BK // 4)  # rows of the A tile covered per pass
-    B_ROW_STRIDE = d["NUM_THREADS"] // (BN // 4)
+    NT = d["NUM_THREADS"]
     LANES_N = WSUBN // TN  # lanes along N in a warp sub-tile
     WARPS_N = BN // WN
     WARP_SIZE = tun.WARP_SIZE
+    a_k_contiguous, b_k_contiguous = layout[0] == "N", layout[1] == "T"
 
     @device_jit
     def thread_origin(tid):
@@ -88,46 +158,19 @@ def make_parts(cfg: Mapping[str, int]):
         wn0 = (warp % WARPS_N) * WN + (lane % LANES_N) * TN
         return wm0, wn0
 
-    # --- GMEM -> registers: l-th float4 of this thread's share of each tile
-    @device_jit
-    def _load_a(l, A, ra, k0, a_row, a_col, row0, M, K, vec):
-        r = min(row0 + a_row + l * A_ROW_STRIDE, M - 1)  # clamp: rows past M are never stored
-        ra[4 * l], ra[4 * l + 1], ra[4 * l + 2], ra[4 * l + 3] = load_a4(A, r, k0 + a_col, K, vec)
+    # --- GMEM -> registers -> SMEM, per operand in its layout
+    a_coords, load_a_all, store_a_all = make_mover(BM, BK, NT, a_k_contiguous)
+    b_coords, load_b_all, store_b_all = make_mover(BN, BK, NT, b_k_contiguous)
 
     @device_jit
-    def _load_b(l, B, rb, k0, b_row, b_col, col0, N, K, vec):
-        k = k0 + b_row + l * B_ROW_STRIDE
-        rb[4 * l], rb[4 * l + 1], rb[4 * l + 2], rb[4 * l + 3] = load_b4(
-            B, k, col0 + b_col, K, N, vec
-        )
-
-    load_a_all = unroll(A_LOADS, _load_a)
-    load_b_all = unroll(B_LOADS, _load_b)
+    def load_tiles(Ag, Bg, ra, rb, k0, ap, aq, bp, bq, row0, col0, M, N, k_end, vec):
+        load_a_all(Ag, ra, k0, ap, aq, row0, M, k_end, vec)
+        load_b_all(Bg, rb, k0, bp, bq, col0, N, k_end, vec)
 
     @device_jit
-    def load_tiles(A, B, ra, rb, k0, a_row, a_col, b_row, b_col, row0, col0, M, N, K, vec):
-        load_a_all(A, ra, k0, a_row, a_col, row0, M, K, vec)
-        load_b_all(B, rb, k0, b_row, b_col, col0, N, K, vec)
-
-    # --- registers -> SMEM: A transposed (As[k, m]), B as is
-    @device_jit
-    def _store_a(l, As, ra, a_row, a_col):
-        m = a_row + l * A_ROW_STRIDE
-        for i in range(4):
-            As[a_col + i, m] = ra[4 * l + i]
-
-    @device_jit
-    def _store_b(l, Bs, rb, b_row, b_col):
-        store4(Bs, b_row + l * B_ROW_STRIDE, b_col,
-               rb[4 * l], rb[4 * l + 1], rb[4 * l + 2], rb[4 * l + 3])
-
-    store_a_all = unroll(A_LOADS, _store_a)
-    store_b_all = unroll(B_LOADS, _store_b)
-
-    @device_jit
-    def store_tiles(As, Bs, ra, rb, a_row, a_col, b_row, b_col):
-        store_a_all(As, ra, a_row, a_col)
-        store_b_all(Bs, rb, b_row, b_col)
+    def store_tiles(As, Bs, ra, rb, ap, aq, bp, bq):
+        store_a_all(As, ra, ap, aq)
+        store_b_all(Bs, rb, bp, bq)
 
     # --- SMEM -> registers, FMA: one k of the tile
     @device_jit
@@ -166,34 +209,47 @@ def make_parts(cfg: Mapping[str, int]):
                 )
 
     store_results = unroll(WMITER * TM, _store_row)
-    return d, thread_origin, load_tiles, store_tiles, mma_tile, store_results
+    return Parts(
+        d=d,
+        a_view=rows_view if a_k_contiguous else cols_view,
+        b_view=cols_view if b_k_contiguous else rows_view,
+        thread_origin=thread_origin,
+        a_coords=a_coords,
+        b_coords=b_coords,
+        load_tiles=load_tiles,
+        store_tiles=store_tiles,
+        mma_tile=mma_tile,
+        store_results=store_results,
+    )
 
 
 @functools.cache
-def _make_kernel(items: tuple, vec: bool):
+def _make_kernel(items: tuple, vec: bool, layout: str = "NN"):
     cfg = dict(items)
-    d, thread_origin, load_tiles, store_tiles, mma_tile, store_results = make_parts(cfg)
-    BM, BN, BK, TM, TN = (cfg[k] for k in ("BM", "BN", "BK", "TM", "TN"))
-    WMITER, WNITER = d["WMITER"], cfg["WNITER"]
-    AS_PITCH = d["AS_PITCH"]
-    A_REGS, B_REGS = 4 * d["A_LOADS"], 4 * d["B_LOADS"]
-    RES_M, RES_N = WMITER * TM, WNITER * TN
+    pt = make_parts(cfg, layout)
+    a_view, b_view, thread_origin, a_coords, b_coords = (
+        pt.a_view, pt.b_view, pt.thread_origin, pt.a_coords, pt.b_coords)
+    load_tiles, store_tiles, mma_tile, store_results = (
+        pt.load_tiles, pt.store_tiles, pt.mma_tile, pt.store_results)
+    BM, BN, BK, TM, TN, SPLITK = (cfg[k] for k in ("BM", "BN", "BK", "TM", "TN", "SPLITK"))
+    AS_PITCH, BS_PITCH = pt.d["AS_PITCH"], pt.d["BS_PITCH"]
+    A_REGS, B_REGS = 4 * pt.d["A_LOADS"], 4 * pt.d["B_LOADS"]
+    RES_M, RES_N = pt.d["WMITER"] * TM, cfg["WNITER"] * TN
 
     @kernel_jit(launch_bounds=tun.launch_bounds(cfg))
     def sgemm_warptiling(A, B, C, alpha, beta):
-        M, K = A.shape
-        N = B.shape[1]
-        k_begin, k_end = tun.split_k_range(K, BK)  # all of K unless SPLITK > 1
-        c_row0 = cuda.blockIdx.z * M  # this slice's rows of C (the split-K workspace)
+        # A (batch, M, K), B (batch, K, N), C (batch, M, N): strided batches, grid z = batch
+        M, K, N = A.shape[1], A.shape[2], B.shape[2]
+        bz, k_begin, k_end, c_row0 = tun.block_work(M, K, BK, SPLITK)
+        Ag, Bg, Cg = a_view(A, bz), b_view(B, bz), rows_view(C, bz)  # 2-D storage views
         As = cuda.shared.array((BK, AS_PITCH), float32, alignment=SMEM_ALIGN)  # [k, m]
-        Bs = cuda.shared.array((BK, BN), float32, alignment=SMEM_ALIGN)
+        Bs = cuda.shared.array((BK, BS_PITCH), float32, alignment=SMEM_ALIGN)  # [k, n]
         tid = cuda.threadIdx.x
         row0 = cuda.blockIdx.y * BM
         col0 = cuda.blockIdx.x * BN
         wm0, wn0 = thread_origin(tid)  # first row/column of this thread's tiles in the block
-        # this thread's float4s of the GMEM tiles
-        a_row, a_col = tid // (BK // 4), (tid % (BK // 4)) * 4
-        b_row, b_col = tid // (BN // 4), (tid % (BN // 4)) * 4
+        ap, aq = a_coords(tid)  # this thread's float4s of the GMEM tiles
+        bp, bq = b_coords(tid)
 
         ra = cuda.local.array(A_REGS, float32)
         rb = cuda.local.array(B_REGS, float32)
@@ -206,17 +262,16 @@ def _make_kernel(items: tuple, vec: bool):
 
         for k0 in range(k_begin, k_end, BK):
             # --- GMEM -> registers -> SMEM (zeros past k_end)
-            load_tiles(A, B, ra, rb, k0, a_row, a_col, b_row, b_col, row0, col0, M, N, k_end,
-                       vec)
-            store_tiles(As, Bs, ra, rb, a_row, a_col, b_row, b_col)
+            load_tiles(Ag, Bg, ra, rb, k0, ap, aq, bp, bq, row0, col0, M, N, k_end, vec)
+            store_tiles(As, Bs, ra, rb, ap, aq, bp, bq)
             cuda.syncthreads()  # the tiles are complete before anyone reads them
 
             # --- SMEM -> registers, FMA (warp sub-tiles)
             mma_tile(As, Bs, reg_m, reg_n, thread_results, wm0, wn0)
             cuda.syncthreads()  # everyone is done reading before the next tiles overwrite SMEM
 
-        # --- epilogue: write C (rows c_row0 + [0, M))
-        store_results(C, thread_results, c_row0 + row0 + wm0, col0 + wn0, alpha, beta,
+        # --- epilogue: write C (rows c_row0 + [0, M) of the split-K workspace if SPLITK > 1)
+        store_results(Cg, thread_results, c_row0 + row0 + wm0, col0 + wn0, alpha, beta,
                       c_row0 + M, N, vec)
 
     return sgemm_warptiling

@@ -7,7 +7,7 @@ the math they are stored into copy ``1 - buf``. That copy was last read in the p
 which every thread finished before the previous barrier, so one ``syncthreads`` per K step is
 enough (``warptiling`` needs two), and the GMEM latency hides behind BK * 64 FFMAs per thread.
 
-Shapes: A ``(M, K)``, B ``(K, N)``, C ``(M, N)``; float32, row-major, C-contiguous; any
+Shapes and layouts: as ``warptiling`` (batches of strided matrices, layouts NN/NT/TN/TT); any
 ``M, N, K >= 1``. Computes ``C = alpha * A @ B + beta * C``; C is not read when ``beta == 0``.
 
 Source: Boehm's SGEMM worklog, kernels 11-12 (double buffering); NVIDIA CUTLASS, "Efficient GEMM
@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from numba import cuda, float32
 
 from ..registry import Stage
-from ..vecmem import SMEM_ALIGN
+from ..vecmem import SMEM_ALIGN, rows_view
 from . import _tunable as tun
 from . import k08_warptiling as wt
 from ._common import kernel_jit
@@ -46,29 +46,32 @@ SPACE = tun.make_space(check_config)
 
 
 @functools.cache
-def _make_kernel(items: tuple, vec: bool):
+def _make_kernel(items: tuple, vec: bool, layout: str = "NN"):
     cfg = dict(items)
-    d, thread_origin, load_tiles, store_tiles, mma_tile, store_results = wt.make_parts(cfg)
-    BM, BN, BK, TM, TN = (cfg[k] for k in ("BM", "BN", "BK", "TM", "TN"))
-    WMITER, WNITER = d["WMITER"], cfg["WNITER"]
-    AS_PITCH = d["AS_PITCH"]
-    A_REGS, B_REGS = 4 * d["A_LOADS"], 4 * d["B_LOADS"]
-    RES_M, RES_N = WMITER * TM, WNITER * TN
+    pt = wt.make_parts(cfg, layout)
+    a_view, b_view, thread_origin, a_coords, b_coords = (
+        pt.a_view, pt.b_view, pt.thread_origin, pt.a_coords, pt.b_coords)
+    load_tiles, store_tiles, mma_tile, store_results = (
+        pt.load_tiles, pt.store_tiles, pt.mma_tile, pt.store_results)
+    BM, BN, BK, TM, TN, SPLITK = (cfg[k] for k in ("BM", "BN", "BK", "TM", "TN", "SPLITK"))
+    AS_PITCH, BS_PITCH = pt.d["AS_PITCH"], pt.d["BS_PITCH"]
+    A_REGS, B_REGS = 4 * pt.d["A_LOADS"], 4 * pt.d["B_LOADS"]
+    RES_M, RES_N = pt.d["WMITER"] * TM, cfg["WNITER"] * TN
 
     @kernel_jit(launch_bounds=tun.launch_bounds(cfg))
     def sgemm_double_buffering(A, B, C, alpha, beta):
-        M, K = A.shape
-        N = B.shape[1]
-        k_begin, k_end = tun.split_k_range(K, BK)  # all of K unless SPLITK > 1
-        c_row0 = cuda.blockIdx.z * M  # this slice's rows of C (the split-K workspace)
+        # A (batch, M, K), B (batch, K, N), C (batch, M, N): strided batches, grid z = batch
+        M, K, N = A.shape[1], A.shape[2], B.shape[2]
+        bz, k_begin, k_end, c_row0 = tun.block_work(M, K, BK, SPLITK)
+        Ag, Bg, Cg = a_view(A, bz), b_view(B, bz), rows_view(C, bz)  # 2-D storage views
         As = cuda.shared.array((SMEM_COPIES, BK, AS_PITCH), float32, alignment=SMEM_ALIGN)
-        Bs = cuda.shared.array((SMEM_COPIES, BK, BN), float32, alignment=SMEM_ALIGN)
+        Bs = cuda.shared.array((SMEM_COPIES, BK, BS_PITCH), float32, alignment=SMEM_ALIGN)
         tid = cuda.threadIdx.x
         row0 = cuda.blockIdx.y * BM
         col0 = cuda.blockIdx.x * BN
         wm0, wn0 = thread_origin(tid)
-        a_row, a_col = tid // (BK // 4), (tid % (BK // 4)) * 4
-        b_row, b_col = tid // (BN // 4), (tid % (BN // 4)) * 4
+        ap, aq = a_coords(tid)
+        bp, bq = b_coords(tid)
 
         ra = cuda.local.array(A_REGS, float32)
         rb = cuda.local.array(B_REGS, float32)
@@ -80,9 +83,8 @@ def _make_kernel(items: tuple, vec: bool):
                 thread_results[m, n] = float32(0.0)
 
         # --- prologue: first K tile GMEM -> registers -> SMEM copy 0
-        load_tiles(A, B, ra, rb, k_begin, a_row, a_col, b_row, b_col, row0, col0, M, N, k_end,
-                   vec)
-        store_tiles(As[0], Bs[0], ra, rb, a_row, a_col, b_row, b_col)
+        load_tiles(Ag, Bg, ra, rb, k_begin, ap, aq, bp, bq, row0, col0, M, N, k_end, vec)
+        store_tiles(As[0], Bs[0], ra, rb, ap, aq, bp, bq)
         cuda.syncthreads()  # copy 0 is complete before anyone reads it
 
         buf = 0
@@ -91,18 +93,17 @@ def _make_kernel(items: tuple, vec: bool):
             # Unconditional (past k_end it loads zeros, and the store below is harmless): a load
             # under "if there is a next tile" got sunk by the compiler into the store's identical
             # "if", after the math, exposing its latency (-25% at 4096^3; bench/NOTES.md).
-            load_tiles(A, B, ra, rb, k0 + BK, a_row, a_col, b_row, b_col, row0, col0, M, N,
-                       k_end, vec)
+            load_tiles(Ag, Bg, ra, rb, k0 + BK, ap, aq, bp, bq, row0, col0, M, N, k_end, vec)
             # --- SMEM (copy buf) -> registers, FMA
             mma_tile(As[buf], Bs[buf], reg_m, reg_n, thread_results, wm0, wn0)
             # --- registers -> SMEM copy 1 - buf (last read in the previous step, before the
             # previous barrier)
-            store_tiles(As[1 - buf], Bs[1 - buf], ra, rb, a_row, a_col, b_row, b_col)
+            store_tiles(As[1 - buf], Bs[1 - buf], ra, rb, ap, aq, bp, bq)
             cuda.syncthreads()  # copy 1 - buf is complete, and everyone is done with copy buf
             buf = 1 - buf
 
-        # --- epilogue: write C (rows c_row0 + [0, M))
-        store_results(C, thread_results, c_row0 + row0 + wm0, col0 + wn0, alpha, beta,
+        # --- epilogue: write C (rows c_row0 + [0, M) of the split-K workspace if SPLITK > 1)
+        store_results(Cg, thread_results, c_row0 + row0 + wm0, col0 + wn0, alpha, beta,
                       c_row0 + M, N, vec)
 
     return sgemm_double_buffering

@@ -13,14 +13,15 @@ while the warps compute on the current one:
         BK outer-product steps on buffer t % NBUF
 
 One barrier per K tile; no registers spent on staging (more for accumulators); more latency
-hidden than with two buffers. A's tile is still stored transposed (``As[k, m]``): its copies are
-4-byte ``cp.async.ca``, one per element, which can land anywhere in SMEM; B's rows are copied 16
-bytes at a time (``cp.async.cg``) when B has 16-byte aligned rows, else 4 bytes at a time. Past K
+hidden than with two buffers. A tile read along K (A in layout N, B in T) is stored transposed
+(``As[k, m]``, ``Bs[k, n]``): its copies are 4-byte ``cp.async.ca``, one per element, which can
+land anywhere in SMEM; a tile read along M or N (B in N, A in T) is copied 16 bytes at a time
+(``cp.async.cg``) when its rows are 16-byte aligned, else 4 bytes at a time. Past K
 the copies zero-fill (``src-size`` 0); rows/columns past M/N are clamped as in stage 6. The NBUF
 copies of the tiles live in dynamic SMEM, over 48 KB when the configuration asks
 (``launch.allow_dynamic_smem``).
 
-Shapes: A ``(M, K)``, B ``(K, N)``, C ``(M, N)``; float32, row-major, C-contiguous; any
+Shapes and layouts: as ``warptiling`` (batches of strided matrices, layouts NN/NT/TN/TT); any
 ``M, N, K >= 1``. Computes ``C = alpha * A @ B + beta * C``; C is not read when ``beta == 0``.
 
 Source: NVIDIA CUTLASS ``MmaMultistage`` (sm_80 multistage mainloop with cp.async); CUDA C++
@@ -36,7 +37,7 @@ from numba import cuda, float32
 
 from ..cpasync import commit, copy_async, wait
 from ..registry import Stage
-from ..vecmem import SMEM_ALIGN, tile_view
+from ..vecmem import SMEM_ALIGN, rows_view, tile_view
 from . import _tunable as tun
 from . import k08_warptiling as wt
 from ._common import device_jit, kernel_jit, unroll
@@ -59,109 +60,129 @@ def check_config(cfg: Mapping[str, int]) -> None:
         cfg, extra_keys=("NBUF",), smem_copies=nbuf, smem_limit=tun.SMEM_DYNAMIC_LIMIT
     )
     warps = tun.derived(cfg)["NUM_THREADS"] // tun.WARP_SIZE
-    if cfg["BK"] % warps or cfg["BN"] % tun.WARP_SIZE:
-        raise ValueError(f"invalid config {dict(cfg)}: element-wise copies of B need BK to be a "
-                         "multiple of the warp count and BN of 32")
+    if cfg["BK"] % warps or cfg["BN"] % tun.WARP_SIZE or cfg["BM"] % tun.WARP_SIZE:
+        raise ValueError(f"invalid config {dict(cfg)}: element-wise copies of B (of A, when it is "
+                         "transposed) need BK to be a multiple of the warp count, BN and BM of 32")
 
 
 SPACE = tun.make_space(check_config, extra={"NBUF": (2, 3, 4)})
 
 
-def smem_bytes(cfg: Mapping[str, int]) -> int:
+def smem_bytes(cfg: Mapping[str, int], layout: str = "NN") -> int:
     """Dynamic SMEM per block: NBUF copies of the (padded, transposed) A tile and the B tile."""
-    return cfg["NBUF"] * tun.derived(cfg)["TILE_SMEM_BYTES"]
+    return cfg["NBUF"] * tun.derived(cfg, layout)["TILE_SMEM_BYTES"]
 
 
-def make_copy_tile(cfg: Mapping[str, int]):
-    """``copy_tile(As, Bs, A, B, k0, tid, row0, col0, M, N, K, k_end, vec, full)``: issue this
-    thread's cp.async copies of the K tile at ``k0`` into one SMEM buffer.
+def make_copier(extent: int, BK: int, threads: int, k_contiguous: bool):
+    """``copy_all(Xs, X, k0, tid, o0, olim, K, k_end, vec, full)``: issue this thread's
+    cp.async copies of one operand's ``BK x extent`` tile (extent BM for A, BN for B) at ``k0``
+    from its 2-D storage view ``X`` into the SMEM buffer ``Xs[k, o]``.
 
-    A is transposed on the way, so its copies are 4-byte ones: a thread takes A_LOADS chunks of 4
-    consecutive k of one row (few distinct rows per thread: few address registers). B goes float4
-    by float4 (16-byte copies) when its rows are 16-byte aligned; otherwise element by element:
+    ``k_contiguous`` (A in layout N, B in T): the tile is transposed on the way, so the copies
+    are 4-byte ones: a thread takes chunks of 4 consecutive k of one storage row (few distinct
+    rows per thread: few address registers). Else (storage rows are K) float4 by float4
+    (16-byte copies) when the rows are 16-byte aligned (``vec``); otherwise element by element:
     warp ``w`` copies rows ``w * BK/NW ...`` of the tile, lane ``l`` columns ``l, l + 32, ...``,
-    so that a warp's 4-byte copies read 128 contiguous bytes and a thread's copies of one row
-    are one address plus constant offsets.
-    ``full`` (a literal at the call site): the tile lies before ``k_end`` and the block's columns
-    before N, so no copy needs a bounds check or a clamp; else copies past ``k_end`` zero-fill and
-    every address is clamped into the matrices.
+    so that a warp's 4-byte copies read 128 contiguous bytes and a thread's copies of one row are
+    one address plus constant offsets.
+    ``full`` (a literal at the call site): the tile lies before ``k_end`` and, for a tile read
+    along M (N), the block's columns before ``olim``, so no copy needs a bounds check or a clamp;
+    else copies past ``k_end`` zero-fill and every address is clamped into the matrix.
     """
-    d = tun.derived(cfg)
-    BN, BK = cfg["BN"], cfg["BK"]
-    NT = d["NUM_THREADS"]
-    B_ELEMS = BK * BN // NT  # 4-byte copies of B per thread (scalar path)
-    B_ROWS_PER_WARP = BK // (NT // tun.WARP_SIZE)
-    B_COL_GROUPS = BN // tun.WARP_SIZE
-    A_ROW_STRIDE = NT // (BK // 4)  # rows of the A tile per pass
-    B_ROW_STRIDE = NT // (BN // 4)  # float4 path: rows of the B tile per pass
+    warps = threads // tun.WARP_SIZE
+    if k_contiguous:
+        loads = (extent * BK // 4) // threads
+        stride = threads // (BK // 4)  # storage rows of the tile per pass
+
+        @device_jit
+        def _copy(j, Xs, X, k0, tid, o0, olim, K, k_end, full):
+            o = tid // (BK // 4) + j * stride
+            kk = (tid % (BK // 4)) * 4
+            src_row = min(o0 + o, olim - 1)  # clamp: rows past M (N) are never stored
+            for i in range(4):  # transposing: Xs[k, o] = X[o, k], one element per copy
+                k = k0 + kk + i
+                if full:
+                    copy_async(Xs, kk + i, o, X, src_row, k, 4, True)
+                else:
+                    copy_async(Xs, kk + i, o, X, src_row, min(k, K - 1), 4, k < k_end)
+
+        copy_all = unroll(loads, _copy)
+
+        @device_jit
+        def copy_tile(Xs, X, k0, tid, o0, olim, K, k_end, vec, full):
+            copy_all(Xs, X, k0, tid, o0, olim, K, k_end, full)
+
+        return copy_tile
+
+    loads4 = (extent * BK // 4) // threads
+    stride4 = threads // (extent // 4)  # float4 path: storage rows of the tile per pass
+    elems = BK * extent // threads  # 4-byte copies per thread (scalar path)
+    rows_per_warp = BK // warps
+    col_groups = extent // tun.WARP_SIZE
 
     @device_jit
-    def _copy_a(j, As, A, k0, tid, row0, M, K, k_end, full):
-        m = tid // (BK // 4) + j * A_ROW_STRIDE
-        kk = (tid % (BK // 4)) * 4
-        src_row = min(row0 + m, M - 1)  # clamp: rows past M are never stored
-        for i in range(4):  # transposing: As[k, m] = A[row, k], one element per copy
-            k = k0 + kk + i
-            if full:
-                copy_async(As, kk + i, m, A, src_row, k, 4, True)
-            else:
-                copy_async(As, kk + i, m, A, src_row, min(k, K - 1), 4, k < k_end)
-
-    @device_jit
-    def _copy_b4(j, Bs, B, k0, tid, col0, N, K, k_end, full):
-        r = tid // (BN // 4) + j * B_ROW_STRIDE
-        c = (tid % (BN // 4)) * 4
+    def _copy4(j, Xs, X, k0, tid, o0, olim, K, k_end, full):
+        r = tid // (extent // 4) + j * stride4
+        c = (tid % (extent // 4)) * 4
         k = k0 + r
         src_k = k if full else min(k, K - 1)
-        copy_async(Bs, r, c, B, src_k, min(col0 + c, N - 4), 16, full or k < k_end)
+        copy_async(Xs, r, c, X, src_k, min(o0 + c, olim - 4), 16, full or k < k_end)
 
     @device_jit
-    def _copy_b1(j, Bs, B, k0, tid, col0, N, K, k_end, full):
-        r = (tid // tun.WARP_SIZE) * B_ROWS_PER_WARP + j // B_COL_GROUPS
-        c = tid % tun.WARP_SIZE + (j % B_COL_GROUPS) * tun.WARP_SIZE
+    def _copy1(j, Xs, X, k0, tid, o0, olim, K, k_end, full):
+        r = (tid // tun.WARP_SIZE) * rows_per_warp + j // col_groups
+        c = tid % tun.WARP_SIZE + (j % col_groups) * tun.WARP_SIZE
         k = k0 + r
         if full:
-            copy_async(Bs, r, c, B, k, col0 + c, 4, True)
+            copy_async(Xs, r, c, X, k, o0 + c, 4, True)
         else:
-            copy_async(Bs, r, c, B, min(k, K - 1), min(col0 + c, N - 1), 4, k < k_end)
+            copy_async(Xs, r, c, X, min(k, K - 1), min(o0 + c, olim - 1), 4, k < k_end)
 
-    copy_a_all = unroll(d["A_LOADS"], _copy_a)
-    copy_b4_all = unroll(d["B_LOADS"], _copy_b4)
-    copy_b1_all = unroll(B_ELEMS, _copy_b1)
+    copy4_all = unroll(loads4, _copy4)
+    copy1_all = unroll(elems, _copy1)
 
     @device_jit
-    def copy_tile(As, Bs, A, B, k0, tid, row0, col0, M, N, K, k_end, vec, full):
-        copy_a_all(As, A, k0, tid, row0, M, K, k_end, full)
+    def copy_tile(Xs, X, k0, tid, o0, olim, K, k_end, vec, full):
         if vec:
-            copy_b4_all(Bs, B, k0, tid, col0, N, K, k_end, full)
+            copy4_all(Xs, X, k0, tid, o0, olim, K, k_end, full)
         else:
-            copy_b1_all(Bs, B, k0, tid, col0, N, K, k_end, full)
+            copy1_all(Xs, X, k0, tid, o0, olim, K, k_end, full)
 
     return copy_tile
 
 
 @functools.cache
-def _make_kernel(items: tuple, vec: bool):
+def _make_kernel(items: tuple, vec: bool, layout: str = "NN"):
     cfg = dict(items)
-    d, thread_origin, _, _, mma_tile, store_results = wt.make_parts(cfg)
-    copy_tile = make_copy_tile(cfg)
-    BM, BN, BK, TM, TN = (cfg[k] for k in ("BM", "BN", "BK", "TM", "TN"))
+    pt = wt.make_parts(cfg, layout)
+    a_view, b_view, thread_origin = pt.a_view, pt.b_view, pt.thread_origin
+    mma_tile, store_results = pt.mma_tile, pt.store_results
+    BM, BN, BK, TM, TN, SPLITK = (cfg[k] for k in ("BM", "BN", "BK", "TM", "TN", "SPLITK"))
+    NT = pt.d["NUM_THREADS"]
+    A_ALONG_K, B_ALONG_K = layout[0] == "N", layout[1] == "T"
+    copy_a = make_copier(BM, BK, NT, A_ALONG_K)
+    copy_b = make_copier(BN, BK, NT, B_ALONG_K)
     NBUF = cfg["NBUF"]
     WAIT_PENDING = NBUF - 2  # groups allowed in flight when tile t must have landed
-    AS_PITCH = d["AS_PITCH"]
+    AS_PITCH, BS_PITCH = pt.d["AS_PITCH"], pt.d["BS_PITCH"]
     A_FLOATS = NBUF * BK * AS_PITCH
-    RES_M, RES_N = d["WMITER"] * TM, cfg["WNITER"] * TN
+    RES_M, RES_N = pt.d["WMITER"] * TM, cfg["WNITER"] * TN
+
+    @device_jit
+    def copy_tiles(As, Bs, Ag, Bg, k0, tid, row0, col0, M, N, K, k_end, full):
+        copy_a(As, Ag, k0, tid, row0, M, K, k_end, vec, full)
+        copy_b(Bs, Bg, k0, tid, col0, N, K, k_end, vec, full)
 
     @kernel_jit(launch_bounds=tun.launch_bounds(cfg))
     def sgemm_multistage(A, B, C, alpha, beta):
-        M, K = A.shape
-        N = B.shape[1]
-        k_begin, k_end = tun.split_k_range(K, BK)  # all of K unless SPLITK > 1
-        c_row0 = cuda.blockIdx.z * M  # this slice's rows of C (the split-K workspace)
-        # dynamic SMEM: NBUF copies of the A tile (transposed, padded), then NBUF of the B tile
+        # A (batch, M, K), B (batch, K, N), C (batch, M, N): strided batches, grid z = batch
+        M, K, N = A.shape[1], A.shape[2], B.shape[2]
+        bz, k_begin, k_end, c_row0 = tun.block_work(M, K, BK, SPLITK)
+        Ag, Bg, Cg = a_view(A, bz), b_view(B, bz), rows_view(C, bz)  # 2-D storage views
+        # dynamic SMEM: NBUF copies of the A tile (As[k, m], padded), then NBUF of the B tile
         smem = cuda.shared.array(0, float32, alignment=SMEM_ALIGN)
         As = tile_view(smem, 0, (NBUF, BK, AS_PITCH))
-        Bs = tile_view(smem, A_FLOATS, (NBUF, BK, BN))
+        Bs = tile_view(smem, A_FLOATS, (NBUF, BK, BS_PITCH))
         tid = cuda.threadIdx.x
         row0 = cuda.blockIdx.y * BM
         col0 = cuda.blockIdx.x * BN
@@ -178,10 +199,11 @@ def _make_kernel(items: tuple, vec: bool):
         for s in range(NBUF - 1):
             k0 = k_begin + s * BK
             if k0 < k_end:
-                copy_tile(As[s], Bs[s], A, B, k0, tid, row0, col0, M, N, K, k_end, vec, False)
+                copy_tiles(As[s], Bs[s], Ag, Bg, k0, tid, row0, col0, M, N, K, k_end, False)
             commit()  # (possibly empty: keeps one group per tile)
 
-        interior = col0 + BN <= N  # no column of this block's B tiles needs a clamp
+        # no column of this block's tiles read along M (N) needs a clamp
+        interior = (A_ALONG_K or row0 + BM <= M) and (B_ALONG_K or col0 + BN <= N)
         cb = 0  # buffer of tile t
         nb = NBUF - 1  # buffer of tile t + NBUF - 1 (the one tile t - 1 used)
         k_next = k_begin + (NBUF - 1) * BK
@@ -190,10 +212,10 @@ def _make_kernel(items: tuple, vec: bool):
             cuda.syncthreads()  # ...everyone's; and everyone is done computing on tile t - 1
             # --- GMEM -> SMEM: tile t + NBUF - 1 into the buffer tile t - 1 used
             if k_next + BK <= k_end and interior:
-                copy_tile(As[nb], Bs[nb], A, B, k_next, tid, row0, col0, M, N, K, k_end, vec, True)
+                copy_tiles(As[nb], Bs[nb], Ag, Bg, k_next, tid, row0, col0, M, N, K, k_end, True)
             elif k_next < k_end:
-                copy_tile(As[nb], Bs[nb], A, B, k_next, tid, row0, col0, M, N, K, k_end, vec,
-                          False)
+                copy_tiles(As[nb], Bs[nb], Ag, Bg, k_next, tid, row0, col0, M, N, K, k_end,
+                           False)
             commit()
             # --- SMEM -> registers, FMA on tile t
             mma_tile(As[cb], Bs[cb], reg_m, reg_n, thread_results, wm0, wn0)
@@ -202,8 +224,8 @@ def _make_kernel(items: tuple, vec: bool):
             nb = nb + 1 if nb + 1 < NBUF else 0
         wait(0)  # no copy may still be writing SMEM when the block exits
 
-        # --- epilogue: write C (rows c_row0 + [0, M))
-        store_results(C, thread_results, c_row0 + row0 + wm0, col0 + wn0, alpha, beta,
+        # --- epilogue: write C (rows c_row0 + [0, M) of the split-K workspace if SPLITK > 1)
+        store_results(Cg, thread_results, c_row0 + row0 + wm0, col0 + wn0, alpha, beta,
                       c_row0 + M, N, vec)
 
     return sgemm_multistage
@@ -213,7 +235,7 @@ def make_stage(config: Mapping[str, int]) -> Stage:
     """The multistage stage for one configuration (validated by :func:`check_config`)."""
     return tun.build_stage(
         "multistage", "10: cp.async multistage", config, _make_kernel, make_stage, SPACE,
-        check_config, dynamic_smem=smem_bytes(config), min_cc=(8, 0),
+        check_config, smem=smem_bytes, min_cc=(8, 0),
     )
 
 

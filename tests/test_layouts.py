@@ -1,0 +1,329 @@
+"""Transposed operands, row pitches, batches and ``matmul``: every layout and batch case against a
+float64 reference, NaN-poisoned outputs, and each bad input (clear error, nothing written).
+
+On the simulator the tunable stages run with a small tile configuration (128 threads) so that the
+many cases stay quick; one case per stage also runs its default tiles. The same tests run on a
+GPU, where PyTorch and CuPy (if installed) check that a tensor gives a tensor and a CuPy array a
+CuPy array.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from helpers import randn
+from numba import cuda
+
+import numba_gemm
+from numba_gemm import get_stage, matmul, sgemm
+from numba_gemm.reference import rel_error
+
+TUNABLE = ["warptiling", "double_buffering", "multistage"]
+#: A small configuration that serves all four layouts (4 warps of 32 x 32, 4 x 4 thread tiles).
+SMALL = dict(BM=64, BN=64, BK=8, WM=32, WN=32, WNITER=1, TM=4, TN=4, MINB=0, SPLITK=1)
+LAYOUTS = ["NN", "NT", "TN", "TT"]
+
+
+def small(name: str, **over):
+    cfg = dict(SMALL, **over)
+    if name == "multistage":
+        cfg.setdefault("NBUF", 3)
+    return get_stage(name).with_config(cfg)
+
+
+def permuted(d, axes):
+    """A zero-copy view of device array ``d`` with its axes permuted (Numba's ``.T`` on a GPU
+    array makes a contiguous copy, which would test nothing)."""
+    shape = tuple(d.shape[i] for i in axes)
+    strides = tuple(d.strides[i] for i in axes)
+    if numba_gemm.device.SIMULATOR:
+        from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
+
+        return FakeCUDAArray(np.lib.stride_tricks.as_strided(d._ary, shape, strides))
+    from numba.cuda.cudadrv.devicearray import DeviceNDArray
+
+    return DeviceNDArray(shape, strides, d.dtype, gpu_data=d.gpu_data)
+
+
+def tr(d):
+    """The transposed view of the last two axes of ``d`` (no copy)."""
+    n = len(d.shape)
+    return permuted(d, tuple(range(n - 2)) + (n - 1, n - 2))
+
+
+def stored(x: np.ndarray, transposed: bool, pitch: int = 0):
+    """``x`` on the device, row-major, or column-major (a transposed view of its transpose), with
+    ``pitch`` extra elements at the end of each storage row."""
+    s = x.T if transposed else x
+    if pitch:
+        big = np.full((s.shape[0], s.shape[1] + pitch), np.nan, np.float32)
+        big[:, : s.shape[1]] = s
+        d = cuda.to_device(big)[:, : s.shape[1]]
+    else:
+        d = cuda.to_device(np.ascontiguousarray(s))
+    return tr(d) if transposed else d
+
+
+def ref(a, b, c=None, alpha=1.0, beta=0.0):
+    r = alpha * np.matmul(a.astype(np.float64), b.astype(np.float64))
+    return r + beta * c.astype(np.float64) if beta else r
+
+
+def assert_close(out, expect, rtol=1e-5):
+    assert np.isfinite(out).all(), "an element was not written (NaN)"
+    assert rel_error(out, expect) <= rtol
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("name", TUNABLE)
+@pytest.mark.parametrize("M, N, K", [(67, 70, 13), (68, 72, 24)])  # ragged: scalar; /4: vector
+def test_layouts(name, layout, M, N, K, rng):
+    a, b = randn(rng, (M, K)), randn(rng, (K, N))
+    da, db = stored(a, layout[0] == "T"), stored(b, layout[1] == "T")
+    st = small(name)
+    plan = numba_gemm.explain(da, db, stage=st)
+    assert plan.geometry.layout == layout
+    assert plan.variant == ("vector" if M % 4 == 0 and N % 4 == 0 and K % 4 == 0 else "scalar")
+    c0 = randn(rng, (M, N))
+    d_c = cuda.to_device(c0)
+    sgemm(da, db, stage=st, out=d_c, alpha=0.5, beta=-2.0)
+    assert_close(d_c.copy_to_host(), ref(a, b, c0, 0.5, -2.0))
+
+
+@pytest.mark.parametrize("name", TUNABLE)
+def test_default_tiles_transposed(name, rng):
+    a, b = randn(rng, (33, 20)), randn(rng, (20, 19))
+    c = sgemm(stored(a, True), stored(b, True), stage=name)
+    assert_close(c.copy_to_host(), ref(a, b))
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_row_pitch(layout, rng):
+    """Leading dimensions larger than the row length, for A, B and C (vector path: the pitches
+    are multiples of 4)."""
+    M, N, K = 36, 40, 24
+    a, b = randn(rng, (M, K)), randn(rng, (K, N))
+    da, db = stored(a, layout[0] == "T", pitch=8), stored(b, layout[1] == "T", pitch=4)
+    big = np.full((M, N + 12), np.nan, np.float32)
+    d_big = cuda.to_device(big)
+    sgemm(da, db, stage=small("multistage"), out=d_big[:, :N])
+    host = d_big.copy_to_host()
+    assert_close(host[:, :N], ref(a, b))
+    assert np.isnan(host[:, N:]).all(), "wrote past the row length into the pitch"
+
+
+@pytest.mark.parametrize("layout", ["NN", "TT"])
+def test_split_k_with_pitched_out(layout, rng):
+    M, N, K = 20, 28, 70
+    a, b = randn(rng, (M, K)), randn(rng, (K, N))
+    st = small("warptiling", SPLITK=3)
+    big = cuda.to_device(np.full((M, N + 4), np.nan, np.float32))
+    sgemm(stored(a, layout[0] == "T"), stored(b, layout[1] == "T"), stage=st, out=big[:, :N])
+    host = big.copy_to_host()
+    assert_close(host[:, :N], ref(a, b))
+    assert np.isnan(host[:, N:]).all()
+
+
+def test_batch(rng):
+    a, b = randn(rng, (3, 21, 13)), randn(rng, (3, 13, 18))
+    c = sgemm(cuda.to_device(a), cuda.to_device(b), stage=small("double_buffering"))
+    assert c.shape == (3, 21, 18)
+    assert_close(c.copy_to_host(), ref(a, b))
+
+
+@pytest.mark.parametrize("which", ["a", "b"])
+def test_batch_broadcast_2d_operand(which, rng):
+    a = randn(rng, (21, 13)) if which == "a" else randn(rng, (3, 21, 13))
+    b = randn(rng, (3, 13, 18)) if which == "a" else randn(rng, (13, 18))
+    c = sgemm(cuda.to_device(a), cuda.to_device(b), stage=small("multistage"))
+    assert c.shape == (3, 21, 18)
+    assert_close(c.copy_to_host(), ref(a, b))
+
+
+def test_batch_of_one_broadcasts_and_strided_batches(rng):
+    """A batch of 1 broadcast against 4; B every other matrix of a bigger batch (batch stride of
+    two matrices), transposed; C a pitched batch with alpha and beta."""
+    a = randn(rng, (1, 12, 16))
+    bb = randn(rng, (8, 20, 16))  # B[i] = bb[2 i].T: (16, 20), column-major
+    d_bb = cuda.to_device(bb)
+    db = tr(d_bb[::2])
+    b = bb[::2].transpose(0, 2, 1)
+    c0 = randn(rng, (4, 12, 24))
+    d_c0 = cuda.to_device(c0)
+    sgemm(cuda.to_device(a), db, out=d_c0[:, :, :20], stage=small("warptiling"), alpha=2.0,
+          beta=1.0)
+    host = d_c0.copy_to_host()
+    assert_close(host[:, :, :20], ref(a, b, c0[:, :, :20], 2.0, 1.0))
+    np.testing.assert_array_equal(host[:, :, 20:], c0[:, :, 20:])
+
+
+def test_batch_k_zero_scales_c(rng):
+    c0 = randn(rng, (2, 5, 6))
+    d_c = cuda.to_device(c0)
+    empty_a = cuda.to_device(np.zeros((2, 5, 0), np.float32))
+    empty_b = cuda.to_device(np.zeros((2, 0, 6), np.float32))
+    sgemm(empty_a, empty_b, out=d_c, beta=3.0)
+    np.testing.assert_allclose(d_c.copy_to_host(), 3.0 * c0, rtol=1e-6)
+
+
+def test_auto_plan_avoids_teaching_stages_for_other_layouts(rng):
+    a, b = randn(rng, (9, 7)), randn(rng, (7, 5))
+    da, db = stored(a, True), stored(b, False)
+    assert numba_gemm.explain(da, db).stage.batched
+    assert_close(sgemm(da, db).copy_to_host(), ref(a, b))
+
+
+@pytest.mark.parametrize("stage", ["naive", "smem_tiling", "bank_conflict_free"])
+def test_teaching_stage_rejects_other_layouts(stage, rng):
+    a, b = randn(rng, (9, 7)), randn(rng, (7, 5))
+    out = cuda.to_device(np.full((9, 5), np.nan, np.float32))
+    for da, db in [(stored(a, True), stored(b, False)), (stored(a, False, pitch=3),
+                                                         stored(b, False))]:
+        with pytest.raises(ValueError, match="teaching form only.*stage=None"):
+            sgemm(da, db, stage=stage, out=out)
+    with pytest.raises(ValueError, match="teaching form only"):
+        sgemm(cuda.to_device(randn(rng, (2, 9, 7))), stored(b, False), stage=stage)
+    assert np.isnan(out.copy_to_host()).all()
+
+
+def test_layout_support_is_declared():
+    """Every configuration of every tunable stage's search space serves all four layouts (the
+    movers' constraints are symmetric); a teaching stage serves NN only and says so."""
+    from numba_gemm.kernels._tunable import layout_problem
+
+    for name in TUNABLE:
+        st = get_stage(name)
+        assert st.layouts == tuple(LAYOUTS) and st.batched
+        assert all(layout_problem(cfg, lay) is None for cfg in st.space for lay in LAYOUTS)
+    assert "layout must be one of" in layout_problem(SMALL, "XY")
+    naive = get_stage("naive")
+    assert naive.layouts == ("NN",) and not naive.batched
+    with pytest.raises(ValueError, match="serves layouts"):
+        naive.kernel_for("vector", "TN")
+
+
+# --- bad input: clear error, nothing written ---------------------------------------------------
+
+
+def poisoned(shape):
+    return cuda.to_device(np.full(shape, np.nan, np.float32))
+
+
+def test_batch_sizes_differ(rng):
+    out = poisoned((3, 4, 5))
+    with pytest.raises(ValueError, match="batch sizes differ: a has 3 matrices and b has 2"):
+        sgemm(cuda.to_device(randn(rng, (3, 4, 6))), cuda.to_device(randn(rng, (2, 6, 5))),
+              out=out)
+    assert np.isnan(out.copy_to_host()).all()
+
+
+def test_column_major_out_rejected_with_the_fix(rng):
+    a, b = randn(rng, (6, 4)), randn(rng, (4, 5))
+    out_t = cuda.to_device(np.full((5, 6), np.nan, np.float32))
+    out = tr(out_t)
+    with pytest.raises(ValueError, match=r"row-major.*sgemm\(b\.T, a\.T, out=out\.T\)"):
+        sgemm(cuda.to_device(a), cuda.to_device(b), out=out)
+    assert np.isnan(out_t.copy_to_host()).all()
+    sgemm(tr(cuda.to_device(b)), tr(cuda.to_device(a)), out=out_t)  # the suggested call works
+    assert_close(out_t.copy_to_host().T, ref(a, b))
+
+
+def test_out_with_overlapping_matrices_rejected(rng):
+    a, b = randn(rng, (2, 4, 3)), randn(rng, (2, 3, 5))
+    base = np.full((40,), np.nan, np.float32)
+    d = cuda.to_device(base)
+    if not numba_gemm.device.SIMULATOR:
+        pytest.skip("builds the overlapping view with NumPy strides (simulator arrays)")
+    from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
+
+    raw = np.lib.stride_tricks.as_strided(d._ary, (2, 4, 5), (8, 20, 4))  # matrices 2 apart
+    with pytest.raises(ValueError, match="out's matrices overlap"):
+        sgemm(cuda.to_device(a), cuda.to_device(b), out=FakeCUDAArray(raw))
+    assert np.isnan(d.copy_to_host()).all()
+
+
+def test_out_wrong_batch_shape_rejected(rng):
+    out = poisoned((2, 4, 5))
+    with pytest.raises(ValueError, match=r"out has shape \(2, 4, 5\), expected \(3, 4, 5\)"):
+        sgemm(cuda.to_device(randn(rng, (3, 4, 6))), cuda.to_device(randn(rng, (6, 5))),
+              out=out)
+    assert np.isnan(out.copy_to_host()).all()
+
+
+def test_negative_strides_rejected(rng):
+    if not numba_gemm.device.SIMULATOR:
+        pytest.skip("Numba device arrays have no negative-stride views on a GPU")
+    d = cuda.to_device(randn(rng, (6, 4)))
+    with pytest.raises(ValueError, match="negative"):
+        sgemm(d[::-1], cuda.to_device(randn(rng, (4, 3))))
+
+
+# --- matmul: numpy.matmul's shape rules ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("sa, sb", [
+    ((5, 7), (7, 3)),
+    ((7,), (7, 3)),
+    ((5, 7), (7,)),
+    ((7,), (7,)),
+    ((2, 3, 5, 7), (7, 4)),
+    ((2, 1, 5, 7), (3, 7, 4)),
+    ((1, 5, 7), (2, 3, 7, 4)),
+    ((4, 5, 7), (4, 7, 3)),
+])
+def test_matmul_matches_numpy(sa, sb, rng):
+    a, b = randn(rng, sa), randn(rng, sb)
+    c = matmul(cuda.to_device(a), cuda.to_device(b))
+    expect = np.matmul(a.astype(np.float64), b.astype(np.float64))
+    assert c.shape == expect.shape
+    assert_close(np.asarray(c.copy_to_host()), expect)
+
+
+def test_matmul_non_collapsible_batch_and_out(rng):
+    """Batch dimensions that do not fold into one stride (a permuted batch): one launch per
+    leading index; ``out`` written in place."""
+    a = randn(rng, (3, 2, 5, 7))
+    d_a = cuda.to_device(a)
+    view = permuted(d_a, (1, 0, 2, 3))
+    b = randn(rng, (2, 3, 7, 4))
+    out = poisoned((2, 3, 5, 4))
+    res = matmul(view, cuda.to_device(b), out=out)
+    assert res is out
+    assert_close(out.copy_to_host(), np.matmul(a.transpose(1, 0, 2, 3).astype(np.float64), b))
+
+
+def test_matmul_bad_broadcast(rng):
+    with pytest.raises(ValueError, match="do not broadcast"):
+        matmul(cuda.to_device(randn(rng, (2, 5, 7))), cuda.to_device(randn(rng, (3, 7, 4))))
+    with pytest.raises(ValueError, match="inner dimensions"):
+        matmul(cuda.to_device(randn(rng, (5, 7))), cuda.to_device(randn(rng, (6, 4))))
+
+
+# --- the caller's array type (GPU: PyTorch, CuPy) ------------------------------------------------
+
+
+@pytest.mark.gpu
+def test_torch_in_torch_out_every_layout(rng):
+    torch = pytest.importorskip("torch")
+    if numba_gemm.device.SIMULATOR or not torch.cuda.is_available():
+        pytest.skip("needs PyTorch on a GPU")
+    a, b = randn(rng, (3, 70, 50)), randn(rng, (3, 50, 60))
+    ta, tb = torch.from_numpy(a).cuda(), torch.from_numpy(b).cuda()
+    for x, y in [(ta, tb), (ta.transpose(1, 2).contiguous().transpose(1, 2), tb),
+                 (ta, tb.transpose(1, 2).contiguous().transpose(1, 2))]:
+        c = sgemm(x, y)
+        assert isinstance(c, torch.Tensor) and c.device == ta.device and c.shape == (3, 70, 60)
+        assert_close(c.cpu().numpy(), ref(a, b))
+    c = matmul(ta[0], tb)
+    assert isinstance(c, torch.Tensor) and c.shape == (3, 70, 60)
+
+
+@pytest.mark.gpu
+def test_cupy_in_cupy_out(rng):
+    cupy = pytest.importorskip("cupy")
+    if numba_gemm.device.SIMULATOR:
+        pytest.skip("needs CuPy on a GPU")
+    a, b = randn(rng, (40, 30)), randn(rng, (30, 20))
+    c = sgemm(cupy.asarray(a).T.copy().T, cupy.asarray(b))
+    assert isinstance(c, cupy.ndarray)
+    assert_close(cupy.asnumpy(c), ref(a, b))
