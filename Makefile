@@ -6,7 +6,8 @@ PY     := $(VENV)/bin/python
 SIZES  ?= 128..4096
 RESULTS_CSV ?=
 
-.PHONY: setup test test-gpu lint resources bench bench-sim tune precompile results-table clean
+.PHONY: setup test test-gpu lint resources bench bench-sim tune precompile results-table notebooks \
+	clean
 
 setup:  ## virtual environment with the package (editable) and the test/bench/lint extras
 	$(PYTHON) -m venv $(VENV)
@@ -20,7 +21,7 @@ test-gpu:  ## the same suite on a real GPU
 	$(PY) -m pytest -q
 
 lint:
-	$(PY) -m ruff check numba_gemm tests
+	$(PY) -m ruff check numba_gemm tests notebooks
 	$(PY) -m ruff format --check numba_gemm tests
 
 resources:  ## registers, spills, SMEM and occupancy per stage for sm_90, without a GPU
@@ -40,6 +41,9 @@ precompile:  ## compile this GPU's tuned kernels into the on-disk cache, in para
 
 results-table:  ## regenerate README's results table from the newest committed CSV
 	$(PY) bench/results_table.py $(RESULTS_CSV)
+
+notebooks:  ## .ipynb from the jupytext sources, executed in place (GPU if present, else simulator)
+	$(PY) notebooks/execute.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache

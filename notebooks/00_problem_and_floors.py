@@ -1,0 +1,169 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 00 · The problem and its floors
+#
+# SGEMM computes `C = alpha * A @ B + beta * C` in single precision (FP32), with A of shape
+# `(M, K)`, B `(K, N)` and C `(M, N)`, all row-major float32 arrays in GPU memory. `numba_gemm`
+# does it with a ladder of CUDA kernels written in Python with Numba, from one thread per output
+# element up to a pipelined, warp-tiled kernel that runs within a few percent of cuBLAS. These
+# notebooks climb that ladder one rung at a time, with the package's own source, its own checks
+# and its committed GPU measurements.
+#
+# This first notebook sets the target: how much arithmetic a GEMM is, how many bytes it must
+# move at the least, what that allows on the GPU the measurements come from, and how close cuBLAS
+# gets.
+#
+# Every notebook says first where its outputs come from. The committed `.ipynb` files are meant
+# to be executed on a GPU (`python notebooks/execute.py`), where the runs use 4096-sized
+# problems; CI executes the same cells under the Numba CUDA simulator (the kernels run on the CPU,
+# thread by thread) on small shapes. The plots of GPU performance always read the committed
+# benchmark files, whichever machine runs the notebook.
+
+# %%
+import inspect
+
+import _helpers as h
+import numpy as np
+from numba import cuda
+
+import numba_gemm
+
+print("outputs from:", h.machine())
+
+# %% [markdown]
+# ## The ladder
+#
+# `numba_gemm.STAGES` is the ordered registry of kernels; each stage is one module in
+# `numba_gemm/kernels/` whose docstring says what changed from the previous rung. The notebooks
+# follow it: 01 covers stages 1-2, 02 stage 3, 03 stages 4-5, 04 stages 6-7, 05 stages 8-10, and
+# 06 the tuning and shape questions around the last three.
+
+# %%
+for s in numba_gemm.STAGES:
+    doc = inspect.getmodule(h.kernel_function(s)).__doc__.strip().splitlines()[0]
+    print(f"{s.label:<28} {doc}")
+
+# %% [markdown]
+# ## A first call
+#
+# The public entry point is `numba_gemm.sgemm(a, b)` on device arrays. Without `stage=` it picks
+# the kernel it predicts fastest for this GPU and shape; `numba_gemm.explain(a, b)` says which and
+# why. Every notebook checks its kernels the same way: random float32 operands, an output filled
+# with NaN first (an element a kernel forgets to write stays NaN), and the relative error
+# `||C - ref|| / ||ref||` against the product computed by NumPy in float64.
+
+# %%
+M, N, K = h.demo_shape()
+rng = np.random.default_rng(0)
+d_a = cuda.to_device(rng.standard_normal((M, K), dtype=np.float32))
+d_b = cuda.to_device(rng.standard_normal((K, N), dtype=np.float32))
+print(numba_gemm.explain(d_a, d_b))
+h.check_stages([None], M, N, K)
+
+# %% [markdown]
+# ## FLOPs and bytes
+#
+# Each of the `M * N` elements of C is a dot product of length K: K multiplies and K adds, which
+# the GPU fuses into K FMA (fused multiply-add) instructions. So a GEMM is `2 * M * N * K`
+# floating-point operations (FLOP). This is the count every GFLOP/s figure in these notebooks
+# uses.
+#
+# At the least, a kernel must read A and B once and write C once: `4 * (M*K + K*N + M*N)` bytes
+# (with `beta = 0`; C is also read otherwise). The ratio of the two is the **arithmetic
+# intensity**, FLOP per byte of DRAM traffic. For a square `N x N x N` product it is
+# `2N^3 / 12N^2 = N / 6`: it grows with the size, because every input element takes part in N
+# multiply-adds.
+#
+# The sizes below are those of the committed benchmark run.
+
+# %%
+peaks = h.gpu_peaks()
+print("time floors in microseconds: FLOP / FP32 peak, bytes / DRAM bandwidth; and cuBLAS FP32")
+print(f"{'N':>6} {'GFLOP':>9} {'MB moved':>9} {'FLOP/B':>7} {'at FP32 peak':>13} "
+      f"{'at DRAM BW':>11} {'cuBLAS FP32':>12}")
+for n in h.square_sizes():
+    flop, nbytes = 2 * n**3, 4 * 3 * n * n
+    r = h.result(h.CUBLAS, n)
+    print(f"{n:>6} {flop / 1e9:>9.3g} {nbytes / 1e6:>9.3g} {flop / nbytes:>7.0f} "
+          f"{flop / peaks['flops'] * 1e6:>13.3g} {nbytes / peaks['bytes_per_s'] * 1e6:>11.3g}"
+          f" {r['median_ms'] * 1e3:>12.3g}")
+
+# %% [markdown]
+# ## The roofline of the GPU the results come from
+#
+# Two rates bound any kernel: the FP32 peak (every SM issuing FMAs every clock) and the DRAM
+# bandwidth. A kernel with arithmetic intensity `I` can at most reach
+# `min(peak, I * bandwidth)`: below the *ridge point* `peak / bandwidth` it is memory-bound, above
+# it compute-bound. The peak follows from the number of SMs and the clock recorded with the
+# committed results (`results.json`) and the FP32 FMA rate per SM of the architecture (the
+# sources are cited in `_helpers.py`).
+
+# %%
+print(f"GPU: {peaks['gpu']} (compute capability {peaks['cc'][0]}.{peaks['cc'][1]})")
+print(f"FP32 peak = {peaks['sms']} SMs x {peaks['fma_per_clock_per_sm']} FMA/clock x 2 FLOP x "
+      f"{peaks['clock_hz'] / 1e9:.2f} GHz = {peaks['flops'] / 1e12:.1f} TFLOP/s")
+print(f"DRAM bandwidth (datasheet) = {peaks['bytes_per_s'] / 1e12:.1f} TB/s; ridge point = "
+      f"{peaks['flops'] / peaks['bytes_per_s']:.1f} FLOP/byte")
+
+# %%
+def intensity(n):
+    return 2 * n**3 / (4 * 3 * n * n)
+
+
+pts = {}
+for name, label in ((h.CUBLAS, "cuBLAS FP32 (TF32 off)"),
+                    ("cublas_tf32", "cuBLAS TF32 (tensor cores: not bound by the FP32 roof)")):
+    pts[label] = [(intensity(n), h.result(name, n)["gflops"], f"N={n}" if name == h.CUBLAS else "")
+                  for n in h.square_sizes()]
+h.plot_roofline(peaks, pts)
+
+# %% [markdown]
+# Every committed size but the smallest lies far right of the ridge: with ideal reuse, a
+# 4096-cubed product needs a few hundredths of a millisecond of DRAM traffic and milliseconds of
+# FMAs. So SGEMM is a **compute-bound** problem, and the work is keeping the FMA pipes busy.
+# Every load, address computation and barrier is overhead to hide behind FMAs.
+#
+# Two things keep a real kernel off the roof:
+#
+# - *reuse*: the intensity above counts each input byte once. A kernel that reads its operands
+#   from GMEM (global memory) for every FMA moves 8 bytes per 2 FLOP, far left of the ridge.
+#   Rungs 1-5 are about reusing each loaded value many times from faster memories: L1, shared
+#   memory (SMEM), registers;
+# - *issue*: even with data in registers, the SM must issue the FMAs back to back. Rungs 6-10 are
+#   about wider loads, fewer SMEM wavefronts, fewer barriers and hiding memory latency.
+#
+# At the small sizes, the product is too short to fill the GPU: a 64-cubed C is a handful of
+# tiles for the GPU's SMs, and a launch costs microseconds. Notebook 06 comes back to that.
+
+# %% [markdown]
+# ## What cuBLAS reaches, and why the target is the FMA pipe
+#
+# cuBLAS in FP32 is the benchmark, measured in the same process as our kernels with TF32 off.
+# The tensor cores (TF32) are several times faster, but TF32 rounds the inputs to a 10-bit
+# mantissa: the committed run records its relative error against the FP32 result. An SGEMM must
+# be accurate to FP32 (our bound is `1e-5` relative), so the ceiling for these notebooks is the
+# FP32 FMA pipe, not the tensor cores.
+
+# %%
+for n in h.square_sizes():
+    fp32, tf32 = h.result(h.CUBLAS, n), h.result("cublas_tf32", n)
+    print(f"N = {n:>5}: cuBLAS FP32 {fp32['gflops']:>9,.0f} GFLOP/s = "
+          f"{fp32['gflops'] * 1e9 / peaks['flops']:>5.1%} of FP32 peak;  TF32 "
+          f"{tf32['gflops']:>9,.0f} GFLOP/s, relative error {tf32['rel_error']:.1e}")
+
+# %% [markdown]
+# The whole ladder against cuBLAS, as measured (the left plot: `sgemm`'s automatic choice; the
+# right: every stage at the largest size where all ran, and at the two ragged sizes 4095 and
+# 4097). The next notebooks take the stages one by one.
+
+# %%
+h.plot_results(["auto"], highlight=[s.name for s in numba_gemm.STAGES])

@@ -1,0 +1,148 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 01 · Naive, then coalesced global memory access
+#
+# The first two rungs compute C the obvious way: one thread per element of C, each a K-long dot
+# product read straight from global memory (GMEM). They do the same arithmetic and differ in a
+# single line, the map from a thread's index to the element of C it computes. That line decides
+# how many bytes each load instruction of a warp moves, and on the GPU the second kernel is much
+# faster than the first.
+
+# %%
+import _helpers as h
+import matplotlib.pyplot as plt
+
+from numba_gemm.kernels import k01_naive, k02_gmem_coalesce
+
+print("outputs from:", h.machine())
+
+# %% [markdown]
+# ## Stage 1: `naive`
+#
+# A block of `BLOCK x BLOCK` threads computes a `BLOCK x BLOCK` tile of C. Here is the whole
+# module: the docstring, the tile constant, the kernel, its launch configuration and the `Stage`
+# record that registers it in `numba_gemm.STAGES`.
+
+# %%
+h.show_source(k01_naive)
+
+# %% [markdown]
+# ## Stage 2: `gmem_coalesce`, the one-line change
+#
+# The diff between the two kernels: `threadIdx.x` moves from the row to the column.
+
+# %%
+h.show_diff(h.kernel_function(k01_naive.STAGE), h.kernel_function(k02_gmem_coalesce.STAGE))
+
+# %% [markdown]
+# ## Which threads touch which addresses
+#
+# A block's threads are numbered `threadIdx.x + threadIdx.y * blockDim.x`, and each run of 32
+# consecutive numbers is a **warp**: 32 lanes that execute each instruction together. With a
+# block of `32 x 32`, warp `w` is the threads with `threadIdx.y = w` and `threadIdx.x = 0..31`.
+# When a warp executes a load, the memory system serves the 32 lanes' addresses together: it
+# moves whole 32-byte **sectors** (and 128-byte L1 lines of 4 sectors). If the 32 lanes read 32
+# consecutive floats, that is 128 bytes in 4 sectors, every byte used: the access is
+# **coalesced**. If they read 32 floats a row apart, it takes 32 sectors to deliver 128 useful
+# bytes.
+#
+# The two maps, written as in the kernels (block (0, 0), so `blockIdx` is 0):
+
+# %%
+BLOCK = k01_naive.BLOCK
+assert BLOCK == k02_gmem_coalesce.BLOCK
+
+
+def naive_map(tx, ty):  # k01: row = ... + threadIdx.x, col = ... + threadIdx.y
+    return tx, ty
+
+
+def coalesced_map(tx, ty):  # k02: row = ... + threadIdx.y, col = ... + threadIdx.x
+    return ty, tx
+
+
+fig, axes = plt.subplots(1, 2, figsize=(9, 4.2))
+h.draw_ownership(axes[0], BLOCK, naive_map, "naive: warp w computes column w of the tile")
+h.draw_ownership(axes[1], BLOCK, coalesced_map, "gmem_coalesce: warp w computes row w")
+fig.suptitle(f"a {BLOCK} x {BLOCK} tile of C, shaded by warp (alternating greys), warp 0 red")
+fig.tight_layout()
+plt.show()
+
+# %% [markdown]
+# Now the addresses of warp 0's accesses at one step `k` of the loop, for the shape of the
+# benchmark's 4096-cubed row: `A[row, k]`, `B[k, col]` and the final store to `C[row, col]`. A
+# row-major float32 element `X[i, j]` of an array with `n` columns lives at byte `4 * (i*n + j)`.
+
+# %%
+K = N = 4096  # the benchmark's 4096^3 row
+k = 0
+lanes = range(32)
+fig, axes = plt.subplots(2, 3, figsize=(13, 6))
+maps = (("naive", naive_map), ("gmem_coalesce", coalesced_map))
+for row_axes, (name, mapping) in zip(axes, maps, strict=True):
+    rc = [mapping(tx, 0) for tx in lanes]  # warp 0 of block (0, 0)
+    h.draw_access(row_axes[0], [4 * (r * K + k) for r, _ in rc], f"{name}, load A[row, k]")
+    h.draw_access(row_axes[1], [4 * (k * N + c) for _, c in rc], f"{name}, load B[k, col]")
+    h.draw_access(row_axes[2], [4 * (r * N + c) for r, c in rc], f"{name}, store C[row, col]")
+fig.tight_layout()
+plt.show()
+
+# %% [markdown]
+# In `naive`, the lanes of a warp share a column and walk down the rows: their loads of A are a
+# row (16 KiB here) apart, 32 sectors per instruction for 128 useful bytes, and so are their
+# stores to C. Their loads of B all hit one address, which the hardware **broadcasts**. In
+# `gmem_coalesce` the roles swap: the lanes share a row, so the load of A is the broadcast and the
+# load of B and the store to C are one contiguous 128-byte line each.
+#
+# (The naive kernel is not 8 times slower on every byte: each thread walks its own row of A along
+# `k`, so a sector fetched for one `k` also holds the next 7 floats of that row, and the L1 and
+# L2 caches keep some of them. What the caches cannot fix is that every FMA still needs two
+# loads through the memory pipeline.)
+
+# %% [markdown]
+# ## Run and check
+#
+# Both stages through the public call on the same operands, against NumPy in float64.
+
+# %%
+M, N, K = h.demo_shape()
+h.check_stages(["naive", "gmem_coalesce"], M, N, K)
+
+# %% [markdown]
+# ## Registers, shared memory, occupancy
+#
+# The resource report compiles each kernel for sm_90 and runs `ptxas -v`: registers per thread,
+# spills, SMEM per block, threads per block, and the theoretical **occupancy** (resident warps per
+# SM over the most an SM can hold, 64 on sm_90) that those allow. The two kernels are the same code
+# up to the index map, so their resources match: the speed-up below is the memory access pattern
+# alone.
+
+# %%
+_ = h.resources(["naive", "gmem_coalesce"])
+
+# %% [markdown]
+# ## Measured on the GPU
+#
+# The committed benchmark (kernel time, median of CUDA-event timings) against cuBLAS FP32. Both
+# rungs stay in the low single-digit percent of cuBLAS: each FMA still needs two loads from GMEM
+# through the caches, so the kernel is bound by the memory pipeline, far left of the roofline's
+# ridge (notebook 00). The cure is to load each value once per block and reuse it from on-chip
+# shared memory: notebook 02.
+#
+# (`naive` at 8192 was skipped by the benchmark's per-kernel time limit.) One oddity in the
+# table: `naive` runs faster at 4095 than at 4096. Its lanes read addresses exactly a power of two
+# apart at 4096, which pile onto the same memory partitions (bench/NOTES.md, item 1); the
+# coalesced kernel has no such stride.
+
+# %%
+h.print_results(["naive", "gmem_coalesce"])
+h.plot_results(["naive", "gmem_coalesce"])

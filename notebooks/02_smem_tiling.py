@@ -1,0 +1,131 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 02 · Shared-memory tiling
+#
+# In `gmem_coalesce` (notebook 01) every thread reads its own row of A and column of B from
+# global memory (GMEM): an element of A is fetched by every thread that needs it, N times in all,
+# and every FMA costs two loads through the memory pipeline. Stage 3, `smem_tiling`, makes the
+# threads of a block share their loads: the block copies a tile of A and a tile of B into
+# **shared memory** (SMEM: on-chip, shared by the threads of a block, with far more bandwidth and
+# far less latency than GMEM), synchronises, and computes from there. Each float fetched from GMEM
+# is then read by a whole row (or column) of the block's threads from SMEM.
+
+# %%
+import _helpers as h
+
+from numba_gemm.kernels import k03_smem_tiling as k03
+
+print("outputs from:", h.machine())
+
+# %% [markdown]
+# ## The kernel
+#
+# Tile constants `BM = BN = BK = TILE`: a block of `TILE x TILE` threads computes a `BM x BN` tile
+# of C, one element per thread, and walks K in steps of `BK`. Each step has two phases, ruled in
+# the source: `GMEM -> SMEM` (every thread copies one element of the A tile `As` and one of the B
+# tile `Bs`, zero outside the matrices, so the inner loop needs no bounds checks) and
+# `SMEM -> registers, FMA` (BK multiply-adds from SMEM).
+
+# %%
+h.show_source(k03)
+
+# %% [markdown]
+# ## Tiles moving through SMEM
+#
+# One block's work, drawn from the module's constants: at step `t` the block holds tile `t` of
+# its row panel of A and tile `t` of its column panel of B in SMEM, and every thread adds `BK`
+# products to its element of the C tile.
+
+# %%
+h.draw_smem_tiling(k03.BM, k03.BN, k03.BK)
+
+# %% [markdown]
+# ## How much GMEM traffic that saves
+#
+# Per K step, a block loads `BM*BK + BK*BN` floats from GMEM and does `BM*BN*BK` FMAs, so it
+# loads `(BM + BN) / (BM * BN)` floats per FMA. Stage 2 loads two per FMA (each from a cache if
+# lucky).
+
+# %%
+per_fma = (k03.BM + k03.BN) / (k03.BM * k03.BN)
+print(f"stage 3: {per_fma:.4f} GMEM floats per FMA, {2 / per_fma:.0f}x fewer than stage 2's 2")
+print(f"SMEM per block: As + Bs = 4 B x ({k03.BM}x{k03.BK} + {k03.BK}x{k03.BN}) = "
+      f"{4 * (k03.BM * k03.BK + k03.BK * k03.BN)} B")
+
+# %% [markdown]
+# ## Why two `syncthreads`
+#
+# SMEM is shared by all warps of the block, and warps run at their own pace. Two barriers guard
+# the two hazards of reusing `As` and `Bs` at every K step:
+#
+# 1. after the stores (read-after-write): no warp may read the tiles before all warps have
+#    written their elements of them;
+# 2. after the FMAs (write-after-read): no warp may store the *next* tiles into `As`/`Bs` while
+#    another warp is still reading the current ones.
+#
+# The second one is easy to forget, because a kernel without it usually passes small tests: the
+# failure needs one warp to finish its FMAs a whole phase ahead of another. The schematic below
+# shows it (durations are illustrative, not measured).
+
+# %%
+h.draw_barriers()
+
+# %% [markdown]
+# Stage 9 (notebook 05) gets down to one barrier per K step by keeping two copies of the tiles.
+
+# %% [markdown]
+# ## Run and check
+
+# %%
+M, N, K = h.demo_shape()
+h.check_stages(["smem_tiling"], M, N, K)
+
+# %% [markdown]
+# ## Registers, SMEM, occupancy
+#
+# The `smem` column is the static shared memory of `As` and `Bs`; blocks of `TILE x TILE`
+# threads are large, so the number of threads per SM, not SMEM, limits how many blocks are
+# resident.
+
+# %%
+_ = h.resources(["gmem_coalesce", "smem_tiling"])
+
+# %% [markdown]
+# ## What bounds it now
+#
+# The GMEM traffic fell by the factor above, and the kernel is now limited by SMEM. SMEM is made
+# of 32 **banks**, each delivering one 4-byte word per pass; a warp's SMEM access is served in one
+# or more such passes, called **wavefronts** (notebook 04 draws them). Per step `k` a warp (32
+# threads of one row of the block, `threadIdx.y` fixed) reads `As[ty, k]` (one address for the
+# whole warp: a broadcast, one wavefront) and `Bs[k, tx]` (32 consecutive floats, one in each
+# bank: one wavefront) for a single FMA instruction. An SM serves one SMEM
+# wavefront per clock but could issue four warp-FMAs per clock, which caps this kernel at a small
+# fraction of the FP32 peak:
+
+# %%
+peaks = h.gpu_peaks()
+bound = h.smem_issue_bound(ffma=1, wavefronts=2)
+measured = h.result("smem_tiling", max(h.square_sizes()))
+print(f"SMEM-issue bound: {bound:.1%} of {peaks['flops'] / 1e12:.1f} TFLOP/s = "
+      f"{bound * peaks['flops'] / 1e12:.1f} TFLOP/s; measured at N = {measured['N']}: "
+      f"{measured['gflops'] / 1e3:.1f} TFLOP/s ({peaks['gpu']})")
+
+# %% [markdown]
+# To do better, each value read from SMEM must feed more than one FMA: each thread has to compute
+# several elements of C and keep the operands it reuses in registers. That is blocktiling,
+# notebook 03.
+#
+# ## Measured on the GPU
+
+# %%
+h.print_results(["gmem_coalesce", "smem_tiling"])
+h.plot_results(["gmem_coalesce", "smem_tiling"])

@@ -1,0 +1,217 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 06 · Tuning and shapes: the configuration space, waves, split-K and stream-K
+#
+# The last three stages (notebook 05) take their tile sizes as a configuration. No single
+# configuration is best everywhere: large tiles reuse more and need fewer blocks, small tiles
+# fill the GPU better when C is small or ragged. This notebook covers how `numba_gemm` chooses:
+# the space the tuner sweeps, what it picked on the H200, the **wave quantization** model the plan
+# uses to price a configuration at a given shape, and the two ways to get more parallelism than
+# C's tiles offer, **split-K** (in the package) and **stream-K** (explained, not implemented).
+
+# %%
+import _helpers as h
+import matplotlib.pyplot as plt
+
+import numba_gemm
+from numba_gemm import tuning
+from numba_gemm.device import DeviceInfo
+from numba_gemm.kernels import _splitk
+from numba_gemm.kernels import _tunable as tun
+from numba_gemm.kernels import k09_double_buffering as k09
+
+print("outputs from:", h.machine())
+TUNABLE = ("warptiling", "double_buffering", "multistage")
+stages = {n: numba_gemm.get_stage(n) for n in TUNABLE}
+meta, _ = h.results()
+
+# %% [markdown]
+# ## The configuration space
+#
+# A configuration is a plain dict of ints; `_tunable` documents the keys, and `check_config` is
+# the one list of constraints (divisibility of the tiles, 32 thread tiles per warp sub-tile,
+# float4 loads that split evenly over the threads, SMEM and register limits). The tuner and
+# `Stage.with_config` both rely on it.
+
+# %%
+print(tun.__doc__)
+h.show_source(tun.check_config)
+
+# %% [markdown]
+# An invalid configuration is rejected with the constraint it breaks, before anything compiles:
+
+# %%
+try:
+    stages["warptiling"].with_config(dict(stages["warptiling"].config, WN=48))
+except ValueError as e:
+    print("ValueError:", e)
+
+# %% [markdown]
+# Each tunable stage's `space` is the grid of tile shapes the tuner times first (filtered by
+# `check_config` and by block sizes and accumulator counts worth timing), before refining launch
+# bounds (`MINB`) and split-K for the best ones. The stars are the committed winners for the
+# large (4096) class, from the sm_90 tuning file.
+
+# %%
+copies = {"warptiling": lambda c: 1, "double_buffering": lambda c: k09.SMEM_COPIES,
+          "multistage": lambda c: c["NBUF"]}
+large = tuning.winners("large", device=("", (9, 0)))
+h.plot_space({n: (s.space, copies[n]) for n, s in stages.items()},
+             {f"{n} (large)": (r["config"], copies[n]) for n, r in large.items()})
+
+# %% [markdown]
+# ## What the tuner picked on the H200
+#
+# `python -m numba_gemm.tune` times candidates per **shape class** (small, medium, large: by the
+# number of elements of C, timed at 1024, 2048 and 4096) and keeps the winner and a few
+# alternatives of other block-tile shapes. The committed defaults for compute capability 9.0
+# (`numba_gemm/tuning/sm_90.json`, measured on the GPU named in it):
+
+# %%
+path = tuning.defaults_path((9, 0))
+print(f"{path.relative_to(h.ROOT)}: classes {[c for c, _, _ in tuning.CLASSES]}")
+for cls, _, shape in tuning.CLASSES:
+    for name, r in sorted(tuning.winners(cls, device=("", (9, 0))).items()):
+        print(f"{cls:<6} {'x'.join(map(str, shape)):>14} {name:<17} {r['ms']:.3f} ms "
+              f"({r['pct_cublas']:.0%} of cuBLAS), {r['blocks_per_sm']} block(s)/SM: "
+              f"{h.describe(r['config'])}")
+
+# %% [markdown]
+# ## Wave quantization
+#
+# A grid of `ceil(M/BM) * ceil(N/BN)` blocks runs on the SMs in **waves**: each SM holds as many
+# blocks at once as its registers, SMEM and thread slots allow (the occupancy of notebooks
+# 03-05), so a wave is `SMs x blocks per SM` blocks. Every block walks all of K, so a kernel
+# takes about `ceil(blocks / slots)` times the duration of one block. When the last wave is only
+# partly filled, the idle SMs cost as much time as busy ones.
+#
+# The committed large-class winner of `multistage` at two adjacent sizes, with the GPU's SM count
+# from the results file: one extra row and column of C adds a row and a column of mostly empty
+# tiles, and a whole wave.
+
+# %%
+sms = int(meta["sm_count"])
+ms_large = large["multistage"]
+c = ms_large["config"]
+fig, axes = plt.subplots(2, 1, figsize=(12, 4.6))
+for ax, n in zip(axes, (4096, 4097), strict=True):
+    h.draw_waves(ax, n, n, c["BM"], c["BN"], sms, ms_large["blocks_per_sm"])
+fig.tight_layout()
+plt.show()
+
+# %% [markdown]
+# The busy share of the slots across sizes, for the large-class candidates the tuning file keeps
+# (winner and alternatives of each stage; tile shapes with the same number of blocks per wave
+# coincide): no tile shape is best at every size, which is why the plan keeps several candidates
+# per class and prices each at the actual shape.
+
+# %%
+cands = [(r["config"]["BM"], r["config"]["BN"], r["blocks_per_sm"], r["config"]["SPLITK"])
+         for name in ("double_buffering", "multistage") for r in tuning.candidates(large[name])]
+h.plot_wave_efficiency(cands, sms, range(1024, 8193, 8), marks=(2048, 4096, 8192))
+
+# %% [markdown]
+# ## The plan: pricing candidates at the actual shape
+#
+# `numba_gemm.plan_for` is what `sgemm` calls (once per shape). For the automatic choice it
+# takes every tuned candidate of every stage for the shape's class and predicts its time at this
+# shape from its time at the tuned shape, scaled by `waves x K tiles` (plus the cost of split-K's
+# reduction); the cheapest wins. Here it is asked for the GPU of the committed run (its name,
+# compute capability and SM count, from `results.json`), next to what the benchmark measured for
+# `sgemm`'s choice at the same sizes.
+
+# %%
+gpu = DeviceInfo(id=0, name=meta["gpu"], cc=h.gpu_peaks()["cc"], sm_count=sms,
+                 smem_optin=tun.SMEM_DYNAMIC_LIMIT)
+for n in (1024, 2048, 4096, 4095, 4097):
+    p = numba_gemm.plan_for(n, n, n, device=gpu)
+    r = h.result("auto", n)
+    print(f"{n}^3 plan: {p.stage.name} {h.describe(p.stage.config)}, {p.variant} variant, "
+          f"predicted {p.predicted_ms:.3f} ms\n       bench: {h.describe(r['config'])}, "
+          f"measured {r['median_ms']:.3f} ms ({r['pct_cublas']:.0%} of cuBLAS)")
+print("\nwhy, at 4097:", numba_gemm.plan_for(4097, 4097, 4097, device=gpu).reason)
+
+# %% [markdown]
+# ## Split-K
+#
+# When C has fewer tiles than the GPU has slots, no choice of wave count helps: the SMs without a
+# tile idle for the whole kernel. Split-K cuts K into `SPLITK` slices and gives each (tile,
+# slice) pair its own block (grid `z`); each block writes its partial product to a workspace,
+# and a second kernel sums the slices into C in a fixed order (deterministic, no atomics). It pays
+# the extra traffic of the partial products and a second launch, which is worth it only when the
+# parallelism gained is large. The reduction kernel:
+
+# %%
+h.show_source(_splitk.reduce_splits)
+
+# %% [markdown]
+# The small-class winner of `multistage` uses it; here is its grid at 1024-cubed with and without
+# its `SPLITK`:
+
+# %%
+small = tuning.winners("small", device=("", (9, 0)))["multistage"]
+c = small["config"]
+fig, axes = plt.subplots(2, 1, figsize=(12, 3.8))
+for ax, splits in zip(axes, (1, c["SPLITK"]), strict=True):
+    h.draw_waves(ax, 1024, 1024, c["BM"], c["BN"], sms, small["blocks_per_sm"], splits)
+fig.tight_layout()
+plt.show()
+
+# %% [markdown]
+# A split-K configuration is checked like any other (a `Stage` passed to `sgemm` runs as given):
+
+# %%
+M, N, K = h.demo_shape()
+db = stages["double_buffering"]
+split = db.with_config(dict(db.config, SPLITK=2))
+print(split, "grid:", split.launch_config(M, N, K)[0])
+h.check_stages([split], M, N, K)
+
+# %% [markdown]
+# ## Stream-K
+#
+# Split-K still works in waves of equal blocks. **Stream-K** (Osama, Merrill, Cecka, Garland and
+# Owens, "Stream-K: Work-centric Parallel Decomposition for Dense Matrix-Matrix Multiplication on
+# the GPU", PPoPP 2023) launches one persistent block per SM slot and gives each the same number
+# of K iterations of the whole problem (tiles x K steps), in tile order: a block's share may end
+# in the middle of a tile, and the blocks that share a tile combine their partial sums (a
+# "fix-up"). Every SM then finishes at about the same time whatever the number of tiles, at the
+# price of the fix-ups. CUTLASS and cuBLAS use it (often in hybrid with data-parallel waves);
+# `numba_gemm` does not implement it. A toy comparison (4 SMs, 6 tiles of 8 K iterations each;
+# the numbers are illustrative):
+
+# %%
+h.draw_decompositions(tiles=6, iters=8, sms=4, splits=2)
+
+# %% [markdown]
+# ## Registers, SMEM, occupancy of the small-class picks
+#
+# Smaller tiles, fewer accumulators, more blocks per SM: compare with the large-class report of
+# notebook 05.
+
+# %%
+_ = h.resources(["double_buffering", "multistage"], tuned="small")
+
+# %% [markdown]
+# ## Measured on the GPU
+#
+# `sgemm`'s automatic choice (`auto`) against the tunable stages, each with its tuned
+# configuration, at every committed size. The ragged sizes show both effects of this notebook:
+# 4095 (rows not 16-byte aligned, the scalar-GMEM variants) and 4097 (an extra, mostly idle wave
+# unless the plan picks smaller tiles). What the benchmark's `auto` picked at each size:
+
+# %%
+for n in h.square_sizes() + h.square_sizes(pow2=False):
+    r = h.result("auto", n)
+    print(f"{n:>5}: {r['pct_cublas']:>5.1%} of cuBLAS FP32, {h.describe(r['config'])}")
+h.print_results(["auto", *TUNABLE])
+h.plot_results(["auto", *TUNABLE], highlight=TUNABLE)
