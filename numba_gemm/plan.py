@@ -31,6 +31,7 @@ from .kernels import STAGES, _splitk, get_stage
 from .launch import Kernel, gemm_launcher, load_kernel, stream_handle
 from .registry import Stage, variant_key
 
+
 class Geometry(NamedTuple):
     """How the operands of a (batched) product lie in memory, in elements (float32).
 
