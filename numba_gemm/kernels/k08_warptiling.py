@@ -241,7 +241,7 @@ def _make_kernel(items: tuple, vec: bool, layout: str = "NN"):
         # A (batch, M, K), B (batch, K, N), C (batch, M, N): strided batches, grid z = batch
         M, K, N = A.shape[1], A.shape[2], B.shape[2]
         bz, k_begin, k_end, c_row0 = tun.block_work(M, K, BK, SPLITK)
-        Ag, Bg, Cg = a_view(A, bz), b_view(B, bz), rows_view(C, bz)  # 2-D storage views
+        Ag, Bg = a_view(A, bz), b_view(B, bz)  # 2-D storage views (C's: in the epilogue)
         As = cuda.shared.array((BK, AS_PITCH), float32, alignment=SMEM_ALIGN)  # [k, m]
         Bs = cuda.shared.array((BK, BS_PITCH), float32, alignment=SMEM_ALIGN)  # [k, n]
         tid = cuda.threadIdx.x
@@ -271,6 +271,7 @@ def _make_kernel(items: tuple, vec: bool, layout: str = "NN"):
             cuda.syncthreads()  # everyone is done reading before the next tiles overwrite SMEM
 
         # --- epilogue: write C (rows c_row0 + [0, M) of the split-K workspace if SPLITK > 1)
+        Cg = rows_view(C, bz)  # here, not above: no register holds it during the main loop
         store_results(Cg, thread_results, c_row0 + row0 + wm0, col0 + wn0, alpha, beta,
                       c_row0 + M, N, vec)
 
