@@ -474,13 +474,9 @@ def _scale(C: Operand, g: Geometry | None, beta: float, strm: Any, p: Plan) -> N
     from .kernels._scale import BLOCK
     from .plan import scale_kernel
 
-    if g is None:
-        M, N = C.shape
-        c3 = Operand(C.obj, C.ptr, (1, M, N), (0, 4 * N, 4), F32, C.device)
-    else:
-        M, N = g.M, g.N
-        c3 = Operand(C.obj, C.ptr, (g.batch, M, N), (4 * g.stride_c, 4 * g.ldc, 4), F32,
-                     C.device)
+    g = g or Geometry.plain(*C.shape, 0)
+    M, N = g.M, g.N
+    c3 = g.arrays(C, C, C)[2]  # C as a strided batch: (batch, M, N), its pitch and batch stride
     grid = (cdiv(N, BLOCK[0]), cdiv(M, BLOCK[1]), c3.shape[0])
     check_grid(grid, "C = beta * C (K = 0)")
     scale_kernel(p.device).launch(grid, (*BLOCK, 1), strm, (c3,), (beta,))

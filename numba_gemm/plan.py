@@ -333,13 +333,8 @@ class Plan:
                 f"why: {self.reason})")
 
 
-class _Nowhere:
-    """Operand stand-in with a null pointer: the fixed fields of the launcher's buffer."""
-
-    obj, ptr = None, 0
-
-
-_NOWHERE = _Nowhere()
+#: An operand with a null pointer: what the launcher's buffer holds before a call's pointers.
+_NOWHERE = Operand(None, 0, (), (), F32, 0)
 
 
 #: CUDA's grid limits (x, y, z) for compute capability 3.0 and up.
