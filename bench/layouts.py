@@ -107,8 +107,8 @@ def main(argv=None) -> int:
         from numba_gemm import STAGES, tuning
 
         seen = set()
-        for cls, _, _ in tuning.CLASSES:
-            for name, res in tuning.winners(cls).items():
+        for cls in tuning.CLASSES:
+            for name, res in tuning.winners(cls.name).items():
                 for cand in tuning.candidates(res):
                     cfg = dict(cand["config"], SPLITK=1)
                     key = (name, tuple(sorted(cfg.items())))

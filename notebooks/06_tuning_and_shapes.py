@@ -72,16 +72,18 @@ h.plot_space({n: (s.space, copies[n]) for n, s in stages.items()},
 # ## What the tuner picked on the H200
 #
 # `python -m numba_gemm.tune` times candidates per **shape class** (small, medium, large: by the
-# number of elements of C, timed at 1024, 2048 and 4096) and keeps the winner and a few
-# alternatives of other block-tile shapes. The committed defaults for compute capability 9.0
-# (`numba_gemm/tuning/sm_90.json`, measured on the GPU named in it):
+# number of elements of C, timed at 1024, 2048 and 4096; batched: batches of small matrices,
+# timed at 64 x 512) and keeps the winner and a few alternatives of other block-tile shapes.
+# The committed defaults for compute capability 9.0 (`numba_gemm/tuning/sm_90.json`, measured on
+# the GPU named in it):
 
 # %%
 path = tuning.defaults_path((9, 0))
-print(f"{path.relative_to(h.ROOT)}: classes {[c for c, _, _ in tuning.CLASSES]}")
-for cls, _, shape in tuning.CLASSES:
-    for name, r in sorted(tuning.winners(cls, device=("", (9, 0))).items()):
-        print(f"{cls:<6} {'x'.join(map(str, shape)):>14} {name:<17} {r['ms']:.3f} ms "
+print(f"{path.relative_to(h.ROOT)}: classes {[c.name for c in tuning.CLASSES]}")
+for cls in tuning.CLASSES:
+    shape = "x".join(map(str, cls.shape)) + (f" x{cls.batch}" if cls.batch > 1 else "")
+    for name, r in sorted(tuning.winners(cls.name, device=("", (9, 0))).items()):
+        print(f"{cls.name:<7} {shape:>18} {name:<17} {r['ms']:.3f} ms "
               f"({r['pct_cublas']:.0%} of cuBLAS), {r['blocks_per_sm']} block(s)/SM: "
               f"{h.describe(r['config'])}")
 

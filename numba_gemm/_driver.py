@@ -58,6 +58,8 @@ def lib() -> ctypes.CDLL:
         "cuStreamWaitEvent": [_c_void_p, _c_void_p, _c_uint],
         "cuPointerGetAttribute": [_c_void_p, _c_int, ctypes.c_uint64],
         "cuDeviceGetCount": [ctypes.POINTER(_c_int)],
+        "cuOccupancyMaxActiveBlocksPerMultiprocessor": [ctypes.POINTER(_c_int), _c_void_p, _c_int,
+                                                        _c_size_t],
     }
     for fn, argtypes in sigs.items():
         f = getattr(cu, fn)
@@ -158,6 +160,15 @@ def param_layout(fn: int, count: int) -> list[tuple[int, int]] | None:
         check(rc, f"cuFuncGetParamInfo({i})")
         out.append((off.value, size.value))
     return out
+
+
+def blocks_per_sm(fn: int, threads: int, smem: int) -> int:
+    """``cuOccupancyMaxActiveBlocksPerMultiprocessor``: resident blocks of ``fn`` per SM with
+    ``threads`` per block and ``smem`` bytes of dynamic SMEM."""
+    n = _c_int()
+    check(lib().cuOccupancyMaxActiveBlocksPerMultiprocessor(ctypes.byref(n), fn, threads, smem),
+          "cuOccupancyMaxActiveBlocksPerMultiprocessor")
+    return n.value
 
 
 def launch(fn: int, grid: tuple, block: tuple, smem: int, stream: int, params: int) -> None:

@@ -75,11 +75,12 @@ class CupyBlas:
         """A CuPy view of a device array (zero-copy through ``__cuda_array_interface__``)."""
         return self.cp.asarray(d_x)
 
-    def empty(self, M: int, N: int) -> Any:
-        return self.cp.empty((M, N), dtype=self.cp.float32)
+    def empty(self, *shape: int) -> Any:
+        return self.cp.empty(shape, dtype=self.cp.float32)
 
     def matmul(self, a: Any, b: Any, c: Any) -> None:
-        """``c = a @ b`` (one cuBLAS SGEMM), asynchronous."""
+        """``c = a @ b`` (one cuBLAS SGEMM; a strided-batched one for 3-D operands),
+        asynchronous."""
         self.cp.matmul(a, b, out=c)
 
     def to_host(self, c: Any) -> np.ndarray:
@@ -151,12 +152,13 @@ class TorchBlas:
         """A tensor viewing a device array (zero-copy through ``__cuda_array_interface__``)."""
         return self.torch.as_tensor(d_x, device="cuda")
 
-    def empty(self, M: int, N: int) -> Any:
-        return self.torch.empty((M, N), dtype=self.torch.float32, device="cuda")
+    def empty(self, *shape: int) -> Any:
+        return self.torch.empty(shape, dtype=self.torch.float32, device="cuda")
 
     def matmul(self, a: Any, b: Any, c: Any) -> None:
-        """``c = a @ b`` (one cuBLAS SGEMM), asynchronous."""
-        self.torch.mm(a, b, out=c)
+        """``c = a @ b`` (one cuBLAS SGEMM: ``torch.mm``; ``torch.bmm`` for 3-D operands),
+        asynchronous."""
+        (self.torch.mm if a.dim() == 2 else self.torch.bmm)(a, b, out=c)
 
     def to_host(self, c: Any) -> np.ndarray:
         return c.cpu().numpy()
@@ -223,9 +225,11 @@ def _as_blas(blas: Blas | str | None) -> Blas | None:
 
 
 def cublas_product(blas: Blas, d_a: Any, d_b: Any) -> np.ndarray:
-    """``A @ B`` of two device arrays by cuBLAS SGEMM in FP32 (TF32 off), on the host, float32."""
+    """``A @ B`` of two device arrays (2-D, or 3-D batches of the same length) by cuBLAS SGEMM in
+    FP32 (TF32 off), on the host, float32."""
     a, b = blas.wrap(d_a), blas.wrap(d_b)
-    c = blas.empty(a.shape[0], b.shape[1])
+    sa, sb = tuple(a.shape), tuple(b.shape)  # the simulator's shapes take no slices
+    c = blas.empty(*sa[:-1], sb[-1])
     with blas.fp32_mode():
         blas.matmul(a, b, c)
     return blas.to_host(c)
@@ -261,9 +265,11 @@ class Problem:
     """One GEMM problem on the GPU and its reference product.
 
     Attributes:
-        a, b: host operands A ``(M, K)`` and B ``(K, N)``, float32, C-contiguous.
-        A, B: their Numba device copies; C: a Numba device array ``(M, N)``, float32, that the
-            implementations write (overwritten by every :func:`validate` and timing).
+        a, b: host operands A ``(M, K)`` and B ``(K, N)``, float32, C-contiguous; for a batched
+            problem ``(batch, M, K)`` and ``(batch, K, N)``.
+        A, B: their Numba device copies; C: a Numba device array ``(M, N)`` (or ``(batch, M,
+            N)``), float32, that the implementations write (overwritten by every
+            :func:`validate` and timing).
         ref: the reference ``A @ B`` on the host (float32 from cuBLAS, or float64).
         reference: how ``ref`` was computed (``"cuBLAS FP32 (TF32 off), CuPy 13.6.0"`` or
             ``"float64 NumPy"``).
@@ -285,14 +291,19 @@ class Problem:
 
     @property
     def shape(self) -> tuple[int, int, int]:
-        """``(M, N, K)``."""
-        return self.a.shape[0], self.b.shape[1], self.a.shape[1]
+        """``(M, N, K)`` of one product."""
+        return self.a.shape[-2], self.b.shape[-1], self.a.shape[-1]
+
+    @property
+    def batch(self) -> int:
+        """Products in the batch (1 for 2-D operands)."""
+        return self.a.shape[0] if self.a.ndim == 3 else 1
 
     @property
     def flop(self) -> int:
-        """``2*M*N*K``."""
+        """``2*batch*M*N*K``."""
         M, N, K = self.shape
-        return 2 * M * N * K
+        return 2 * self.batch * M * N * K
 
     def poison(self) -> None:
         """Fill C with NaN: an element an implementation leaves unwritten stays NaN."""
@@ -309,27 +320,31 @@ def make_problem(
     seed: int | None = None,
     rng: np.random.Generator | None = None,
     blas: Blas | str | None = "auto",
+    batch: int = 1,
 ) -> Problem:
     """Random standard-normal float32 operands (never zeros: they hide unwritten outputs and bad
     indexing) on the GPU, and the reference product.
 
     Args:
         M, N, K: A is ``(M, K)``, B ``(K, N)``, C ``(M, N)``; each >= 1.
+        batch: > 1 for a batch of products in C-contiguous 3-D arrays, A ``(batch, M, K)``, B
+            ``(batch, K, N)``, C ``(batch, M, N)`` (reference: cuBLAS strided-batched SGEMM).
         seed: seed of ``numpy.random.default_rng``: the same seed gives the same operands.
         rng: a generator to draw from instead (advanced by the draw); overrides ``seed``.
         blas: the cuBLAS library for the reference (see :func:`cublas_reference`); ``"none"``
             or None for a float64 NumPy reference.
 
     Raises:
-        ValueError: a dimension < 1.
+        ValueError: a dimension or the batch < 1.
     """
-    if min(M, N, K) < 1:
-        raise ValueError(f"need M, N, K >= 1, got M={M}, N={N}, K={K}")
+    if min(M, N, K, batch) < 1:
+        raise ValueError(f"need M, N, K, batch >= 1, got M={M}, N={N}, K={K}, batch={batch}")
     gen = rng if rng is not None else np.random.default_rng(seed)
-    a = gen.standard_normal((M, K), dtype=np.float32)
-    b = gen.standard_normal((K, N), dtype=np.float32)
+    lead = (batch,) if batch > 1 else ()
+    a = gen.standard_normal((*lead, M, K), dtype=np.float32)
+    b = gen.standard_normal((*lead, K, N), dtype=np.float32)
     A, B = cuda.to_device(a), cuda.to_device(b)
-    C = cuda.device_array((M, N), dtype=np.float32)
+    C = cuda.device_array((*lead, M, N), dtype=np.float32)
     lib = _as_blas(blas)
     if lib is None:
         ref, label = reference_f64(a, b), F64_LABEL

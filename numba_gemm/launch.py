@@ -197,6 +197,13 @@ class Kernel:
         finally:
             _driver.set_current_context(cur)
 
+    def blocks_per_sm(self, threads: int) -> int:
+        """Resident blocks per SM at ``threads`` per block and this kernel's dynamic SMEM (CUDA
+        occupancy API)."""
+        from . import _driver
+
+        return _driver.blocks_per_sm(self.fn, threads, self.smem)
+
     def __repr__(self) -> str:
         return f"Kernel({self.name}, device={self.device.id}, smem={self.smem})"
 
@@ -299,6 +306,11 @@ class NumbaKernel:
         if not SIMULATOR and isinstance(stream, int):
             stream = cuda.external_stream(stream) if stream else 0
         self.dispatcher[grid, block, stream, self.smem](*args)
+
+    def blocks_per_sm(self, threads: int) -> int:
+        """Resident blocks per SM (:func:`blocks_per_sm` of the dispatcher, launched at least
+        once; 1 on the simulator)."""
+        return blocks_per_sm(self.dispatcher, threads, self.smem)
 
     def __repr__(self) -> str:
         return f"NumbaKernel({self.name}, smem={self.smem})"

@@ -122,7 +122,8 @@ def estimate_ms(
     cand: Mapping[str, Any], M: int, N: int, K: int, sms: int, aligned: bool = True,
     scalar_factor: float = 1.0, batch: int = 1,
 ) -> float:
-    """Predicted time (ms) of a tuned candidate at ``(M, N, K)`` from its time at the tuned shape.
+    """Predicted time (ms) of a tuned candidate at ``batch`` x ``(M, N, K)`` from its time at the
+    tuned shape (``cand["batch"]`` x ``cand["shape"]``; batch 1 when not recorded).
 
     Wave-quantization model: a kernel runs in ``ceil(blocks / (SMs * blocks_per_sm))`` waves of
     blocks that each walk ``ceil(K_slice / BK)`` K tiles, so time scales with waves x K tiles.
@@ -138,6 +139,7 @@ def estimate_ms(
     """
     cfg = cand["config"]
     Mr, Nr, Kr = cand["shape"]
+    Br = cand.get("batch", 1)
     s = cfg.get("SPLITK", 1)
     if aligned:
         ms, bps = cand["ms"], cand.get("blocks_per_sm", 1)
@@ -151,16 +153,22 @@ def estimate_ms(
         return waves * cdiv(cdiv(k, s), cfg["BK"])
 
     main = max(float(ms) - reduce_ms(s, Mr, Nr), 0.1 * float(ms))
-    return main * work(M, N, K, batch) / work(Mr, Nr, Kr) + reduce_ms(s, M, N)
+    return main * work(M, N, K, batch) / work(Mr, Nr, Kr, Br) + reduce_ms(s, M, N)
 
 
 def _priced(name: str, g: Geometry, aligned: bool, dev: DeviceInfo
-            ) -> list[tuple[float, dict]]:
-    """``[(predicted ms, config)]`` of every tuned candidate of stage ``name`` for this shape's
-    class on ``dev`` (a batch counts as ``batch * M`` rows and takes no split-K), cheapest
-    first; empty without tuning data."""
+            ) -> list[tuple[float, dict, str]]:
+    """``[(predicted ms, config, class)]`` of every tuned candidate of stage ``name`` for this
+    product's class on ``dev`` (:func:`tuning.shape_class`; a batch without data of its own class
+    is priced as ``batch * M`` rows; a batch takes no split-K), cheapest first; empty without
+    tuning data."""
     M, N, K = g.M, g.N, g.K
-    res = tuning.winners(tuning.shape_class(g.batch * M, N, K), dev).get(name)
+    res = None
+    for cls in dict.fromkeys((tuning.shape_class(M, N, K, g.batch),
+                              tuning.fallback_class(M, N, K, g.batch))):
+        res = tuning.winners(cls, dev).get(name)
+        if isinstance(res, Mapping):
+            break
     if not isinstance(res, Mapping):
         return []
     cands = [c for c in tuning.candidates(res)
@@ -170,7 +178,7 @@ def _priced(name: str, g: Geometry, aligned: bool, dev: DeviceInfo
     main = cands[0]
     factor = main["ms_scalar"] / main["ms"] if "ms_scalar" in main else 1.0
     priced = [(estimate_ms(c, M, N, K, dev.sm_count, aligned, factor, g.batch),
-               dict(c["config"])) for c in cands]
+               dict(c["config"]), cls) for c in cands]
     return sorted(priced, key=lambda p: p[0])
 
 
@@ -190,7 +198,6 @@ def _choose(g: Geometry, stage: str | Stage | None, aligned: bool, dev: DeviceIn
             ) -> tuple[Stage, float | None, str]:
     """(configured stage, predicted ms or None, reason)."""
     M, N, K = g.M, g.N, g.K
-    cls = tuning.shape_class(g.batch * M, N, K)
     src = tuning.source(dev) or "no tuning file"
 
     def ok(st: Stage) -> bool:
@@ -201,7 +208,7 @@ def _choose(g: Geometry, stage: str | Stage | None, aligned: bool, dev: DeviceIn
     if isinstance(stage, str):
         st = get_stage(stage)
         if st.tunable:
-            for ms, cfg in _priced(st.name, g, aligned, dev):
+            for ms, cfg, cls in _priced(st.name, g, aligned, dev):
                 built = _configured(st, cfg)
                 if built is not None and ok(built):
                     return built, ms, (f"stage {stage!r} by name; its tuned candidate predicted "
@@ -211,12 +218,12 @@ def _choose(g: Geometry, stage: str | Stage | None, aligned: bool, dev: DeviceIn
     usable = [s for s in STAGES if s.precision == "fp32" and tuple(s.min_cc) <= tuple(dev.cc)]
     picks = []
     for s in usable:
-        picks += [(ms, s.name, cfg) for ms, cfg in _priced(s.name, g, aligned, dev)]
+        picks += [(ms, s.name, cfg, cls) for ms, cfg, cls in _priced(s.name, g, aligned, dev)]
     picks.sort(key=lambda p: p[:2])
-    for ms, name, cfg in picks:
+    for ms, name, cfg, cls in picks:
         built = _configured(get_stage(name), cfg)
         if built is not None and ok(built):
-            others = [f"{n} {m:.3g} ms" for m, n, _ in picks if n != name][:2]
+            others = [f"{n} {m:.3g} ms" for m, n, _, _ in picks if n != name][:2]
             return built, ms, (
                 f"auto: cheapest of {len(picks)} tuned candidates for the {cls} class on "
                 f"{dev.name} ({src}), priced by the wave model at this shape"

@@ -107,8 +107,8 @@ def plan(
         if (wanted is None or st.name in wanted) and tuple(st.min_cc) <= tuple(cc):
             configs[st.name] = [dict(st.config)]
     device = (device_name, tuple(cc))
-    for cls, _, _ in tuning.CLASSES:
-        for name, result in tuning.winners(cls, device).items():
+    for cls in tuning.CLASSES:
+        for name, result in tuning.winners(cls.name, device).items():
             if name not in configs:
                 continue
             for cand in tuning.candidates(result):

@@ -1,13 +1,13 @@
 """``python -m numba_gemm.tune``: sweep tile configurations of the tunable stages on this GPU.
 
-For each shape class (``numba_gemm.tuning.CLASSES``: small 1024^3, medium 2048^3, large 4096^3)
-and each tunable stage (warptiling, double_buffering, multistage):
+For each shape class (``numba_gemm.tuning.CLASSES``: small 1024^3, medium 2048^3, large 4096^3,
+batched 64 x 512^3) and each tunable stage (warptiling, double_buffering, multistage):
 
 1. tiles: the stage's ``SPACE`` (every configuration of a grid of BM, BN, BK, WM, WN, WNITER, TM,
    TN that passes the stage's own ``check_config``), most register reuse first, timed until the
    (class, stage) share of ``--budget`` is spent;
-2. knobs: for the ``--top`` fastest, ``MINB`` (launch bounds) 1 and 2 and, below the large class,
-   ``SPLITK`` 2 and 4.
+2. knobs: for the ``--top`` fastest, ``MINB`` (launch bounds) 1 and 2 and, in the small and
+   medium classes, ``SPLITK`` 2 and 4.
 
 Every configuration is validated before it is timed (``numba_gemm.check``: relative error
 against cuBLAS FP32 with TF32 forced off, through CuPy or PyTorch, or a float64 NumPy product
@@ -92,7 +92,8 @@ def known_configs(gpu: str, cc: tuple[int, int], cls: str, stage: str, *datas: d
 
 
 def knob_variants(cfg: dict, cls: str) -> list[dict]:
-    """Phase-2 variants of a configuration: launch bounds, and split-K below the large class.
+    """Phase-2 variants of a configuration: launch bounds, and split-K in the small and medium
+    classes (not the large one, whose model mispriced it, nor a batch, which takes none).
 
     MINB = 2 (at most 65536 / (2 * threads) registers) is skipped for 128 accumulators per
     thread: it always spilled there (bench/NOTES.md)."""
@@ -101,18 +102,20 @@ def knob_variants(cfg: dict, cls: str) -> list[dict]:
     d = derived(cfg)
     acc = d["WMITER"] * cfg["TM"] * cfg["WNITER"] * cfg["TN"]
     out = [dict(cfg, MINB=m) for m in ((1, 2) if acc < 128 else (1,)) if m != cfg["MINB"]]
-    if cls != "large":
+    if cls in SPLIT_K_CLASSES:
         out += [dict(cfg, SPLITK=s) for s in (2, 4)]
     return out
 
 
-def Problem(M: int, N: int, K: int, rng: np.random.Generator, cp: Any = None) -> check.Problem:
-    """Random float32 operands of one shape on the GPU and the reference product
-    (``check.make_problem``); with a cuBLAS library (``cp``: a ``check.blas_library`` kind or
-    object, or the ``cupy`` module), the reference is cuBLAS FP32 with TF32 forced off and
-    ``problem.cublas`` its kernel time (for % of cuBLAS); with ``cp=None``, float64 NumPy."""
+def Problem(M: int, N: int, K: int, rng: np.random.Generator, cp: Any = None,
+            batch: int = 1) -> check.Problem:
+    """Random float32 operands of one shape (``batch`` > 1: a batch of them, 3-D) on the GPU and
+    the reference product (``check.make_problem``); with a cuBLAS library (``cp``: a
+    ``check.blas_library`` kind or object, or the ``cupy`` module), the reference is cuBLAS FP32
+    with TF32 forced off and ``problem.cublas`` its kernel time (for % of cuBLAS); with
+    ``cp=None``, float64 NumPy."""
     blas = check.CupyBlas(cp) if getattr(cp, "__name__", None) == "cupy" else cp
-    prob = check.make_problem(M, N, K, rng=rng, blas=blas)
+    prob = check.make_problem(M, N, K, rng=rng, blas=blas, batch=batch)
     if prob.blas is not None:
         check.time_cublas(prob)
     return prob
@@ -121,25 +124,40 @@ def Problem(M: int, N: int, K: int, rng: np.random.Generator, cp: Any = None) ->
 def _cublas_gflops(prob: check.Problem) -> float | None:
     """cuBLAS FP32 (TF32 off) GFLOP/s at the problem's shape (kernel time, measured by
     ``Problem``), None without a cuBLAS library."""
-    return prob.cublas.gflops(*prob.shape) if prob.cublas is not None else None
+    return prob.cublas.gflops(*_flop_shape(prob)) if prob.cublas is not None else None
+
+
+def _flop_shape(prob: check.Problem) -> tuple[int, int, int]:
+    """``(batch * M, N, K)``: what ``Timing.gflops`` needs for the problem's FLOP count."""
+    M, N, K = prob.shape
+    return prob.batch * M, N, K
+
+
+def plan_of(stage, prob: check.Problem, aligned: bool = True):
+    """The plan running ``stage`` on the problem's operands (a batch: C-contiguous 3-D)."""
+    from .plan import Geometry, plan_for
+
+    M, N, K = prob.shape
+    b = prob.batch
+    g = Geometry(b, M, N, K, "NN", K, N, N, M * K, K * N, M * N) if b > 1 else None
+    return plan_for(M, N, K, stage=stage, aligned=aligned, geometry=g)
 
 
 def evaluate(stage, prob: check.Problem, reps: int, warmup: int) -> dict:
-    """Validate then time one configured stage (``check.evaluate`` on
-    ``plan_for(M, N, K, stage=stage).launch``); ``{"ok": False, "error": ...}`` on failure."""
-    from .plan import plan_for
-
-    M, N, K = prob.shape
+    """Validate then time one configured stage (``check.evaluate`` on the ``launch`` of
+    :func:`plan_of`); ``{"ok": False, "error": ...}`` on failure."""
     try:
-        plan = plan_for(M, N, K, stage=stage)
+        plan = plan_of(stage, prob)
     except Exception as e:  # noqa: BLE001 - a config that does not fit the shape is skipped
         return dict(ok=False, error=check.error_note(e))
     A, B, C = prob.A, prob.B, prob.C
     res = check.evaluate(lambda: plan.launch(A, B, C), prob, stage.rtol, reps=reps, warmup=warmup)
     if not res.ok:
         return dict(ok=False, error=res.note)
-    g = res.timing.gflops(M, N, K)
+    g = res.timing.gflops(*_flop_shape(prob))
     out = dict(ok=True, ms=res.timing.median, gflops=g, err=res.rel_error, shape=list(prob.shape))
+    if prob.batch > 1:
+        out["batch"] = prob.batch
     base = _cublas_gflops(prob)
     if base:
         out["pct_cublas"] = g / base
@@ -148,7 +166,9 @@ def evaluate(stage, prob: check.Problem, reps: int, warmup: int) -> dict:
 
 #: Share of the budget per class: the large class decides the headline numbers and compiles
 #: most kernels, which the smaller classes then reuse.
-CLASS_WEIGHT = {"large": 0.5, "medium": 0.25, "small": 0.25}
+CLASS_WEIGHT = {"large": 0.4, "medium": 0.2, "small": 0.2, "batched": 0.2}
+#: Classes whose phase 2 tries split-K (bench/NOTES.md: the large class's model mispriced it).
+SPLIT_K_CLASSES = ("small", "medium")
 ALTERNATIVES = 6
 
 
@@ -165,29 +185,25 @@ def _alternatives(
     scalar kernels and, given the unaligned ``twin`` problem (each dimension one less: the scalar
     kernel, same tile counts), its time there (``ms_scalar``): the candidates that
     ``plan_for`` chooses among for other shapes of the class (wave quantization).
-    Split-K results are left out of the large class: the model does not price their reduction
-    pass, and at 4097^3 it mispredicted them (bench/NOTES.md)."""
-    from .launch import allow_dynamic_smem, blocks_per_sm
-
+    Split-K results are kept only in the classes that tried them (``SPLIT_K_CLASSES``).
+    Occupancy comes from the kernels the plans load (CUDA occupancy API)."""
     best: dict[tuple, tuple[dict, dict]] = {}
     for cfg, res in results:
-        if cls == "large" and cfg["SPLITK"] > 1:
+        if cls not in SPLIT_K_CLASSES and cfg["SPLITK"] > 1:
             continue
         key = (cfg["BM"], cfg["BN"], cfg["SPLITK"])
         if key not in best or res["ms"] < best[key][1]["ms"]:
             best[key] = (cfg, res)
     out = []
-    one, zero = np.float32(1.0), np.float32(0.0)
     for cfg, res in sorted(best.values(), key=lambda cr: cr[1]["ms"])[:ALTERNATIVES]:
         st = stage.with_config(cfg)
-        nt = st.launch_config(*prob.shape)[1][0]
-        args = (prob.A, prob.B, prob.C, one, zero)
         occ = {}
-        for key, kern in (("blocks_per_sm", st.kernel), ("blocks_per_sm_scalar", st.scalar_kernel)):
-            allow_dynamic_smem(kern, args, st.dynamic_smem)  # also compiles it for these types
-            kern.compile(tuple(kern.typeof_pyval(a) for a in args))
-            occ[key] = blocks_per_sm(kern, nt, st.dynamic_smem)
+        for key, aligned in (("blocks_per_sm", True), ("blocks_per_sm_scalar", False)):
+            plan = plan_of(st, prob, aligned)
+            occ[key] = plan.kernels()[0].blocks_per_sm(int(np.prod(plan.block)))
         alt = dict(config=cfg, ms=res["ms"], shape=res["shape"], **occ)
+        if "batch" in res:
+            alt["batch"] = res["batch"]
         if twin is not None:  # the scalar kernel on the unaligned twin shape (same tile counts)
             t = evaluate(st, twin, reps, warmup)
             if t["ok"]:
@@ -200,7 +216,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from .kernels import STAGES, get_stage
 
     tunable = [s.name for s in STAGES if s.tunable]
-    classes = [c[0] for c in tuning.CLASSES]
+    classes = [c.name for c in tuning.CLASSES]
     ap = argparse.ArgumentParser(
         prog="python -m numba_gemm.tune",
         description="Sweep tile configurations of the tunable stages on this GPU and store the "
@@ -225,7 +241,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         type=float,
         default=480.0,
         help="seconds for the whole sweep, compilation included (default 480); "
-        "the large class gets half, the others a quarter, split among the stages",
+        "the large class gets 40 %%, the others 20 %% each, split among the stages",
     )
     ap.add_argument("--top", type=int, default=3, help="configs refined in phase 2 (default 3)")
     ap.add_argument("--reps", type=int, default=10, help="timed repeats per config (default 10)")
@@ -270,10 +286,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     rows = []
     tried: dict[str, list[dict]] = {name: [] for name in args.stages}  # best-first, all classes
     # large first: its compiled kernels are reused by the smaller classes
-    for cls in sorted(args.classes, key=lambda c: -classes.index(c)):
-        M, N, K = next(c[2] for c in tuning.CLASSES if c[0] == cls)
-        prob = Problem(M, N, K, rng, blas)
-        twin = Problem(M - 1, N - 1, K - 1, rng, blas)
+    order = ("large", "medium", "small", "batched")
+    for cls in sorted(args.classes, key=order.index):
+        spec = next(c for c in tuning.CLASSES if c.name == cls)
+        M, N, K = spec.shape
+        prob = Problem(M, N, K, rng, blas, spec.batch)
+        twin = Problem(M - 1, N - 1, K - 1, rng, blas, spec.batch)
         share = args.budget * weight[cls] / total_w / len(args.stages)
         for name in args.stages:
             base = get_stage(name)

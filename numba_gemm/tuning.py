@@ -16,7 +16,8 @@ compute capability (``numba_gemm/tuning/sm_XY.json``, same format, measured on t
 it); else the stage's own ``DEFAULT_CONFIG``.
 
 Shape classes split by the number of C elements, because that decides how many block tiles there
-are to fill the GPU (the reason split-K pays for small products): see :data:`CLASSES`.
+are to fill the GPU (the reason split-K pays for small products), and batches of small matrices
+form a class of their own: see :data:`CLASSES`. A candidate tuned on a batch records ``batch``.
 """
 
 from __future__ import annotations
@@ -28,29 +29,54 @@ import threading
 import warnings
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from .device import SIMULATED, DeviceInfo, gpu_available, info
 
 FORMAT = 1
 
-#: (name, largest M*N in the class, the (M, N, K) the tuner times for it). Upper bounds sit between
-#: the tuned sizes, so 1024^2 is "small", 2048^2 "medium" and 4096^2 "large".
+class ShapeClass(NamedTuple):
+    """A shape class: the products whose C has at most ``limit`` elements (None: no bound), tuned
+    at ``batch`` x ``shape`` (``(M, N, K)``); the batched class bounds one matrix of a batch."""
+
+    name: str
+    limit: int | None
+    shape: tuple[int, int, int]
+    batch: int = 1
+
+
+#: The classes, tuned in this order of preference. Upper bounds sit between the tuned sizes, so
+#: 1024^2 is "small", 2048^2 "medium" and 4096^2 "large". "batched" holds batches (> 1) of
+#: matrices up to "small"'s size: many small tiles from many matrices, each K short, a regime
+#: whose ranking the single-matrix classes mispredicted (64 x 512^3: the large class's pick ran
+#: at 86 % of torch.bmm, its best tuned candidate at 94 %; bench/NOTES.md). A larger batch, or
+#: a batch of larger matrices, is priced as ``batch * M`` rows in the single-matrix classes.
 CLASSES = (
-    ("small", 1536 * 1536, (1024, 1024, 1024)),
-    ("medium", 3072 * 3072, (2048, 2048, 2048)),
-    ("large", None, (4096, 4096, 4096)),
+    ShapeClass("small", 1536 * 1536, (1024, 1024, 1024)),
+    ShapeClass("medium", 3072 * 3072, (2048, 2048, 2048)),
+    ShapeClass("large", None, (4096, 4096, 4096)),
+    ShapeClass("batched", 1536 * 1536, (512, 512, 512), 64),
 )
 
 DEFAULTS_DIR = Path(__file__).with_name("tuning")
 
 
-def shape_class(M: int, N: int, K: int) -> str:
-    """Name of the shape class of an ``(M, K) @ (K, N)`` product."""
-    for name, limit, _ in CLASSES:
-        if limit is None or M * N <= limit:
-            return name
-    raise AssertionError("unreachable: the last class has no limit")
+def shape_class(M: int, N: int, K: int, batch: int = 1) -> str:
+    """Name of the shape class of ``batch`` products ``(M, K) @ (K, N)``."""
+    for c in CLASSES:
+        if c.batch > 1 and batch > 1 and M * N <= c.limit:
+            return c.name
+    rows = batch * M
+    for c in CLASSES:
+        if c.batch == 1 and (c.limit is None or rows * N <= c.limit):
+            return c.name
+    raise AssertionError("unreachable: the last single-matrix class has no limit")
+
+
+def fallback_class(M: int, N: int, K: int, batch: int = 1) -> str:
+    """The single-matrix class a batch is priced in when its own class has no tuning data
+    (a tuning file written before the batched class existed): ``batch * M`` rows."""
+    return shape_class(batch * M, N, K)
 
 
 def user_cache_path() -> Path:
@@ -208,6 +234,7 @@ def _valid_candidate(c: Any) -> bool:
             and pos_num(c.get("ms_scalar", 1.0))
             and len(c["shape"]) == 3
             and all(pos_int(x) for x in c["shape"])
+            and pos_int(c.get("batch", 1))
             and all(pos_int(c.get(k, 1)) for k in ("blocks_per_sm", "blocks_per_sm_scalar"))
         )
     except (KeyError, TypeError, AttributeError):
@@ -217,7 +244,7 @@ def _valid_candidate(c: Any) -> bool:
 def candidates(result: Mapping[str, Any]) -> list[dict]:
     """The winner of a (class, stage) entry and its recorded alternatives; malformed ones are
     dropped with a warning (a hand-edited or foreign cache must not break ``sgemm``)."""
-    main = {k: result[k] for k in ("config", "ms", "shape", "blocks_per_sm",
+    main = {k: result[k] for k in ("config", "ms", "shape", "batch", "blocks_per_sm",
                                    "blocks_per_sm_scalar", "ms_scalar") if k in result}
     alts = result.get("alternatives", [])
     out = [c for c in [main, *(alts if isinstance(alts, list) else [])] if _valid_candidate(c)]

@@ -33,8 +33,10 @@ def test_make_problem_is_seeded_random_and_on_the_device():
 
 
 def test_make_problem_rejects_empty_shapes():
-    with pytest.raises(ValueError, match="M, N, K >= 1"):
+    with pytest.raises(ValueError, match="M, N, K, batch >= 1"):
         check.make_problem(0, 3, 3)
+    with pytest.raises(ValueError, match="batch=0"):
+        check.make_problem(3, 3, 3, batch=0)
 
 
 def _right(p):
@@ -212,15 +214,18 @@ def test_torch_precision_switch_and_restore():
         __version__="0.fake",
         get_float32_matmul_precision=lambda: state["p"],
         set_float32_matmul_precision=lambda v: state.update(p=v),
-        mm=lambda a, b, out: seen.append(state["p"]),
+        mm=lambda a, b, out: seen.append(("mm", state["p"])),
+        bmm=lambda a, b, out: seen.append(("bmm", state["p"])),
     )
     blas = check.TorchBlas(torch)
+    mat, batch = types.SimpleNamespace(dim=lambda: 2), types.SimpleNamespace(dim=lambda: 3)
     with blas.fp32_mode():
-        blas.matmul(None, None, None)
-    assert seen == ["highest"] and state["p"] == "high"
+        blas.matmul(mat, mat, None)
+        blas.matmul(batch, batch, None)
+    assert seen == [("mm", "highest"), ("bmm", "highest")] and state["p"] == "high"
     with blas.tf32_mode():
-        blas.matmul(None, None, None)
-    assert seen[-1] == "high"
+        blas.matmul(mat, mat, None)
+    assert seen[-1] == ("mm", "high")
 
 
 def test_reference_without_a_library_is_float64(monkeypatch):

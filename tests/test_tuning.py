@@ -106,6 +106,57 @@ def test_shape_classes():
     assert tuning.shape_class(2048, 2048, 64) == "medium"
     assert tuning.shape_class(4096, 4096, 4096) == "large"
     assert tuning.shape_class(1, 10**7, 1) == "large"
+    # batches of small matrices have their own class; larger ones count batch * M rows
+    assert tuning.shape_class(512, 512, 512, batch=64) == "batched"
+    assert tuning.shape_class(1024, 1024, 64, batch=2) == "batched"
+    assert tuning.shape_class(2048, 2048, 64, batch=2) == "medium"
+    assert tuning.shape_class(2048, 2048, 64, batch=4) == "large"
+    assert tuning.shape_class(512, 512, 512, batch=1) == "small"
+    assert tuning.fallback_class(512, 512, 512, batch=64) == "large"
+
+
+@pytest.mark.parametrize("stage", TUNABLE, ids=[s.name for s in TUNABLE])
+def test_evaluate_times_a_batch_and_records_its_occupancy(stage, rng):
+    """The batched class's problem is a 3-D batch; the tuner validates each matrix of it (NaN
+    poisoned, float64 reference) and records the batch with the candidate."""
+    from numba_gemm.tune import _alternatives
+
+    prob = Problem(21, 19, 13, rng, cp=None, batch=3)
+    assert prob.batch == 3 and prob.shape == (21, 19, 13) and prob.flop == 2 * 3 * 21 * 19 * 13
+    cfg = tiny(stage)
+    res = evaluate(stage.with_config(cfg), prob, reps=1, warmup=0)
+    assert res["ok"], res
+    assert res["err"] <= 1e-5 and res["batch"] == 3 and res["shape"] == [21, 19, 13]
+    alts = _alternatives([(cfg, res)], stage, prob, "batched")
+    assert alts == [dict(config=cfg, ms=res["ms"], shape=[21, 19, 13], batch=3,
+                         blocks_per_sm=1, blocks_per_sm_scalar=1)]
+
+
+def test_batch_candidates_price_by_their_batch(monkeypatch, tmp_path, fake_gpu):
+    """A candidate tuned on 64 x 512^3 prices a batch of 128 at twice its time; the batched class
+    is what a batch of small matrices is planned from, and without it the batch falls back to the
+    single-matrix class of ``batch * M`` rows."""
+    small = dict(BM=64, BN=128, BK=16, WM=32, WN=64, WNITER=2, TM=8, TN=4, MINB=1, SPLITK=1)
+    big = dict(BM=128, BN=128, BK=16, WM=64, WN=64, WNITER=2, TM=8, TN=4, MINB=1, SPLITK=1)
+    rec = dict(result(small, ms=0.4, shape=(512, 512, 512), blocks_per_sm=2), batch=64)
+    assert estimate_ms(rec, 512, 512, 512, sms=132, batch=64) == pytest.approx(0.4)
+    assert estimate_ms(rec, 512, 512, 512, sms=132, batch=128) == pytest.approx(0.8, rel=0.02)
+    monkeypatch.setenv("NUMBA_GEMM_TUNING", str(tmp_path / "t.json"))
+    fake_gpu("Fake GPU", (1, 0), sms=132)
+    from numba_gemm.plan import Geometry
+
+    g = Geometry(64, 512, 512, 512, "NN", 512, 512, 512, 512 * 512, 512 * 512, 512 * 512)
+    data = tuning.load(tmp_path / "t.json")
+    tuning.record(data, "Fake GPU", (9, 0), "large", "double_buffering",
+                  result(big, ms=3.0, shape=(4096, 4096, 4096)))
+    tuning.save(data, tmp_path / "t.json")
+    p = plan_for(512, 512, 512, geometry=g)
+    assert dict(p.stage.config) == big and "large class" in p.reason  # the fallback class
+    tuning.record(data, "Fake GPU", (9, 0), "batched", "double_buffering", rec)
+    tuning.save(data, tmp_path / "t.json")
+    p = plan_for(512, 512, 512, geometry=g)
+    assert dict(p.stage.config) == small and p.predicted_ms == pytest.approx(0.4)
+    assert "batched class" in p.reason
 
 
 def result(cfg, ms=1.0, shape=(1024, 1024, 1024), blocks_per_sm=1, alternatives=()):
