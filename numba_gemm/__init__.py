@@ -15,10 +15,10 @@ A call is validate -> plan (chosen once per shape, ``plan_for``) -> launch.
 """
 
 from ._version import __version__
-from .api import explain, matmul, sgemm
+from .api import COMPUTE, explain, matmul, sgemm
 from .kernels import STAGES, get_stage
 from .plan import Plan, plan_for
 from .registry import Stage
 
-__all__ = ["STAGES", "Plan", "Stage", "__version__", "explain", "get_stage", "matmul", "plan_for",
-           "sgemm"]
+__all__ = ["COMPUTE", "STAGES", "Plan", "Stage", "__version__", "explain", "get_stage", "matmul",
+           "plan_for", "sgemm"]

@@ -23,6 +23,21 @@ from .registry import Stage
 
 _F32 = struct.Struct("f")
 
+#: The ``compute`` argument of :func:`sgemm`: the arithmetic of the inner product, as cuBLAS names
+#: its compute types (``cublasComputeType_t``) where it has one. "fp32" (the default): IEEE FP32
+#: on the FMA pipe. "tf32": inputs rounded to TF32 (10-bit mantissa), FP32 accumulate, on tensor
+#: cores (relative error ~1e-3). "3xtf32": each input split into two TF32 parts, three tensor-core
+#: products accumulated in FP32 (FP32-level accuracy; CUTLASS's ``OpMultiplyAddFastF32``; cuBLAS
+#: has no such compute type). The TF32 modes need compute capability 8.0+ and take 2-D row-major
+#: C-contiguous operands.
+COMPUTE = {"fp32": "CUBLAS_COMPUTE_32F", "tf32": "CUBLAS_COMPUTE_32F_FAST_TF32",
+           "3xtf32": None}
+
+
+def _check_compute(compute: Any) -> None:
+    if compute is not None and compute not in COMPUTE:
+        raise ValueError(f"compute must be one of {sorted(COMPUTE)} (or None), got {compute!r}")
+
 
 def _check_float32(label: str, x: Operand, *, error: type[Exception] = TypeError) -> None:
     if x.dtype is not F32 and x.dtype != F32:
@@ -211,14 +226,16 @@ def _validate_general(A: Operand, B: Operand, C: Operand | None
     return A, B, C, Geometry(batch, M, N, K, layout, lda, ldb, ldc, sa, sb, stc), shape
 
 
-def explain(a: Any, b: Any, *, stage: str | Stage | None = None, out: Any = None) -> Plan:
-    """The plan ``sgemm(a, b, stage=stage, out=out)`` would run, from the operands themselves
-    (their GPU, layout, batch and alignment). Nothing is launched; ``repr`` of the result says
-    why.
+def explain(a: Any, b: Any, *, stage: str | Stage | None = None, out: Any = None,
+            compute: str | None = None) -> Plan:
+    """The plan ``sgemm(a, b, stage=stage, out=out, compute=compute)`` would run, from the
+    operands themselves (their GPU, layout, batch and alignment). Nothing is launched; ``repr``
+    of the result says why.
 
     Raises:
         TypeError, ValueError: as ``sgemm`` for bad operands or stage.
     """
+    _check_compute(compute)
     A, B, C, g, _ = _validate(a, b, out)
     M, K = A.shape[-2], A.shape[-1]
     N = B.shape[-1]
@@ -231,7 +248,7 @@ def explain(a: Any, b: Any, *, stage: str | Stage | None = None, out: Any = None
     elif min(M, N, K) < 1:
         g = None
     return plan_for(max(M, 1), max(N, 1), max(K, 1), stage=stage, aligned=aligned,
-                    device=A.device, geometry=g)
+                    device=A.device, geometry=g, compute=compute)
 
 
 def sgemm(
@@ -243,6 +260,7 @@ def sgemm(
     alpha: float = 1.0,
     beta: float = 0.0,
     stream: Any = 0,
+    compute: str | None = None,
 ) -> Any:
     """``C = alpha * A @ B + beta * C`` in FP32 on the GPU, with one of the ladder's kernels.
 
@@ -270,6 +288,12 @@ def sgemm(
             The call is asynchronous on that stream. An operand whose producer stream is known
             (CUDA Array Interface v3, CuPy's current stream) is ordered before the launch with an
             event wait on the device, never a host synchronization.
+        compute: the arithmetic (:data:`COMPUTE`): ``"fp32"`` (IEEE FP32, the default),
+            ``"tf32"`` (TF32 tensor cores, cuBLAS's ``CUBLAS_COMPUTE_32F_FAST_TF32``: ~1e-3
+            relative error, several times faster) or ``"3xtf32"`` (three TF32 products per
+            multiply: FP32-level accuracy from tensor cores). None: ``"fp32"``, or the named
+            stage's own arithmetic. The TF32 modes need compute capability 8.0+ and 2-D
+            row-major C-contiguous operands.
 
     Returns:
         ``out`` if given, else the new array.
@@ -294,15 +318,18 @@ def sgemm(
             differ; ``out`` of the wrong shape or dtype, column-major, with overlapping
             matrices, or overlapping ``a`` or ``b``; operands on different GPUs; an unknown stage
             name (valid names listed); a stage that does not support the shape, layout or batch,
-            or this GPU's compute capability (``Stage.min_cc``). Nothing is launched or written
-            when an error is raised.
+            or this GPU's compute capability (``Stage.min_cc``); an unknown ``compute``, one
+            that the named stage does not compute, or that no stage serves for this GPU or
+            layout. Nothing is launched or written when an error is raised.
     """
     A, B, C, g, shape = _validate(a, b, out)
-    return _run(A, B, C, g, shape, out, alpha, beta, stage, stream)
+    if compute is not None:
+        _check_compute(compute)
+    return _run(A, B, C, g, shape, out, alpha, beta, stage, stream, compute)
 
 
 def _run(A: Operand, B: Operand, C: Operand | None, g: Geometry | None, shape: tuple, out: Any,
-         alpha: Any, beta: Any, stage: Any, stream: Any) -> Any:
+         alpha: Any, beta: Any, stage: Any, stream: Any, compute: str | None = None) -> Any:
     """The call after validation: scalars, plan (a dictionary hit), output, launch."""
     alpha32 = _SCALARS.get(alpha) if type(alpha) is float else None
     if alpha32 is None:
@@ -321,15 +348,15 @@ def _run(A: Operand, B: Operand, C: Operand | None, g: Geometry | None, shape: t
         N = B.shape[1]
         aligned = all_rows_aligned(A.ptr, B.ptr, A.ptr if C is None else C.ptr, K, N)
         key = (A.device, M, N, K, aligned, stage if stage is None or type(stage) is str
-               else _stage_key(stage))
+               else _stage_key(stage), compute)
     else:
         M, N, K = g.M, g.N, g.K
         aligned = not ((A.ptr | B.ptr | (A.ptr if C is None else C.ptr)) & 15)
         key = (A.device, g, aligned, stage if stage is None or type(stage) is str
-               else _stage_key(stage))
+               else _stage_key(stage), compute)
     p = _plans.get(key)
     if p is None:
-        p = _plan(M, N, K, g, stage, aligned, A.device)
+        p = _plan(M, N, K, g, stage, aligned, A.device, compute)
         if len(_plans) >= MAX_PLANS:
             _plans.clear()
         _plans[key] = p
@@ -337,7 +364,7 @@ def _run(A: Operand, B: Operand, C: Operand | None, g: Geometry | None, shape: t
         out = _new_output(A, shape)
         C = operand(out)
         if C.ptr & 15 and aligned:  # a fresh allocation is 256-byte aligned
-            p = _plan(M, N, K, g, stage, False, A.device)
+            p = _plan(M, N, K, g, stage, False, A.device, compute)
     if M == 0 or N == 0 or (g is not None and g.batch == 0):
         return out
     if (A.stream is not None or B.stream is not None or C.stream is not None) and not SIMULATOR:
@@ -350,7 +377,7 @@ def _run(A: Operand, B: Operand, C: Operand | None, g: Geometry | None, shape: t
 
 
 def matmul(a: Any, b: Any, *, out: Any = None, stage: str | Stage | None = None,
-           stream: Any = 0) -> Any:
+           stream: Any = 0, compute: str | None = None) -> Any:
     """``a @ b`` in FP32 on the GPU, with ``numpy.matmul``'s shape rules.
 
     Args:
@@ -363,7 +390,7 @@ def matmul(a: Any, b: Any, *, out: Any = None, stage: str | Stage | None = None,
             broadcast).
         out: the result, of the broadcast shape ``(*batch, M, N)`` (less removed dimensions),
             float32, with row-major matrices; default: a new C-contiguous array of ``a``'s kind.
-        stage, stream: as for :func:`sgemm`.
+        stage, stream, compute: as for :func:`sgemm`.
 
     Returns:
         ``out`` or the new array.
@@ -376,6 +403,7 @@ def matmul(a: Any, b: Any, *, out: Any = None, stage: str | Stage | None = None,
         TypeError, ValueError: as :func:`sgemm`; also a 0-D operand, and batch dimensions that do
         not broadcast (the message gives both shapes).
     """
+    _check_compute(compute)
     A, B = operand(a), operand(b)
     _check_float32("a", A)
     _check_float32("b", B)
@@ -443,18 +471,18 @@ def matmul(a: Any, b: Any, *, out: Any = None, stage: str | Stage | None = None,
                                  X.device, X.stream))
         Av, Bv, Cv = views
         Av, Bv, Cv, g, vshape = _validate_general(Av, Bv, Cv)
-        _run(Av, Bv, Cv, g, vshape, out, 1.0, 0.0, stage, stream)
+        _run(Av, Bv, Cv, g, vshape, out, 1.0, 0.0, stage, stream, compute)
     return out
 
 
-def _plan(M: int, N: int, K: int, g: Geometry | None, stage: Any, aligned: bool, device: int
-          ) -> Plan:
+def _plan(M: int, N: int, K: int, g: Geometry | None, stage: Any, aligned: bool, device: int,
+          compute: str | None = None) -> Plan:
     """``plan_for`` this product; an empty one (a zero dimension) gets a 1 x 1 x 1 plan, which
     only lends its GPU and scale kernel."""
     if g is not None and min(M, N, K, g.batch) < 1:
         g = None
     return plan_for(max(M, 1), max(N, 1), max(K, 1), stage=stage, aligned=aligned,
-                    device=device, geometry=g)
+                    device=device, geometry=g, compute=compute)
 
 
 def _order_after_producers(strm: int, p: Plan, *ops: Operand) -> None:

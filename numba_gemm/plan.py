@@ -194,8 +194,8 @@ def _configured(st: Stage, cfg: dict | None) -> Stage | None:
         return None
 
 
-def _choose(g: Geometry, stage: str | Stage | None, aligned: bool, dev: DeviceInfo
-            ) -> tuple[Stage, float | None, str]:
+def _choose(g: Geometry, stage: str | Stage | None, aligned: bool, dev: DeviceInfo,
+            compute: str = "fp32") -> tuple[Stage, float | None, str]:
     """(configured stage, predicted ms or None, reason)."""
     M, N, K = g.M, g.N, g.K
     src = tuning.source(dev) or "no tuning file"
@@ -215,7 +215,12 @@ def _choose(g: Geometry, stage: str | Stage | None, aligned: bool, dev: DeviceIn
                                        f"fastest for the {cls} class ({src})")
             return st, None, f"stage {stage!r} by name; its default tiles (no tuning data)"
         return st, None, f"stage {stage!r} by name (fixed tiles)"
-    usable = [s for s in STAGES if s.precision == "fp32" and tuple(s.min_cc) <= tuple(dev.cc)]
+    usable = [s for s in STAGES if s.precision == compute and tuple(s.min_cc) <= tuple(dev.cc)]
+    if not usable:
+        need = min((s.min_cc for s in STAGES if s.precision == compute), default=None)
+        raise ValueError(f"compute={compute!r} needs compute capability {need[0]}.{need[1]}+; "
+                         f"{dev.name} is {dev.cc[0]}.{dev.cc[1]}" if need else
+                         f"no stage computes {compute!r}")
     picks = []
     for s in usable:
         picks += [(ms, s.name, cfg, cls) for ms, cfg, cls in _priced(s.name, g, aligned, dev)]
@@ -231,8 +236,9 @@ def _choose(g: Geometry, stage: str | Stage | None, aligned: bool, dev: DeviceIn
     for s in reversed(usable):
         if ok(s):
             return s, None, (f"auto: no tuning data for {dev.name} that serves this product: the "
-                             "top FP32 stage of the ladder with its default tiles")
-    raise ValueError(f"no FP32 stage supports {g}")  # pragma: no cover
+                             f"top {compute} stage of the ladder with its default tiles")
+    raise ValueError(f"no {compute} stage serves this product ({g}): the tensor-core stages take "
+                     "2-D row-major C-contiguous operands only")
 
 
 class Plan:
@@ -368,7 +374,8 @@ def _device_info(device: DeviceInfo | int | None) -> DeviceInfo:
 
 
 def plan_for(M: int, N: int, K: int, *, stage: str | Stage | None = None, aligned: bool = True,
-             device: DeviceInfo | int | None = None, geometry: Geometry | None = None) -> Plan:
+             device: DeviceInfo | int | None = None, geometry: Geometry | None = None,
+             compute: str | None = None) -> Plan:
     """The plan ``sgemm`` runs for an ``(M, K) @ (K, N)`` float32 product (memoized).
 
     Args:
@@ -382,12 +389,15 @@ def plan_for(M: int, N: int, K: int, *, stage: str | Stage | None = None, aligne
         device: a CUDA device ordinal or ``DeviceInfo`` (default: the current device).
         geometry: batch, layout, pitches and batch strides (default: one row-major,
             C-contiguous product, ``Geometry.plain(M, N, K)``); its M, N, K must be these.
+        compute: the arithmetic, a stage ``precision`` (``api.COMPUTE``): the automatic choice
+            is among stages of that precision. None: ``"fp32"``, or a named stage's own.
 
     Raises:
         ValueError: a dimension < 1; an unknown stage name (valid names listed); a stage that
             does not support the shape, the geometry (layout, batch, pitch: the ladder's
             teaching stages take 2-D row-major contiguous operands only) or needs a higher
-            compute capability than the device's.
+            compute capability than the device's; a named stage of another precision than
+            ``compute``; no stage of that precision for this device or geometry.
         TypeError: ``stage`` of another type.
     """
     if stage is not None and not isinstance(stage, (str, Stage)):
@@ -397,13 +407,19 @@ def plan_for(M: int, N: int, K: int, *, stage: str | Stage | None = None, aligne
     if (g.M, g.N, g.K) != (M, N, K):
         raise ValueError(f"geometry {g} is not for M={M}, N={N}, K={K}")
     aligned = bool(aligned) and g.shape_aligned()
-    key = (dev, g, aligned, stage if not isinstance(stage, Stage) else id(stage))
+    key = (dev, g, aligned, stage if not isinstance(stage, Stage) else id(stage), compute)
     p = _plans.get(key)
     if p is not None:
         return p
     if min(M, N, K) < 1:
         raise ValueError(f"a plan needs M, N, K >= 1, got {M}, {N}, {K}")
-    st, predicted, reason = _choose(g, stage, aligned, dev)
+    if stage is None:
+        st, predicted, reason = _choose(g, None, aligned, dev, compute or "fp32")
+    else:
+        st, predicted, reason = _choose(g, stage, aligned, dev)
+        if compute is not None and st.precision != compute:
+            raise ValueError(f"stage {st.name!r} computes {st.precision!r}, not compute="
+                             f"{compute!r}: name a {compute} stage or leave stage=None")
     if not st.supports(M, N, K):
         raise ValueError(f"stage {st.name!r} does not support M={M}, N={N}, K={K}")
     why_not = serves(st, g)

@@ -17,7 +17,8 @@ LaunchConfig = tuple[Dims, Dims]
 #: Relative-error bound (Frobenius norm, against a float64 reference) per arithmetic precision.
 #: FP32 accumulation over K terms stays far below 1e-5 for the sizes we test; TF32 inputs carry a
 #: 10-bit mantissa (~5e-4 relative); FP16 inputs an 11-bit one.
-TOLERANCE = MappingProxyType({"fp32": 1e-5, "tf32": 5e-3, "fp16": 1e-2})
+#: 3xTF32 (``big + small`` TF32 parts, three products) carries ~21 mantissa bits: FP32's bound.
+TOLERANCE = MappingProxyType({"fp32": 1e-5, "3xtf32": 1e-5, "tf32": 5e-3, "fp16": 1e-2})
 
 
 def variant_key(variant: str, layout: str = "NN") -> str:
@@ -49,7 +50,8 @@ class Stage:
             scalars. When ``beta == 0`` the kernel does not read C (BLAS convention).
         launch_config: ``(M, N, K) -> (grid, block)``, from the stage's tile constants.
         supports: ``(M, N, K) -> bool``, the shapes the stage handles.
-        precision: ``"fp32"``, ``"tf32"`` or ``"fp16"``: the arithmetic of the inner product,
+        precision: ``"fp32"``, ``"tf32"``, ``"3xtf32"`` or ``"fp16"``: the arithmetic of the
+            inner product (``api.COMPUTE`` maps it to cuBLAS's compute types),
             which sets the accuracy bound in :data:`TOLERANCE`.
         scalar_kernel: for stages that use 128-bit GMEM accesses: the same algorithm with scalar
             GMEM accesses, launched when A, B or C is not 16-byte aligned per row

@@ -14,6 +14,21 @@ def randn(rng, shape) -> np.ndarray:
     return rng.standard_normal(shape, dtype=np.float32)
 
 
+#: The tunable tensor-core stages on the simulator: one warp (32x32x8 block tile). Their
+#: warp-collective mma/ldmatrix models exchange fragments between the simulator's threads, which
+#: is slow with 256; ``tests/test_mma.py`` runs the default (multi-warp) tiles once.
+TC_SIM_CONFIG = dict(BM=32, BN=32, BK=8, WM=32, WN=32, NBUF=3, MINB=1)
+
+
+def sim_sized(stage):
+    """``stage``, or on the simulator a tunable tensor-core stage with :data:`TC_SIM_CONFIG`."""
+    from numba_gemm.device import SIMULATOR
+
+    if SIMULATOR and stage.tunable and stage.precision in ("tf32", "3xtf32"):
+        return stage.with_config(TC_SIM_CONFIG)
+    return stage
+
+
 def check_sgemm(stage, rng, M, N, K, *, alpha=1.0, beta=0.0, poison=True):
     """Run ``sgemm`` with ``stage`` on fresh random inputs; return (rel. error, output).
 

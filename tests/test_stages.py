@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from conftest import SHAPES, requires_gpu
-from helpers import check_sgemm, randn
+from helpers import check_sgemm, randn, sim_sized
 from numba import cuda
 
 import numba_gemm
@@ -18,7 +18,7 @@ stage_ids = [s.name for s in STAGES]
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
 def test_stage_matches_reference(stage, shape, rng):
     M, N, K = shape
-    err, out = check_sgemm(stage, rng, M, N, K)
+    err, out = check_sgemm(sim_sized(stage), rng, M, N, K)
     assert np.isfinite(out).all(), "unwritten (NaN) or non-finite elements in C"
     assert err <= stage.rtol, f"{stage.name} {shape}: rel. error {err:.3g} > {stage.rtol}"
 
@@ -30,7 +30,7 @@ def test_stage_matches_reference(stage, shape, rng):
     ids=["alpha", "alpha-beta", "beta-neg", "alpha0"],
 )
 def test_stage_alpha_beta(stage, alpha, beta, rng):
-    err, _ = check_sgemm(stage, rng, 37, 42, 19, alpha=alpha, beta=beta)
+    err, _ = check_sgemm(sim_sized(stage), rng, 37, 42, 19, alpha=alpha, beta=beta)
     assert err <= stage.rtol, f"{stage.name} alpha={alpha} beta={beta}: rel. error {err:.3g}"
 
 

@@ -11,6 +11,9 @@ from . import (
     k08_warptiling,
     k09_double_buffering,
     k10_multistage,
+    k11_tf32_mma,
+    k12_tf32_mma_multistage,
+    k13_tf32x3_mma,
 )
 
 #: Every stage, slowest first. Adding a stage = one module + one line here.
@@ -25,6 +28,9 @@ STAGES = (
     k08_warptiling.STAGE,
     k09_double_buffering.STAGE,
     k10_multistage.STAGE,
+    k11_tf32_mma.STAGE,
+    k12_tf32_mma_multistage.STAGE,
+    k13_tf32x3_mma.STAGE,
 )
 
 

@@ -1,0 +1,183 @@
+"""Tensor-core instructions (``numba_gemm.mma``): fragment ownership, ldmatrix, TF32 rounding.
+
+Each test kernel writes out the PTX ISA's fragment map itself (not through the module's helpers)
+and runs unchanged on the simulator (the plain-Python model) and on a GPU (the real instruction),
+so the model and the hardware are checked against the same index expressions.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from helpers import check_sgemm
+from numba import cuda, float32
+from numba.core.types import float16
+
+import numba_gemm
+from numba_gemm import mma
+from numba_gemm.reference import rel_error
+
+
+def test_tf32_round_is_round_to_nearest_ties_away():
+    one = np.float32(1.0)
+    ulp = np.float32(2.0**-10)  # TF32's last mantissa bit at 1.0
+    x = np.array([one + ulp / 2, one + ulp / 2 - np.float32(2.0**-23), -(one + ulp / 2),
+                  one + ulp * 1.5, np.inf, -np.inf, 3.0], dtype=np.float32)
+    want = np.array([one + ulp, one, -(one + ulp), one + 2 * ulp, np.inf, -np.inf, 3.0],
+                    dtype=np.float32)
+    np.testing.assert_array_equal(mma.tf32_round(x), want)
+    assert np.isnan(mma.tf32_round(np.float32(np.nan)))
+
+
+@cuda.jit
+def _mma_tf32_kernel(A, B, C, D):
+    lane = cuda.threadIdx.x
+    g, q = lane >> 2, lane & 3
+    d = mma.mma_tf32(
+        mma.to_tf32(A[g, q]), mma.to_tf32(A[g + 8, q]),
+        mma.to_tf32(A[g, q + 4]), mma.to_tf32(A[g + 8, q + 4]),
+        mma.to_tf32(B[q, g]), mma.to_tf32(B[q + 4, g]),
+        C[g, 2 * q], C[g, 2 * q + 1], C[g + 8, 2 * q], C[g + 8, 2 * q + 1])
+    D[g, 2 * q], D[g, 2 * q + 1], D[g + 8, 2 * q], D[g + 8, 2 * q + 1] = d
+
+
+def test_mma_tf32_fragment_map(rng):
+    A, B, C = (rng.standard_normal(s).astype(np.float32) for s in ((16, 8), (8, 8), (16, 8)))
+    d_D = cuda.to_device(np.full((16, 8), np.nan, np.float32))
+    _mma_tf32_kernel[1, 32](cuda.to_device(A), cuda.to_device(B), cuda.to_device(C), d_D)
+    want = mma.tf32_round(A).astype(np.float64) @ mma.tf32_round(B).astype(np.float64) + C
+    assert rel_error(d_D.copy_to_host(), want) < 1e-6
+
+
+@cuda.jit
+def _mma_f16_kernel(A, B, C, D):
+    lane = cuda.threadIdx.x
+    g, q = lane >> 2, lane & 3
+    c = 2 * q
+    d = mma.mma_f16(
+        mma.pack_half2(A[g, c], A[g, c + 1]), mma.pack_half2(A[g + 8, c], A[g + 8, c + 1]),
+        mma.pack_half2(A[g, c + 8], A[g, c + 9]), mma.pack_half2(A[g + 8, c + 8], A[g + 8, c + 9]),
+        mma.pack_half2(B[c, g], B[c + 1, g]), mma.pack_half2(B[c + 8, g], B[c + 9, g]),
+        C[g, c], C[g, c + 1], C[g + 8, c], C[g + 8, c + 1])
+    D[g, c], D[g, c + 1], D[g + 8, c], D[g + 8, c + 1] = d
+
+
+def test_mma_f16_fragment_map(rng):
+    A, B, C = (rng.standard_normal(s).astype(np.float32) for s in ((16, 16), (16, 8), (16, 8)))
+    d_D = cuda.to_device(np.full((16, 8), np.nan, np.float32))
+    _mma_f16_kernel[1, 32](cuda.to_device(A), cuda.to_device(B), cuda.to_device(C), d_D)
+    h = np.float16
+    want = A.astype(h).astype(np.float64) @ B.astype(h).astype(np.float64) + C
+    assert rel_error(d_D.copy_to_host(), want) < 1e-6
+
+
+@cuda.jit
+def _ldmatrix_kernel(A, out):
+    """A 16x8 K-major tile in SMEM; lane l gives row l % 16 at k (l // 16) * 4; the four results
+    must be the lane's TF32 A fragment (bit patterns)."""
+    tile = cuda.shared.array((16, 12), float32)  # pitch 12: rows 16-byte aligned
+    lane = cuda.threadIdx.x
+    for i in range(4):
+        e = lane * 4 + i
+        tile[e // 8, e % 8] = A[e // 8, e % 8]
+    cuda.syncthreads()
+    r = mma.ldmatrix_x4(tile, lane & 15, (lane >> 4) * 4)
+    for i in range(4):
+        out[lane, i] = r[i]
+
+
+def test_ldmatrix_x4_gives_the_tf32_a_fragment(rng):
+    A = rng.standard_normal((16, 8)).astype(np.float32)
+    d_out = cuda.to_device(np.zeros((32, 4), np.int32))
+    _ldmatrix_kernel[1, 32](cuda.to_device(A), d_out)
+    got = d_out.copy_to_host().view(np.float32)
+    for lane in range(32):
+        g, q = lane >> 2, lane & 3
+        want = [A[g, q], A[g + 8, q], A[g, q + 4], A[g + 8, q + 4]]
+        np.testing.assert_array_equal(got[lane], np.array(want, np.float32), err_msg=f"{lane}")
+
+
+@cuda.jit
+def _ldmatrix_trans_kernel(B, out):
+    """A 16x8 N-major FP16 tile (B[k, n]); lanes 0-15 give row k = lane; the two results must be
+    the lane's FP16 B fragment: (B[2q, g], B[2q+1, g]) and (B[2q+8, g], B[2q+9, g])."""
+    tile = cuda.shared.array((16, 8), float16)
+    lane = cuda.threadIdx.x
+    for i in range(4):
+        e = lane * 4 + i
+        tile[e // 8, e % 8] = B[e // 8, e % 8]
+    cuda.syncthreads()
+    r = mma.ldmatrix_x2_trans(tile, lane & 15, 0)
+    out[lane, 0] = r[0]
+    out[lane, 1] = r[1]
+
+
+def test_ldmatrix_x2_trans_gives_the_f16_b_fragment(rng):
+    B = rng.standard_normal((16, 8)).astype(np.float16)
+    d_out = cuda.to_device(np.zeros((32, 2), np.int32))
+    _ldmatrix_trans_kernel[1, 32](cuda.to_device(B), d_out)
+    got = d_out.copy_to_host().view(np.float16).reshape(32, 4)
+    for lane in range(32):
+        g, q = lane >> 2, lane & 3
+        want = [B[2 * q, g], B[2 * q + 1, g], B[2 * q + 8, g], B[2 * q + 9, g]]
+        np.testing.assert_array_equal(got[lane], np.array(want, np.float16), err_msg=f"{lane}")
+
+
+@cuda.jit
+def _split_kernel(x, big, small, rbig, rsmall, rounded):
+    i = cuda.threadIdx.x
+    big[i], small[i] = mma.split_tf32(x[i])
+    rounded[i] = mma.round_tf32_bits(mma.to_tf32(x[i]))
+    rbig[i], rsmall[i] = mma.split_tf32_bits(rounded[i])
+
+
+def test_split_tf32_recovers_fp32(rng):
+    x = rng.standard_normal(32).astype(np.float32)
+    outs = [cuda.to_device(np.zeros(32, np.int32)) for _ in range(5)]
+    _split_kernel[1, 32](cuda.to_device(x), *outs)
+    big, small, rbig, rsmall, rounded = (o.copy_to_host().view(np.float32) for o in outs)
+    np.testing.assert_array_equal(big, mma.tf32_round(x))
+    np.testing.assert_array_equal(small, mma.tf32_round(x - big))
+    np.testing.assert_array_equal(rounded, big)  # rounding an already-TF32 value: unchanged
+    np.testing.assert_array_equal(rbig, big)
+    assert np.all(rsmall == 0)
+    err = np.abs((big.astype(np.float64) + small) - x) / np.abs(x)
+    assert err.max() < 2.0**-20  # ~21 bits, against TF32's 11
+    assert np.abs(big.astype(np.float64) - x).max() / np.abs(x).min() > 2.0**-20
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["tf32_mma_multistage", "tf32x3_mma"])
+def test_tensor_core_stage_default_tiles(name, rng):
+    """The default (multi-warp, 3-buffer) configuration on a ragged shape crossing K tiles: the
+    parametrized stage tests run these stages with one warp on the simulator."""
+    stage = numba_gemm.get_stage(name)
+    err, out = check_sgemm(stage, rng, 61, 67, 71)
+    assert np.isfinite(out).all() and err <= stage.rtol, err
+
+
+def test_3xtf32_is_fp32_accurate_and_tf32_is_not(rng):
+    tf32 = numba_gemm.get_stage("tf32_mma_multistage").with_config(
+        dict(BM=32, BN=32, BK=8, WM=32, WN=32, NBUF=2, MINB=1))
+    x3 = numba_gemm.get_stage("tf32x3_mma").with_config(dict(tf32.config))
+    e1, _ = check_sgemm(tf32, rng, 20, 24, 16)
+    e3, _ = check_sgemm(x3, rng, 20, 24, 16)
+    assert 1e-5 < e1 < 5e-3 and e3 < 1e-6, (e1, e3)
+
+
+def test_compute_argument_picks_the_arithmetic(rng):
+    from helpers import randn
+
+    a, b = randn(rng, (9, 8)), randn(rng, (8, 12))
+    d_a, d_b = cuda.to_device(a), cuda.to_device(b)
+    assert numba_gemm.explain(d_a, d_b).stage.precision == "fp32"
+    assert numba_gemm.explain(d_a, d_b, compute="tf32").stage.name == "tf32_mma_multistage"
+    assert numba_gemm.explain(d_a, d_b, compute="3xtf32").stage.name == "tf32x3_mma"
+    assert numba_gemm.explain(d_a, d_b, stage="tf32_mma").stage.precision == "tf32"
+    with pytest.raises(ValueError, match="compute must be one of"):
+        numba_gemm.sgemm(d_a, d_b, compute="bf16")
+    with pytest.raises(ValueError, match="computes 'fp32', not compute='tf32'"):
+        numba_gemm.sgemm(d_a, d_b, stage="naive", compute="tf32")
+    d_a3 = cuda.to_device(np.stack([a, a]))
+    with pytest.raises(ValueError, match="2-D row-major C-contiguous"):
+        numba_gemm.sgemm(d_a3, d_b, compute="tf32")
