@@ -14,9 +14,10 @@
 # SGEMM computes `C = alpha * A @ B + beta * C` in single precision (FP32), with A of shape
 # `(M, K)`, B `(K, N)` and C `(M, N)`, all row-major float32 arrays in GPU memory. `numba_gemm`
 # does it with a ladder of CUDA kernels written in Python with Numba, from one thread per output
-# element up to a pipelined, warp-tiled kernel that runs within a few percent of cuBLAS. These
-# notebooks climb that ladder one rung at a time, with the package's own source, its own checks
-# and its committed GPU measurements.
+# element up to a pipelined, warp-tiled kernel that comes close to cuBLAS on large products (the
+# last plot of this notebook shows how close, size by size). These notebooks climb that ladder
+# one rung at a time, with the package's own source, its own checks and its committed GPU
+# measurements.
 #
 # This first notebook sets the target: how much arithmetic a GEMM is, how many bytes it must
 # move at the least, what that allows on the GPU the measurements come from, and how close cuBLAS
@@ -60,6 +61,15 @@ for s in numba_gemm.STAGES:
 # why. Every notebook checks its kernels the same way: random float32 operands, an output filled
 # with NaN first (an element a kernel forgets to write stays NaN), and the relative error
 # `||C - ref|| / ||ref||` against the product computed by NumPy in float64.
+#
+# The checks use a ragged shape (`h.demo_shape()`: 4095 on a GPU, a few dozen on the simulator),
+# on purpose: no dimension is a multiple of a tile size or of 4, so every check also runs the
+# partly filled edge tiles and, from stage 6 on, the scalar-GMEM variant that the kernels fall
+# back to when rows are not 16-byte aligned (notebook 04).
+#
+# The plan printed below names tile sizes and options (`BM`, `BN`, `BK`, `WM`, `WN`, `TM`, `TN`,
+# `MINB`, `SPLITK`, `NBUF`...) that notebooks 02-06 define one by one; for now, read the stage
+# name, the variant and the error check.
 
 # %%
 M, N, K = h.demo_shape()
@@ -139,7 +149,8 @@ h.plot_roofline(peaks, pts)
 #   Rungs 1-5 are about reusing each loaded value many times from faster memories: L1, shared
 #   memory (SMEM), registers;
 # - *issue*: even with data in registers, the SM must issue the FMAs back to back. Rungs 6-10 are
-#   about wider loads, fewer SMEM wavefronts, fewer barriers and hiding memory latency.
+#   about wider loads, fewer SMEM wavefronts (the passes in which shared memory serves one warp
+#   access, defined in notebook 02), fewer barriers and hiding memory latency.
 #
 # At the small sizes, the product is too short to fill the GPU: a 64-cubed C is a handful of
 # tiles for the GPU's SMs, and a launch costs microseconds. Notebook 06 comes back to that.

@@ -14,8 +14,9 @@
 # The first two rungs compute C the obvious way: one thread per element of C, each a K-long dot
 # product read straight from global memory (GMEM). They do the same arithmetic and differ in a
 # single line, the map from a thread's index to the element of C it computes. That line decides
-# how many bytes each load instruction of a warp moves, and on the GPU the second kernel is much
-# faster than the first.
+# how many bytes each load instruction of a warp moves. On the GPU the second kernel is more than
+# twice as fast as the first at every power-of-two size where both ran, though not at the ragged
+# sizes 4095 and 4097 (the measurements at the end).
 
 # %%
 import _helpers as h
@@ -103,10 +104,11 @@ plt.show()
 # `gmem_coalesce` the roles swap: the lanes share a row, so the load of A is the broadcast and the
 # load of B and the store to C are one contiguous 128-byte line each.
 #
-# (The naive kernel is not 8 times slower on every byte: each thread walks its own row of A along
-# `k`, so a sector fetched for one `k` also holds the next 7 floats of that row, and the L1 and
-# L2 caches keep some of them. What the caches cannot fix is that every FMA still needs two
-# loads through the memory pipeline.)
+# (Counting sectors, an uncoalesced warp load moves 8 times the bytes of a coalesced one: 32
+# sectors instead of 4 for the same 128 useful bytes. The naive kernel is not 8 times slower,
+# though: each thread walks its own row of A along `k`, so a sector fetched for one `k` also holds
+# the next 7 floats of that row, and the L1 and L2 caches keep some of them. What the caches
+# cannot fix is that every FMA still needs two loads through the memory pipeline.)
 
 # %% [markdown]
 # ## Run and check
@@ -120,11 +122,23 @@ h.check_stages(["naive", "gmem_coalesce"], M, N, K)
 # %% [markdown]
 # ## Registers, shared memory, occupancy
 #
-# The resource report compiles each kernel for sm_90 and runs `ptxas -v`: registers per thread,
-# spills, SMEM per block, threads per block, and the theoretical **occupancy** (resident warps per
-# SM over the most an SM can hold, 64 on sm_90) that those allow. The two kernels are the same code
-# up to the index map, so their resources match: the speed-up below is the memory access pattern
-# alone.
+# The resource report compiles each kernel for sm_90 and runs `ptxas -v`; no GPU is involved. Its
+# columns, used in every notebook from here on:
+#
+# - `regs`: registers per thread;
+# - `spill`: bytes of spill stores / spill loads, registers that did not fit and went to *local
+#   memory* (per-thread memory that lives in DRAM behind the caches: slow); `stack`: bytes of
+#   stack frame per thread, also local memory. Both should be 0;
+# - `smem`: shared memory per block (static plus dynamic), bytes; `thr`: threads per block;
+# - `blk/SM` and `occ`: resident blocks per SM and the theoretical **occupancy** (resident warps
+#   per SM over the most an SM can hold, 64 on sm_90) that registers, SMEM and threads allow,
+#   computed from the numbers before them, not measured;
+# - `ldg.v4`, `lds.v4`, `stg.v4`, `sts.v4`, `local`: how many 128-bit global/shared loads and
+#   stores and local-memory accesses the PTX *contains* (a static count of instructions in the
+#   code, not of instructions executed). Notebook 04 is where the first four become non-zero.
+#
+# The two kernels are the same code up to the index map, so their resources match: the
+# difference in speed below is the memory access pattern alone.
 
 # %%
 _ = h.resources(["naive", "gmem_coalesce"])
@@ -132,17 +146,33 @@ _ = h.resources(["naive", "gmem_coalesce"])
 # %% [markdown]
 # ## Measured on the GPU
 #
-# The committed benchmark (kernel time, median of CUDA-event timings) against cuBLAS FP32. Both
-# rungs stay in the low single-digit percent of cuBLAS: each FMA still needs two loads from GMEM
-# through the caches, so the kernel is bound by the memory pipeline, far left of the roofline's
-# ridge (notebook 00). The cure is to load each value once per block and reuse it from on-chip
-# shared memory: notebook 02.
+# The committed benchmark (kernel time, median of CUDA-event timings) against cuBLAS FP32. From
+# N = 1024 on, both rungs stay in the low single-digit percent of cuBLAS: each FMA still needs two
+# loads from GMEM through the caches, so the kernel is bound by the memory pipeline, far left of
+# the roofline's ridge (notebook 00). (At the smaller sizes the percentages are higher because
+# cuBLAS cannot fill the GPU there either.) The cure is to load each value once per block and
+# reuse it from on-chip shared memory: notebook 02.
 #
-# (`naive` at 8192 was skipped by the benchmark's per-kernel time limit.) One oddity in the
-# table: `naive` runs faster at 4095 than at 4096. Its lanes read addresses exactly a power of two
-# apart at 4096, which pile onto the same memory partitions (bench/NOTES.md, item 1); the
-# coalesced kernel has no such stride.
+# What the table shows, size by size: at every power-of-two size `gmem_coalesce` is the faster
+# (the ratios are printed below the plot), and `naive` holds about the same low rate from 1024 to
+# 4096. At 4095 and 4097 the picture changes: `naive` runs far faster than at 4096, level with or
+# slightly ahead of `gmem_coalesce`, whose rate barely moves. (`naive` at 8192 was skipped by
+# the benchmark's per-kernel time limit.)
+#
+# Why `naive` speeds up at the ragged sizes is not measured here. A likely cause, a hypothesis:
+# at 4096 the 32 lanes of a warp read addresses exactly 16 KiB (a power of two) apart, and
+# addresses with such a stride may map to the same few DRAM channels or L2 slices, which then
+# serve the whole warp's 32 sectors one after another ("partition camping"); at 4095 the stride
+# is not a power of two and spreads them. `gmem_coalesce` reads contiguous lines, so it has no
+# such stride to suffer from. Confirming it would take a profiler's per-channel counters.
 
 # %%
 h.print_results(["naive", "gmem_coalesce"])
 h.plot_results(["naive", "gmem_coalesce"])
+
+# %%
+print("gmem_coalesce over naive, GFLOP/s ratio from the committed results:")
+for n in h.square_sizes() + h.square_sizes(pow2=False):
+    slow, fast = h.result("naive", n), h.result("gmem_coalesce", n)
+    if slow and fast and slow["gflops"] and fast["gflops"]:
+        print(f"N = {n:>5}: {fast['gflops'] / slow['gflops']:.2f}x")

@@ -23,8 +23,12 @@
 #   `TM * TN` products.
 #
 # With more work per thread, a block covers a larger tile of C (`BM x BN`) with fewer threads,
-# which also cuts GMEM traffic per FMA. `BK` becomes small (a thin K slice) so that the tiles fit
-# in SMEM.
+# which also cuts GMEM traffic per FMA. `BK` becomes small (a thin K slice), but not for lack of
+# SMEM (the tiles take a few KB, see the resource report): it follows from how the threads copy
+# the tiles. In stage 4 each thread copies exactly one element of the A tile and one of the B
+# tile, which the module asserts as `BM * BK == NUM_THREADS` and `BK * BN == NUM_THREADS`: `BK`
+# is `NUM_THREADS / BM`, fixed by the tile and thread counts. Stage 5 copies in passes of
+# `NUM_THREADS` elements (the `STRIDE_A`, `STRIDE_B` asserts) and keeps the same `BK`.
 
 # %%
 import _helpers as h
@@ -98,8 +102,8 @@ for name, BM, BN, BK, TM, TN in rungs:
 # %% [markdown]
 # Stage 4 is still SMEM-bound by this count (per `k` a warp issues `TM` loads of A, all
 # broadcasts, and one of B, for `TM` FMA instructions), and it lands close to that bound. Stage 5
-# should not be, by instruction count, yet it measures barely faster than stage 4 (below). Two
-# things eat the difference:
+# should not be, by instruction count, yet at the large sizes it measures barely faster than
+# stage 4, and at the small ones slower (below). Two things eat the difference at every size:
 #
 # - its SMEM loads are not one wavefront each: the threads of a warp that read different rows of
 #   `As` or columns of `Bs` hit the same banks (**bank conflicts**, notebook 04);
@@ -127,9 +131,24 @@ _ = h.resources(["smem_tiling", "blocktiling_1d", "blocktiling_2d"])
 # %% [markdown]
 # ## Measured on the GPU
 #
-# Both rungs roughly double `smem_tiling`; stage 5's gain over stage 4 is small for the reasons
-# above. Notebook 04 removes its SMEM bottlenecks: wider loads and no bank conflicts.
+# From N = 2048 on, both rungs roughly double `smem_tiling`, and stage 5's gain over stage 4 is
+# small for the reasons above. Notebook 04 removes its SMEM bottlenecks: wider loads and no bank
+# conflicts.
+#
+# At N <= 1024 stage 5 is much slower than stage 4 (and than `smem_tiling`). A third reason
+# applies there: the grid is too small for the GPU. A block computes one `BM x BN` tile of C, so
+# an `N x N` product has `(N / BM) * (N / BN)` blocks; with stage 5's larger tiles that is fewer
+# blocks than the GPU has SMs up to N = 1024, so many SMs idle for the whole kernel (notebook 06
+# comes back to this as wave quantization). The block counts are printed below the plot.
 
 # %%
 h.print_results(["smem_tiling", "blocktiling_1d", "blocktiling_2d"])
 h.plot_results(["smem_tiling", "blocktiling_1d", "blocktiling_2d"])
+
+# %%
+sms = h.gpu_peaks()["sms"]
+print(f"blocks in the grid of an N x N product, for the {sms} SMs of the {h.gpu_peaks()['gpu']}:")
+for n in (256, 512, 1024, 2048):
+    counts = ", ".join(f"{name} {h.waves(n, n, BM, BN, sms)['blocks']}"
+                       for name, BM, BN, *_ in rungs)
+    print(f"N = {n:>4}: {counts}")

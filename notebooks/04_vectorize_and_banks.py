@@ -111,15 +111,29 @@ def s7_store_a(i):  # As[a_col + i, a_row] = a_i; pitch AS_PITCH = BM + A_PAD
 
 # %% [markdown]
 # **Conflict 1, the transposed store of A.** Lanes `2m` and `2m + 1` write `As[i, m]` and
-# `As[4 + i, m]`. With a row pitch of `BM` floats, a multiple of 32, both words fall in bank
-# `m % 32`: every store takes two wavefronts. Stage 7 pads each row by `A_PAD` floats, which
-# moves row `4 + i` by `4 * (BM + A_PAD) % 32` banks.
+# `As[4 + i, m]`. The word `As[r, m]` of a tile with a row pitch of `P` floats is word `r * P + m`,
+# in bank `(r * P + m) % 32`, so row `4 + i` sits `4 * P % 32` banks away from row `i`. With
+# stage 6's pitch `BM`, a multiple of 32, that shift is 0: both words fall in bank `m % 32` and
+# every store takes two wavefronts. Stage 7 pads each row by `A_PAD` floats (pitch
+# `AS_PITCH = BM + A_PAD`), which shifts row `4 + i` by half the banks, so the lanes writing row
+# `i` and those writing row `4 + i` use different halves. With the modules' constants:
 #
 # **Conflict 2, the fragment reads of B.** In stage 6, the 16 threads of a warp that differ in
 # `thread_col` read `float4`s `TN` floats apart (each thread owns `TN` adjacent columns and reads
 # them as `TN / 4` `float4`s), so four of their chunks share each group of banks: four wavefronts
 # where two would carry the same bytes. In stage 7, each thread owns two groups of 4 columns,
-# `BN / 2` apart, so the 16 threads read 256 contiguous bytes: two wavefronts, the minimum.
+# `BN / 2` apart (`COL_GROUP_STRIDE`), so the 16 threads read 256 contiguous bytes: two
+# wavefronts, the minimum.
+
+# %%
+BANKS = h.BANKS
+print(f"stage 6: pitch BM = {k06.BM} floats; row 4 + i is 4 * {k06.BM} % {BANKS} = "
+      f"{4 * k06.BM % BANKS} banks from row i")
+print(f"stage 7: A_PAD = {k07.A_PAD}, AS_PITCH = BM + A_PAD = {k07.AS_PITCH} floats; row 4 + i is "
+      f"4 * {k07.AS_PITCH} % {BANKS} = {4 * k07.AS_PITCH % BANKS} banks from row i")
+print(f"stage 7: B columns of thread t: 4t and COL_GROUP_STRIDE + 4t, COL_GROUP_STRIDE = BN / 2 = "
+      f"{k07.COL_GROUP_STRIDE}; THREADS_N = {k07.THREADS_N} threads along N read "
+      f"{k07.THREADS_N} x 16 B = {k07.THREADS_N * 16} contiguous bytes per float4 read")
 
 # %%
 fig, axes = plt.subplots(2, 2, figsize=(13, 6))
@@ -190,16 +204,28 @@ for M, N, K in (h.demo_shape(aligned=True), h.demo_shape()):
 # the 128-bit global/shared loads and stores, `local` the local-memory accesses (spilled
 # register arrays; there must be none). Stage 5 has no vector instructions; stages 6 and 7 load
 # their fragments with `lds.v4` only. The padding costs `BK x A_PAD` floats of SMEM per block.
+#
+# Stages 6 and 7 are reported twice: the `vector` kernel and the `scalar` one that runs when rows
+# are not 16-byte aligned. Compare their `ldg.v4`/`stg.v4` counts, registers and `blk/SM`.
 
 # %%
-_ = h.resources(["blocktiling_2d", "vectorize", "bank_conflict_free"])
+_ = h.resources(["blocktiling_2d", "vectorize", "bank_conflict_free"], scalar=True)
 
 # %% [markdown]
 # ## Measured on the GPU
 #
 # Vectorizing doubles stage 5; removing the conflicts adds a further step. At 4095 and 4097 (rows
-# not 16-byte aligned) both run their scalar-GMEM variant and lose most of the gain: the hatched
-# bars in the right-hand plot.
+# not 16-byte aligned) both run their scalar-GMEM variant and lose most of the gain, landing
+# close to stage 5: the hatched bars in the right-hand plot.
+#
+# The SMEM count of this notebook cannot explain that: the scalar variants keep the 128-bit,
+# conflict-free SMEM accesses. What changes is on the GMEM side, in the resource report above.
+# The scalar kernel copies the tiles from GMEM one float per instruction, four times as many
+# load instructions as `ldg.v4` (likewise for the stores of C), each with its own bounds test or
+# clamp (`_common.load_a4`, `load_b4`). And it needs more registers than the vector kernel,
+# enough (in this report) to leave room for only one block per SM instead of two, so no second
+# block hides its GMEM latency: the same trade-off that made stage 5 keep its BK loop rolled
+# (notebook 03). Which of the two costs more is not measured here.
 
 # %%
 h.print_results(["blocktiling_2d", "vectorize", "bank_conflict_free"])

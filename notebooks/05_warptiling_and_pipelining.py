@@ -45,6 +45,12 @@ wt, db, ms = (numba_gemm.get_stage(n) for n in ("warptiling", "double_buffering"
 # `load_tiles`/`store_tiles` (GMEM -> registers -> SMEM) and `mma_tile` (`BK` outer-product steps
 # over the thread's `WMITER x WNITER` tiles, unrolled). `_make_kernel` closes over the
 # configuration, so every tile size is a compile-time constant of the kernel.
+#
+# A word on names: "mma" (matrix multiply-accumulate) in `mma_tile` and `_mma_step` is the
+# customary name for this step of a GEMM. Here it is FP32 FMA instructions (FFMA) on the ordinary
+# FP32 pipe, one outer product at a time; it is not the tensor-core `mma` instruction of PTX,
+# which these kernels do not use (`numba_gemm.mma` and the tensor-core stages registered after
+# stage 10 are another matter).
 
 # %%
 h.show_source(k08)
@@ -59,6 +65,15 @@ d = tun.derived(cfg)
 print("config:", cfg)
 print("derived:", {k: d[k] for k in ("NUM_THREADS", "WMITER", "WSUBM", "WSUBN")})
 h.draw_warp_tiles(cfg, d)
+
+# %% [markdown]
+# Besides the tile sizes, a configuration has keys that notebook 06 explains in full:
+#
+# - `MINB`: the minimum number of blocks per SM promised to the compiler (`launch_bounds`; 0: no
+#   promise). It caps the registers a thread may use, so that that many blocks fit;
+# - `SPLITK`: how many slices K is cut into, each computed by its own block, the partial products
+#   then summed by a second kernel (1: no split);
+# - `NBUF` (stage 10 only): how many SMEM buffers its `cp.async` ring has.
 
 # %% [markdown]
 # Why a warp tile helps: in stage 7 the 16 threads of a warp row span the whole `BN`-column
@@ -99,7 +114,9 @@ for name, c in configs.items():
 # Each thread's register tile is `WMITER*TM x WNITER*TN` accumulators, and each fragment value
 # it loads feeds a whole row or column of them. The tuned configurations hold more accumulators
 # than the default (up to `_tunable.MAX_ACCUMULATORS`), so FMAs outnumber SMEM wavefronts even
-# more (last column).
+# more (last column). By this count stage 8 should beat stage 7 clearly; the measurements at the
+# end of this notebook show that at the large sizes it does not, and why the rung is still worth
+# it.
 
 # %% [markdown]
 # ## Stage 9: double buffering
@@ -141,6 +158,21 @@ h.draw_pipelines([("warptiling", 1), ("double_buffering", 2), ("multistage", ms.
                   ("multistage", deepest)])
 
 # %% [markdown]
+# The schematic is idealised: a fixed GMEM latency, no contention for memory or issue slots, and
+# `cp.async` drawn as free for the threads that issue it (no registers, no SMEM stores), so stage
+# 10 ends first even with two buffers. Two things on the GPU differ from it:
+#
+# - the tuned `NBUF` is whatever the tuning file's configuration says (printed with the resource
+#   report below), not the deepest ring: more buffers cost SMEM per block, and the tuner keeps
+#   whichever configuration it measured fastest;
+# - stage 10 does not beat stage 9 everywhere: in the measurements at the end it trails stage 9
+#   at the power-of-two sizes from 1024 up. A likely reason, from its module docstring (a
+#   hypothesis; the copies were not profiled here): A is read along K and stored transposed, so
+#   its tile is copied with one 4-byte `cp.async.ca` per element (stage 9 reads it from GMEM
+#   with 128-bit loads, four elements per instruction), and every copy needs its own GMEM and
+#   SMEM addresses: that address arithmetic takes issue slots from the FMAs.
+
+# %% [markdown]
 # ## Run and check
 #
 # On a GPU, `sgemm(stage=name)` uses the configuration tuned for the shape's class (notebook
@@ -167,8 +199,13 @@ _ = h.resources(["warptiling", "double_buffering", "multistage"], tuned="large")
 # ## Measured on the GPU
 #
 # The tunable stages are measured with their tuned configuration for each size (the `config`
-# column of the CSV). Warp tiling alone is about level with stage 7; hiding the GMEM latency is
-# what brings the kernels near cuBLAS. At the ragged sizes, the choice of tiles matters as much
+# column of the CSV). At N >= 2048, warp tiling alone is level with or slightly below stage 7,
+# despite its better FFMA-per-wavefront count: whatever it saves in SMEM traffic, something else
+# (not profiled here) takes back. Its gains are at the ragged sizes and at N <= 1024, where its
+# tuned configurations (other tiles, split-K: notebook 06) fill the GPU better than stage 7's
+# fixed tiles. Its real payoff is what it enables: tile sizes that are parameters, and the parts
+# (`make_parts`) on which stages 9 and 10 build their pipelines. Hiding the GMEM latency is what
+# then brings the kernels near cuBLAS. At the ragged sizes, the choice of tiles matters as much
 # as the kernel: notebook 06.
 
 # %%

@@ -11,7 +11,7 @@ notebook shows only what its rung is about.
   code does. Index formulas that a drawing needs (which thread reads which address) are written
   in the notebooks, next to the kernel lines they mirror.
 
-Run as a script (``python _helpers.py resources '["naive"]' ''``) it is the resource-report
+Run as a script (``python _helpers.py resources '["naive"]' '' ''``) it is the resource-report
 subprocess that :func:`resources` starts.
 """
 
@@ -169,7 +169,7 @@ def show_diff(old, new) -> None:
 # --- the resource report -------------------------------------------------------------------------
 
 
-def resources(names, tuned: str | None = None) -> list[dict]:
+def resources(names, tuned: str | None = None, scalar: bool = False) -> list[dict]:
     """Registers, spills, SMEM and sm_90 occupancy of the stages' kernels, from
     ``numba_gemm.resources`` (``numba.cuda.compile_ptx`` + ``ptxas -v``, no GPU needed).
 
@@ -177,8 +177,9 @@ def resources(names, tuned: str | None = None) -> list[dict]:
     without ``NUMBA_ENABLE_CUDASIM``. ``tuned``: a shape class (``"large"``...) to report the
     tunable stages with their committed sm_90 configuration for it, as
     ``python -m numba_gemm.resources --tuned`` does. Only the kernel launched for 16-byte aligned
-    rows is compiled (``make resources`` also reports the scalar-GMEM fallbacks). Prints the
-    report's table; returns its rows.
+    rows is compiled unless ``scalar`` is true: then each stage's scalar-GMEM fallback (the kernel
+    for rows that are not 16-byte aligned) is reported after it too. Prints the report's table;
+    returns its rows.
 
     Raises:
         RuntimeError: the report failed (e.g. no ptxas: install the ``test`` extra).
@@ -186,7 +187,7 @@ def resources(names, tuned: str | None = None) -> list[dict]:
     env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     cmd = [sys.executable, str(Path(__file__).resolve()), "resources", json.dumps(list(names)),
-           tuned or ""]
+           tuned or "", "scalar" if scalar else ""]
     res = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
     if res.returncode != 0:
         raise RuntimeError(f"resource report failed ({res.returncode}):\n{res.stderr[-3000:]}")
@@ -195,7 +196,7 @@ def resources(names, tuned: str | None = None) -> list[dict]:
     return json.loads(rows)
 
 
-def _resources_main(names: list[str], tuned: str) -> None:
+def _resources_main(names: list[str], tuned: str, scalar: bool = False) -> None:
     from dataclasses import asdict
 
     from numba_gemm import get_stage, resources, tuning
@@ -204,8 +205,11 @@ def _resources_main(names: list[str], tuned: str) -> None:
     if tuned:
         win = tuning.winners(tuned, device=("", (9, 0)))
         stages = [s.with_config(win[s.name]["config"]) if s.name in win else s for s in stages]
-    rows = [resources.kernel_resources(s, s.kernel, "vector" if s.scalar_kernel else "-")
-            for s in stages]
+    rows = []
+    for s in stages:
+        rows.append(resources.kernel_resources(s, s.kernel, "vector" if s.scalar_kernel else "-"))
+        if scalar and s.scalar_kernel is not None:
+            rows.append(resources.kernel_resources(s, s.scalar_kernel, "scalar"))
     print(f"sm_90, ptxas -v{f'; tunable stages with their tuned {tuned!r} config' if tuned else ''}"
           f"\n{resources.format_table(rows)}")
     for s in stages:
@@ -923,8 +927,8 @@ def draw_decompositions(tiles: int, iters: int, sms: int, splits: int = 2) -> No
             unit(ax, sm, t0, n, tile, "" if whole else "*")
             it += n
             t0 += n
-    ax.set_title(f"stream-K: {share} iterations per SM (* = partial tile, fixed up); ends at "
-                 f"{share} + fix-up", loc="left")
+    ax.set_title(f"stream-K: {share} iterations per SM, ends at {share} + fix-up\n"
+                 "(* = partial tile, fixed up)", loc="left")
     for ax in axes:
         ax.set_yticks(range(sms), [f"SM {s}" for s in range(sms)])
         ax.set_xlabel("K iterations (schematic)")
@@ -935,5 +939,5 @@ def draw_decompositions(tiles: int, iters: int, sms: int, splits: int = 2) -> No
 
 _quiet()
 
-if __name__ == "__main__" and len(sys.argv) == 4 and sys.argv[1] == "resources":
-    _resources_main(json.loads(sys.argv[2]), sys.argv[3])
+if __name__ == "__main__" and len(sys.argv) == 5 and sys.argv[1] == "resources":
+    _resources_main(json.loads(sys.argv[2]), sys.argv[3], sys.argv[4] == "scalar")

@@ -3,8 +3,9 @@
 From ``blocktiling_1d``: the block tile grows to 128x128 and each of the 256 threads owns a
 TM x TN = 8x8 tile of C. Per k it loads a fragment of TM values of A and TN values of B from SMEM
 into registers (``reg_m``, ``reg_n``) and does their outer product: 64 FMAs per 16 SMEM loads,
-twice the reuse of stage 4. Accumulators and fragments are ``cuda.local.array`` indexed only by
-constants (the TM/TN loops are unrolled by NVVM), so they live in registers.
+0.25 loads per FMA against stage 4's (TM + 1) / TM = 1.125 (4.5x fewer). Accumulators and
+fragments are ``cuda.local.array`` indexed only by constants (the TM/TN loops are unrolled by
+NVVM), so they live in registers.
 
 The BK loop is deliberately *not* unrolled (unlike stages 4 and 6+): unrolled, ptxas hoists the
 SMEM loads of later k steps and needs 148 registers, one block per SM, and measured 14.0 TFLOP/s

@@ -8,8 +8,9 @@ rounding of its remainder, ``small = tf32(x - big)``: ``big + small`` carries ab
 (the ``a_small * b_small`` term is below FP32's rounding) costs three tensor-core mma instead of
 one, the two small products first. The tensor cores accumulate with truncation, so each 8-deep
 step's three products start from zero and are added to the accumulators with FP32 adds (Ootomo
-and Yokota's fix; chaining the accumulators through the mma measured 25x FP32's error). At a third of TF32's mma rate this is
-still several times the FP32 FMA pipe's rate, at about FP32's accuracy.
+and Yokota's fix; chaining the accumulators through the mma measured 25x FP32's error). The
+tensor cores' peak at a third of the rate is still several times the FP32 FMA pipe's; this first
+version reaches 0.84x cuBLAS FP32 on an H200 (bench/NOTES.md), at better than FP32's accuracy.
 
 The kernel is ``tf32_mma_multistage``'s with ``MODE = "3xtf32"`` (same tiles, pipeline and
 fragment loads; ``mma.split_tf32``/``split_tf32_bits`` make the parts). Shapes, edges and
