@@ -63,7 +63,7 @@ MMA_TF32 = (16, 8, 8)
 MMA_F16 = (16, 8, 16)
 
 
-# --- the plain-Python model (simulator; also what the tests check the GPU against) -------------
+# --- the plain-Python model (the simulator's versions below use it) ---------------------------
 
 
 def tf32_round(x: np.ndarray) -> np.ndarray:
@@ -84,50 +84,6 @@ def _bits(x) -> int:
 def _float(bits) -> np.float32:
     """float32 of an int32 bit pattern."""
     return np.int32(bits).view(np.float32)
-
-
-def _halves(reg) -> tuple[float, float]:
-    """The two FP16 values of a 32-bit register (low half first), as floats."""
-    lo, hi = np.array([int(reg) & 0xFFFFFFFF], dtype=np.uint32).view(np.float16)
-    return float(lo), float(hi)
-
-
-def tf32_fragments_a(A: np.ndarray, lane: int) -> tuple:
-    """``(a0, a1, a2, a3)`` of ``lane`` for a 16x8 tile A (values, not bits)."""
-    g, q = lane >> 2, lane & 3
-    return A[g, q], A[g + 8, q], A[g, q + 4], A[g + 8, q + 4]
-
-
-def tf32_fragments_b(B: np.ndarray, lane: int) -> tuple:
-    """``(b0, b1)`` of ``lane`` for an 8x8 tile B."""
-    g, q = lane >> 2, lane & 3
-    return B[q, g], B[q + 4, g]
-
-
-def f16_fragments_a(A: np.ndarray, lane: int) -> tuple:
-    """``(a0, a1, a2, a3)`` of ``lane`` for a 16x16 tile A: pairs ``(low, high)``."""
-    g, q = lane >> 2, lane & 3
-    c = 2 * q
-    return ((A[g, c], A[g, c + 1]), (A[g + 8, c], A[g + 8, c + 1]),
-            (A[g, c + 8], A[g, c + 9]), (A[g + 8, c + 8], A[g + 8, c + 9]))
-
-
-def f16_fragments_b(B: np.ndarray, lane: int) -> tuple:
-    """``(b0, b1)`` of ``lane`` for a 16x8 tile B: pairs ``(low, high)``."""
-    g, q = lane >> 2, lane & 3
-    k = 2 * q
-    return (B[k, g], B[k + 1, g]), (B[k + 8, g], B[k + 9, g])
-
-
-def accumulator_positions(lane: int) -> tuple:
-    """``((row, col), ...)`` of ``c0..c3`` / ``d0..d3`` of ``lane`` in the 16x8 tile."""
-    g, q = lane >> 2, lane & 3
-    return (g, 2 * q), (g, 2 * q + 1), (g + 8, 2 * q), (g + 8, 2 * q + 1)
-
-
-def ldmatrix_rows(lane: int) -> tuple[int, int]:
-    """``(matrix, row)`` whose address ``lane`` supplies to ``ldmatrix`` (.x4: lanes 0-31)."""
-    return lane // 8, lane % 8
 
 
 _LANES = np.arange(32)

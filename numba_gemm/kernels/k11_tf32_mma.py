@@ -27,7 +27,7 @@ from numba import cuda, float32, int32
 from ..launch import tile_grid
 from ..mma import MMA_TF32, mma_tf32, to_tf32
 from ..registry import Stage
-from ._common import store_c
+from ._common import device_jit, store_c
 
 # --- tile constants
 BM = 64
@@ -50,6 +50,23 @@ assert BM % WM == 0 and BN % WN == 0, "warp tiles must tile the block"
 assert WM % MMA_M == 0 and WN % MMA_N == 0 and BK % MMA_K == 0, "fragments must tile the warp"
 assert BM * BK % NUM_THREADS == 0 and BK * BN % NUM_THREADS == 0, "copies split evenly"
 assert AS_PITCH % 32 in (4, 12, 20, 28) and BS_PITCH % 32 in (8, 24), "conflict-free pads"
+
+
+@device_jit
+def store_fragment(C, r, c, d0, d1, d2, d3, alpha, beta, M, N):
+    """Epilogue for a lane's part of one 16x8 accumulator fragment whose lane-(g, q) element
+    ``(g, 2q)`` lands at ``C[r, c]``: ``d0, d1`` at ``(r, c), (r, c + 1)``, ``d2, d3`` eight rows
+    below; only inside (M, N)."""
+    if r < M:
+        if c < N:
+            store_c(C, r, c, d0, alpha, beta)
+        if c + 1 < N:
+            store_c(C, r, c + 1, d1, alpha, beta)
+    if r + 8 < M:
+        if c < N:
+            store_c(C, r + 8, c, d2, alpha, beta)
+        if c + 1 < N:
+            store_c(C, r + 8, c + 1, d3, alpha, beta)
 
 
 @cuda.jit
@@ -112,14 +129,8 @@ def sgemm_tf32_mma(A, B, C, alpha, beta):
     for mi in range(MITER):
         for ni in range(NITER):
             f = mi * NITER + ni
-            r = row0 + wm0 + mi * MMA_M + g
-            c = col0 + wn0 + ni * MMA_N + 2 * q
-            for h in range(2):  # rows g and g + 8
-                if r + 8 * h < M:
-                    if c < N:
-                        store_c(C, r + 8 * h, c, acc[f, 2 * h], alpha, beta)
-                    if c + 1 < N:
-                        store_c(C, r + 8 * h, c + 1, acc[f, 2 * h + 1], alpha, beta)
+            store_fragment(C, row0 + wm0 + mi * MMA_M + g, col0 + wn0 + ni * MMA_N + 2 * q,
+                           acc[f, 0], acc[f, 1], acc[f, 2], acc[f, 3], alpha, beta, M, N)
 
 
 def launch_config(M, N, K):

@@ -44,7 +44,8 @@ from ..mma import (
 )
 from ..registry import Stage
 from ..vecmem import SMEM_ALIGN, tile_view
-from ._common import device_jit, kernel_jit, store_c, unroll
+from ._common import device_jit, kernel_jit, unroll
+from .k11_tf32_mma import store_fragment
 
 MMA_M, MMA_N, MMA_K = MMA_TF32
 WARP_SIZE = 32
@@ -90,12 +91,21 @@ def check_config(cfg: Mapping[str, int]) -> None:
         raise ValueError(f"invalid config {dict(cfg)}: {d['SMEM_BYTES']} B of SMEM > {SMEM_LIMIT}")
 
 
+def _valid(cfg: Mapping[str, int]) -> bool:
+    try:
+        check_config(cfg)
+    except ValueError:
+        return False
+    return True
+
+
+#: Candidate configurations: block/warp tile shapes x BK x NBUF, the valid ones.
 SPACE = tuple(
-    dict(BM=bm, BN=bn, BK=bk, WM=wm, WN=wn, NBUF=nbuf, MINB=1)
-    for bm, bn, wm, wn in ((128, 128, 64, 32), (128, 128, 64, 64), (128, 256, 64, 64),
-                           (256, 128, 64, 64), (64, 128, 32, 32), (128, 64, 32, 32))
-    for bk in (16, 32) for nbuf in (3, 4)
-    if bm * bk % 4 == 0
+    c for c in (dict(BM=bm, BN=bn, BK=bk, WM=wm, WN=wn, NBUF=nbuf, MINB=1)
+                for bm, bn, wm, wn in ((128, 128, 64, 32), (128, 128, 64, 64), (128, 256, 64, 64),
+                                       (256, 128, 64, 64), (64, 128, 32, 32), (128, 64, 32, 32))
+                for bk in (16, 32) for nbuf in (3, 4))
+    if _valid(c)
 )
 
 
@@ -223,19 +233,8 @@ def _make_kernel(items: tuple, vec: bool, mode: str):
 
     @device_jit
     def _store(f, C, acc, r0, c0, alpha, beta, M, N):
-        # the lane holds (g, 2q), (g, 2q+1), (g+8, 2q), (g+8, 2q+1) of fragment f
-        r = r0 + (f // NITER) * MMA_M
-        c = c0 + (f % NITER) * MMA_N
-        if r < M:
-            if c < N:
-                store_c(C, r, c, acc[f, 0], alpha, beta)
-            if c + 1 < N:
-                store_c(C, r, c + 1, acc[f, 1], alpha, beta)
-        if r + 8 < M:
-            if c < N:
-                store_c(C, r + 8, c, acc[f, 2], alpha, beta)
-            if c + 1 < N:
-                store_c(C, r + 8, c + 1, acc[f, 3], alpha, beta)
+        store_fragment(C, r0 + (f // NITER) * MMA_M, c0 + (f % NITER) * MMA_N,
+                       acc[f, 0], acc[f, 1], acc[f, 2], acc[f, 3], alpha, beta, M, N)
 
     store_all = unroll(FRAGS, _store)
 
@@ -320,20 +319,12 @@ def make_stage(config: Mapping[str, int], mode: str = "tf32") -> Stage:
         precision=mode,
         config=cfg,
         factory=functools.partial(make_stage, mode=mode),
-        space=tuple(c for c in SPACE if _valid(c)),
+        space=SPACE,
         check_config=check_config,
         dynamic_smem=d["SMEM_BYTES"],
         min_cc=(8, 0),
         tile=(cfg["BM"], cfg["BN"]),
     )
-
-
-def _valid(cfg: Mapping[str, int]) -> bool:
-    try:
-        check_config(cfg)
-    except ValueError:
-        return False
-    return True
 
 
 STAGE = make_stage(DEFAULT_CONFIG)
