@@ -215,7 +215,9 @@ def _alternatives(
 def main(argv: Sequence[str] | None = None) -> int:
     from .kernels import STAGES, get_stage
 
-    tunable = [s.name for s in STAGES if s.tunable]
+    # the FP32 stages: their shape classes, configuration keys and cuBLAS FP32 reference (the
+    # tensor-core stages' tiles are swept by bench/tensor_cores.py --sweep)
+    tunable = [s.name for s in STAGES if s.tunable and s.precision == "fp32"]
     classes = [c.name for c in tuning.CLASSES]
     ap = argparse.ArgumentParser(
         prog="python -m numba_gemm.tune",
@@ -227,7 +229,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         nargs="+",
         default=tunable,
         choices=tunable,
-        help="stages to tune (default: all tunable)",
+        help="stages to tune (default: every tunable FP32 stage)",
     )
     ap.add_argument(
         "--classes",

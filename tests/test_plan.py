@@ -64,7 +64,7 @@ def test_misaligned_view_runs_the_scalar_kernel(rng):
     p = numba_gemm.explain(d_a, d_b, stage="multistage", out=d_c)
     assert p.variant == "scalar" and "not 16-byte aligned" in p.reason
     numba_gemm.sgemm(d_a, d_b, stage="multistage", out=d_c)
-    assert api._plans[(0, M, N, K, False, "multistage")] is p  # the plan the call ran
+    assert api._plans[(0, M, N, K, False, "multistage", None)] is p  # the plan the call ran
     main = p.kernels()[0]
     assert getattr(main, "dispatcher", None) in (None, p.stage.scalar_kernel)  # (GPU: a cubin)
     assert rel_error(d_c.copy_to_host(), reference_f64(a, b)) <= 1e-5

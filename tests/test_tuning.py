@@ -14,7 +14,9 @@ from numba_gemm.plan import estimate_ms, plan_for
 from numba_gemm.reference import reference_f64, rel_error
 from numba_gemm.tune import Problem, _order, evaluate, knob_variants
 
-TUNABLE = [s for s in STAGES if s.tunable]
+#: The stages the tuner sweeps (FP32; the tensor-core stages have other configuration keys).
+TUNABLE = [s for s in STAGES if s.tunable and s.precision == "fp32"]
+TENSOR_CORE = [s for s in STAGES if s.tunable and s.precision != "fp32"]
 
 #: One warp: 32x32 block tile, 2x1 sub-tiles of 16x32, 4x4 per thread.
 TINY = dict(BM=32, BN=32, BK=8, WM=32, WN=32, WNITER=1, TM=4, TN=4, MINB=0, SPLITK=1)
@@ -48,6 +50,24 @@ def test_space_is_valid_and_nonempty(stage):
 def test_invalid_configs_rejected(stage, change, message):
     with pytest.raises(ValueError, match=message):
         stage.with_config(dict(stage.config, **change))
+
+
+@pytest.mark.parametrize("stage", TENSOR_CORE, ids=[s.name for s in TENSOR_CORE])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (dict(WM=48), "warp tiles must tile the block"),
+        (dict(BK=12), "BK be a multiple of 8"),
+        (dict(BM=512, BN=512, WM=16, WN=16), "threads"),
+        (dict(NBUF=1), "NBUF"),
+        (dict(BM=256, BN=256, BK=64, WM=64, WN=64), "SMEM"),
+        (dict(TM=4), "exactly the keys"),
+    ],
+)
+def test_tensor_core_configs_rejected(stage, change, message):
+    with pytest.raises(ValueError, match=message):
+        stage.with_config(dict(stage.config, **change))
+    assert stage.space and all(stage.with_config(c).config == c for c in stage.space)
 
 
 @pytest.mark.parametrize("stage", TUNABLE, ids=[s.name for s in TUNABLE])
