@@ -1,23 +1,63 @@
-"""Tensor-core stages on the GPU against cuBLAS FP32 and TF32 (PyTorch), same process.
+"""Tensor-core stages on the GPU against cuBLAS FP32, TF32 and FP16 (PyTorch), same process.
 
-For each ``--sizes`` N (M = N = K): cuBLAS FP32 (``torch.mm``, TF32 off) and cuBLAS TF32 (TF32
-on), then ``sgemm`` with ``compute="fp32"`` (the SIMT ladder's automatic pick), ``"tf32"`` and
-``"3xtf32"``, and each tensor-core stage by name. Every implementation is first checked against a
-float64 product (relative Frobenius error; NaN-poisoned output), then timed: kernel time (CUDA
-events behind a hold kernel, median, ``check.time_kernel``) and end-to-end time of the call made
-back to back (``timing.time_calls``). With ``--sweep``, the BK = 32 configurations of
-``tf32_mma_multistage``'s SPACE are also timed (kernel time) at the first size. Writes
-``tensor_cores.csv`` and prints it.
+For each ``--sizes`` N (M = N = K): cuBLAS FP32 (``torch.mm``, TF32 off), cuBLAS TF32 (TF32 on) and
+cuBLAS FP16 (``torch.mm`` on float16 tensors: FP32 accumulation, reduced-precision split-K
+reductions off; FP16 output, and FP32 output through ``out_dtype`` where this PyTorch has it),
+then ``sgemm`` with ``compute="fp32"`` (the SIMT ladder's automatic pick), ``"tf32"`` and
+``"3xtf32"``, ``hgemm`` with FP32 and FP16 output, and each tensor-core stage by name. Every
+implementation is first checked against a float64 product of its own inputs (relative Frobenius
+error; NaN-poisoned output), then timed: kernel time (CUDA events behind a hold kernel, median,
+``check.time_kernel``) and end-to-end time of the call made back to back
+(``timing.time_calls``). Each row names its baseline (the cuBLAS of the same precision) and its
+share of it, in the same timing.
 
-    python bench/tensor_cores.py --out DIR [--sizes 4096 8192] [--sweep]
+With ``--sweep``, every configuration of the three tensor-core stages' spaces
+(``k12_tf32_mma_multistage.space``) is compiled first in parallel processes
+(``numba_gemm.precompile``, ``--jobs``) and then timed (kernel time) at the first size.
+Writes ``tensor_cores.csv`` (and ``sweep.csv``) under ``--out`` and prints the rows.
+
+    python bench/tensor_cores.py --out DIR [--sizes 4096 8192] [--sweep] [--jobs 16]
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import os
 import sys
 from pathlib import Path
+
+#: Which cuBLAS row each implementation is compared with (same inputs, same arithmetic).
+FP32, TF32, FP16, FP16_OUT16 = ("cuBLAS FP32", "cuBLAS TF32", "cuBLAS FP16 (FP32 out)",
+                                "cuBLAS FP16 (FP16 out)")
+SWEPT = {"tf32": "tf32_mma_multistage", "3xtf32": "tf32x3_mma", "fp16": "hgemm_mma"}
+BASELINE_OF = {"tf32": TF32, "3xtf32": FP32, "fp16": FP16}
+
+
+def _write(path: Path, rows: list[dict]) -> None:
+    if not rows:
+        return
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+
+
+def precompile_sweep(jobs: int) -> None:
+    """Compile every swept configuration into the kernel cache, ``jobs`` processes at once."""
+    import torch
+
+    from numba_gemm import precompile
+    from numba_gemm.kernels import k12_tf32_mma_multistage as k12
+
+    cc = torch.cuda.get_device_capability()
+    todo = [precompile.Job(SWEPT[m], tuple(sorted(c.items())), "vector", cc)
+            for m in SWEPT for c in k12.space(m)]
+    res = precompile.run(todo, jobs)
+    failed = [r for r in res if r[1] == "failed"]
+    print(f"precompiled {len(res)} kernels, {len(failed)} failed", flush=True)
+    for job, _, _, err in failed:
+        print(f"  {job}: {err}", flush=True)
 
 
 def main(argv=None) -> int:
@@ -26,7 +66,10 @@ def main(argv=None) -> int:
     p.add_argument("--sizes", type=int, nargs="+", default=[4096, 8192])
     p.add_argument("--reps", type=int, default=20)
     p.add_argument("--sweep", action="store_true")
+    p.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
+                   help="compile processes for --sweep (default: all cores)")
     args = p.parse_args(argv)
+    args.out.mkdir(parents=True, exist_ok=True)
 
     import torch
 
@@ -36,78 +79,107 @@ def main(argv=None) -> int:
     from numba_gemm.reference import rel_error
     from numba_gemm.timing import time_calls
 
+    if args.sweep:
+        precompile_sweep(args.jobs)
+    torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = False
     gpu = torch.cuda.get_device_name()
     gen = torch.Generator(device="cuda").manual_seed(0)
-    rows = []
+    rows, sweep = [], []
 
-    def record(n, impl, err, k_ms, e_ms, note=""):
+    def record(table, n, impl, baseline, err, k_ms, e_ms, note=""):
         flop = 2.0 * n**3
-        rows.append(dict(gpu=gpu, n=n, impl=impl, rel_error=err, kernel_ms=k_ms, e2e_ms=e_ms,
-                         tflops_kernel=flop / k_ms / 1e9 if k_ms else "",
-                         tflops_e2e=flop / e_ms / 1e9 if e_ms else "", note=note))
-        print(rows[-1], flush=True)
+        base = {r["impl"]: r for r in rows if r["n"] == n}.get(baseline)
+
+        def pct(key, ms):
+            return 100.0 * base[key] / ms if base and ms and base[key] else ""
+
+        table.append(dict(gpu=gpu, n=n, impl=impl, baseline=baseline, rel_error=err,
+                          kernel_ms=k_ms, e2e_ms=e_ms,
+                          tflops_kernel=flop / k_ms / 1e9 if k_ms else "",
+                          tflops_e2e=flop / e_ms / 1e9 if e_ms else "",
+                          pct_baseline_kernel=pct("kernel_ms", k_ms),
+                          pct_baseline_e2e=pct("e2e_ms", e_ms), note=note))
+        print(table[-1], flush=True)
 
     def run_size(n):
         a = torch.randn(n, n, device="cuda", generator=gen)
         b = torch.randn(n, n, device="cuda", generator=gen)
+        a16, b16 = a.half(), b.half()
         ref = (a.double() @ b.double()).cpu().numpy()
+        ref16 = (a16.double() @ b16.double()).cpu().numpy()
         c = torch.empty(n, n, device="cuda")
+        c16 = torch.empty(n, n, device="cuda", dtype=torch.float16)
 
-        def err_of(run):
-            c.fill_(float("nan"))
+        def err_of(run, out, want):
+            out.fill_(float("nan"))
             run()
             torch.cuda.synchronize()
-            return rel_error(c.double().cpu().numpy(), ref)
+            return rel_error(out.double().cpu().numpy(), want)
 
-        for label, tf32 in (("cuBLAS FP32 (torch.mm)", False), ("cuBLAS TF32 (torch.mm)", True)):
+        def measure(label, baseline, run, call, out, want, note=""):
+            try:
+                err = err_of(run, out, want)
+                record(rows, n, label, baseline, err, time_kernel(run, reps=args.reps).median,
+                       time_calls(call, reps=args.reps).median if call else "", note)
+            except Exception as e:  # noqa: BLE001 - a failing implementation is reported
+                record(rows, n, label, baseline, "", "", "", f"FAILED {type(e).__name__}: {e}")
+
+        for label, tf32 in ((FP32, False), (TF32, True)):
             torch.backends.cuda.matmul.allow_tf32 = tf32
 
             def mm():
                 torch.mm(a, b, out=c)
 
-            err = err_of(mm)
-            record(n, label, err, time_kernel(mm, reps=args.reps).median,
-                   time_calls(mm, reps=args.reps).median)
+            measure(label, FP32, mm, mm, c, ref, "torch.mm")
         torch.backends.cuda.matmul.allow_tf32 = False
 
-        calls = [(f"sgemm compute={m}", dict(compute=m)) for m in ("fp32", "tf32", "3xtf32")]
-        calls += [(f"stage {s}", dict(stage=s))
-                  for s in ("tf32_mma", "tf32_mma_multistage", "tf32x3_mma")]
-        for label, kw in calls:
-            def call(kw=kw):
-                numba_gemm.sgemm(a, b, out=c, **kw)
+        def mm16_32():  # GemmEx with FP32 C (PyTorch >= 2.7's out_dtype)
+            torch.mm(a16, b16, out_dtype=torch.float32, out=c)
 
-            try:
-                err = err_of(call)
-                plan = numba_gemm.explain(a, b, out=c, **kw)
-                run = plan.launch
-                k_ms = time_kernel(lambda run=run: run(a, b, c), reps=args.reps).median
-                e_ms = time_calls(call, reps=args.reps).median
-                record(n, label, err, k_ms, e_ms,
-                       f"{plan.stage.name} {dict(plan.stage.config)}")
-            except Exception as e:  # noqa: BLE001 - a failing stage is reported, not fatal
-                record(n, label, "", "", "", f"FAILED {type(e).__name__}: {e}")
+        def mm16():
+            torch.mm(a16, b16, out=c16)
+
+        measure(FP16, FP16, mm16_32, mm16_32, c, ref16, "torch.mm(out_dtype=float32)")
+        measure(FP16_OUT16, FP16_OUT16, mm16, mm16, c16, ref16, "torch.mm, float16")
+
+        calls = [(f"sgemm compute={m}", BASELINE_OF.get(m, FP32), dict(compute=m))
+                 for m in ("fp32", "tf32", "3xtf32")]
+        calls += [(f"stage {s}", BASELINE_OF.get(numba_gemm.get_stage(s).precision, FP32),
+                   dict(stage=s)) for s in ("tf32_mma", "tf32_mma_multistage", "tf32x3_mma")]
+        for label, baseline, kw in calls:
+            plan = numba_gemm.explain(a, b, out=c, **kw)
+            measure(label, baseline, lambda plan=plan: plan.launch(a, b, c),
+                    lambda kw=kw: numba_gemm.sgemm(a, b, out=c, **kw), c, ref,
+                    f"{plan.stage.name} {dict(plan.stage.config)}")
+        for out, baseline in ((c, FP16), (c16, FP16_OUT16)):
+            plan = numba_gemm.plan_for(n, n, n, compute="fp16",
+                                       out_dtype=str(out.dtype).replace("torch.", ""))
+            measure(f"hgemm out={out.dtype}", baseline,
+                    lambda plan=plan, out=out: plan.launch(a16, b16, out),
+                    lambda out=out: numba_gemm.hgemm(a16, b16, out=out), out, ref16,
+                    f"{plan.stage.name} {dict(plan.stage.config)}")
 
         if args.sweep and n == args.sizes[0]:
-            for mode in ("tf32",):
-                for cfg in [x for x in k12.SPACE if x["BK"] == 32]:
-                    st = k12.make_stage(cfg, mode)  # SPACE holds valid configurations only
+            for mode, name in SWEPT.items():
+                x, y, want = (a16, b16, ref16) if mode == "fp16" else (a, b, ref)
+                for cfg in k12.space(mode):
+                    st = k12.make_stage(cfg, mode)  # the space holds valid configurations only
                     try:
-                        plan = numba_gemm.explain(a, b, out=c, stage=st)
-                        err = err_of(lambda plan=plan: plan.launch(a, b, c))
-                        k_ms = time_kernel(lambda plan=plan: plan.launch(a, b, c),
-                                           reps=args.reps).median
-                        record(n, f"sweep {st.name}", err, k_ms, "", str(cfg))
+                        plan = numba_gemm.plan_for(n, n, n, stage=st,
+                                                   compute="fp16" if mode == "fp16" else None)
+                        run = lambda plan=plan, x=x, y=y: plan.launch(x, y, c)  # noqa: E731
+                        err = err_of(run, c, want)
+                        k_ms = time_kernel(run, reps=args.reps).median
+                        record(sweep, n, f"sweep {name}", BASELINE_OF[mode], err, k_ms, "",
+                               str(cfg))
                     except Exception as e:  # noqa: BLE001
-                        record(n, f"sweep {st.name}", "", "", "", f"{cfg} FAILED {e}")
+                        record(sweep, n, f"sweep {name}", BASELINE_OF[mode], "", "", "",
+                               f"{cfg} FAILED {type(e).__name__}: {e}")
+                _write(args.out / "sweep.csv", sweep)
 
     for n in args.sizes:
         run_size(n)
-    args.out.mkdir(parents=True, exist_ok=True)
-    with open(args.out / "tensor_cores.csv", "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
+        _write(args.out / "tensor_cores.csv", rows)
     return 0
 
 

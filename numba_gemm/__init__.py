@@ -1,7 +1,8 @@
 """numba_gemm: FP32 GEMM (SGEMM) kernels for NVIDIA GPUs, written in Python with Numba CUDA.
 
 The ladder of stages (``STAGES``, slowest first) goes from a naive kernel to cuBLAS-class tiling;
-``sgemm(a, b)`` runs the fastest one on device arrays (Numba, CuPy, PyTorch)::
+``sgemm(a, b)`` runs the fastest one on device arrays (Numba, CuPy, PyTorch); ``hgemm(a, b)`` does
+the same for FP16 operands on tensor cores (FP32 accumulation)::
 
     from numba import cuda
     import numpy as np, numba_gemm
@@ -15,10 +16,10 @@ A call is validate -> plan (chosen once per shape, ``plan_for``) -> launch.
 """
 
 from ._version import __version__
-from .api import COMPUTE, explain, matmul, sgemm
+from .api import COMPUTE, explain, hgemm, matmul, sgemm
 from .kernels import STAGES, get_stage
 from .plan import Plan, plan_for
 from .registry import Stage
 
-__all__ = ["COMPUTE", "STAGES", "Plan", "Stage", "__version__", "explain", "get_stage", "matmul",
-           "plan_for", "sgemm"]
+__all__ = ["COMPUTE", "STAGES", "Plan", "Stage", "__version__", "explain", "get_stage", "hgemm",
+           "matmul", "plan_for", "sgemm"]

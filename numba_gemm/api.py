@@ -118,26 +118,27 @@ def _stage_key(stage: Any) -> Any:
     raise TypeError(f"stage must be a stage name, a Stage or None, got {type(stage).__name__}")
 
 
-def _new_output(A: Operand, shape: tuple) -> Any:
-    """A new float32 array of ``shape``, C-contiguous, of the same kind as ``a`` (a PyTorch
-    tensor, a CuPy array, else a Numba device array), allocated by that library on ``a``'s GPU."""
+def _new_output(A: Operand, shape: tuple, dtype: str = "float32") -> Any:
+    """A new array of ``shape`` and ``dtype`` (``"float32"`` or ``"float16"``), C-contiguous, of
+    the same kind as ``a`` (a PyTorch tensor, a CuPy array, else a Numba device array), allocated
+    by that library on ``a``'s GPU."""
     obj = A.obj
     mod = type(obj).__module__.split(".")[0]
     if mod == "torch":
         import torch
 
-        return torch.empty(shape, dtype=torch.float32, device=obj.device)
+        return torch.empty(shape, dtype=getattr(torch, dtype), device=obj.device)
     if mod == "cupy":
         import cupy
 
         with cupy.cuda.Device(A.device):
-            return cupy.empty(shape, dtype=cupy.float32)
+            return cupy.empty(shape, dtype=dtype)
     from numba import cuda
 
     if SIMULATOR:
-        return cuda.device_array(shape, dtype=np.float32)
+        return cuda.device_array(shape, dtype=dtype)
     with cuda.gpus[A.device]:
-        return cuda.device_array(shape, dtype=np.float32)
+        return cuda.device_array(shape, dtype=dtype)
 
 
 def _validate(a: Any, b: Any, out: Any
@@ -372,6 +373,125 @@ def _run(A: Operand, B: Operand, C: Operand | None, g: Geometry | None, shape: t
     if K == 0:
         _scale(C, g, beta32, strm, p)
         return out
+    p.run(A, B, C, alpha32, beta32, strm)
+    return out
+
+
+F16 = np.dtype(np.float16)
+#: hgemm's output dtypes (the ``out_dtype`` argument), by name.
+HGEMM_OUT = {"float32": F32, "float16": F16}
+
+
+def hgemm(
+    a: Any,
+    b: Any,
+    *,
+    out: Any = None,
+    out_dtype: str | None = None,
+    alpha: float = 1.0,
+    beta: float = 0.0,
+    stream: Any = 0,
+    stage: str | Stage | None = None,
+) -> Any:
+    """``C = alpha * A @ B + beta * C`` with FP16 operands on tensor cores, FP32 accumulation
+    (BLAS's HGEMM; cuBLAS ``cublasGemmEx`` with ``CUDA_R_16F`` inputs and
+    ``CUBLAS_COMPUTE_32F``).
+
+    Args:
+        a: A, shape ``(M, K)``, float16, row-major C-contiguous, on the GPU (Numba, CuPy,
+            PyTorch or any ``__cuda_array_interface__`` object; zero-copy).
+        b: B, shape ``(K, N)``, float16, row-major C-contiguous, on the same GPU.
+        out: C, shape ``(M, N)``, float32 or float16, C-contiguous, on the same GPU, not
+            overlapping A or B: written in place and returned. None: a new array of
+            ``out_dtype`` and of ``a``'s kind.
+        out_dtype: ``"float32"`` (the default: FP32 results, no rounding after the FP32 sums) or
+            ``"float16"`` (each result rounded to FP16 once, at the end). With ``out`` given,
+            its dtype decides and ``out_dtype``, if given, must match it.
+        alpha, beta: real scalars, applied in FP32 to the FP32 sums. With ``beta == 0`` C is
+            not read.
+        stream: as for :func:`sgemm`.
+        stage: None (the FP16 stage for the shape) or the name / ``Stage`` of an FP16 stage
+            (``precision == "fp16"``, e.g. ``"hgemm_mma"``).
+
+    Returns:
+        ``out`` if given, else the new array.
+
+    Needs compute capability 8.0+. The kernel copies 16-byte chunks (8 halves) with
+    ``cp.async``: A's and B's rows must be 16-byte aligned, so ``K`` and ``N`` must be
+    multiples of 8 (pad them with zeros otherwise: that changes nothing in the product).
+    ``M == 0`` or ``N == 0`` gives an empty C.
+
+    Raises:
+        TypeError: a host array or other non-device object; ``a`` or ``b`` not float16; ``out``
+            of another dtype than float32/float16; alpha/beta not real; ``stage`` or ``stream``
+            of another type.
+        ValueError: an operand not 2-D C-contiguous; inner dimensions that differ; ``K`` or
+            ``N`` not a multiple of 8, ``K == 0``, or an operand not 16-byte aligned; ``out``
+            of the wrong shape, not C-contiguous, overlapping ``a`` or ``b``, or not of
+            ``out_dtype``; an unknown ``out_dtype``; operands on different GPUs; a stage that
+            is not an FP16 stage; a GPU below compute capability 8.0. Nothing is launched or
+            written when an error is raised.
+    """
+    A, B = operand(a), operand(b)
+    for label, X in (("a", A), ("b", B)):
+        if X.dtype != F16:
+            raise TypeError(f"hgemm: {label} must be float16, got dtype {X.dtype} (float32 "
+                            "operands: numba_gemm.sgemm, with compute='tf32' for tensor cores)")
+        if len(X.shape) != 2 or (0 not in X.shape
+                                 and tuple(X.strides) != (2 * X.shape[1], 2)):
+            raise ValueError(f"hgemm: {label} must be 2-D and C-contiguous, got shape "
+                             f"{tuple(X.shape)} and strides {tuple(X.strides)} bytes")
+    (M, K), (kb, N) = A.shape, B.shape
+    if K != kb:
+        _inner_mismatch(A.shape, B.shape)
+    if B.device != A.device:
+        raise ValueError(f"a is on GPU {A.device} and b on GPU {B.device}: put them on one GPU")
+    if out_dtype is not None and out_dtype not in HGEMM_OUT:
+        raise ValueError(f"out_dtype must be one of {sorted(HGEMM_OUT)} (or None), got "
+                         f"{out_dtype!r}")
+    if out is not None:
+        C = operand(out)
+        if C.dtype not in (F32, F16):
+            raise TypeError(f"hgemm: out must be float32 or float16, got dtype {C.dtype}")
+        dt = "float16" if C.dtype == F16 else "float32"
+        if out_dtype is not None and out_dtype != dt:
+            raise ValueError(f"out is {dt} but out_dtype is {out_dtype!r}")
+        if tuple(C.shape) != (M, N) or (M * N and tuple(C.strides) != (
+                C.dtype.itemsize * N, C.dtype.itemsize)):
+            raise ValueError(f"out must be a C-contiguous ({M}, {N}) array, got shape "
+                             f"{tuple(C.shape)} and strides {tuple(C.strides)} bytes")
+        if C.device != A.device:
+            raise ValueError(f"out is on GPU {C.device} and a, b on GPU {A.device}: use one GPU")
+        for label, X in (("a", A), ("b", B)):
+            if overlaps(C, X):
+                raise ValueError(f"out overlaps {label}: the output must not alias an input")
+    else:
+        dt = out_dtype or "float32"
+    if K == 0:
+        raise ValueError("hgemm: K == 0 (an empty inner dimension); the FP16 kernel needs K >= 8")
+    if K % 8 or N % 8 or (A.ptr | B.ptr) & 15:
+        raise ValueError(f"hgemm: rows of a and b must be 16-byte aligned for the kernel's "
+                         f"16-byte copies: K ({K}) and N ({N}) multiples of 8 and both arrays "
+                         "16-byte aligned; pad K and N with zeros (the product is unchanged) "
+                         "or use a fresh allocation")
+    alpha32 = _check_scalar("alpha", alpha)
+    beta32 = 0.0 if out is None else _check_scalar("beta", beta)
+    strm = DEFAULT_STREAM if type(stream) is int and stream == 0 else stream_handle(stream)
+    key = ("fp16", A.device, M, N, K, _stage_key(stage), dt)
+    p = _plans.get(key)
+    if p is None and M and N:
+        p = plan_for(max(M, 1), N, K, stage=stage, device=A.device, compute="fp16",
+                     out_dtype=dt)
+        if len(_plans) >= MAX_PLANS:
+            _plans.clear()
+        _plans[key] = p
+    if out is None:
+        out = _new_output(A, (M, N), dt)
+        C = operand(out)
+    if M == 0 or N == 0:
+        return out
+    if (A.stream is not None or B.stream is not None or C.stream is not None) and not SIMULATOR:
+        _order_after_producers(strm, p, A, B, C)
     p.run(A, B, C, alpha32, beta32, strm)
     return out
 

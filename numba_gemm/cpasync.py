@@ -32,11 +32,12 @@ from .device import SIMULATOR
 if SIMULATOR:
 
     def copy_async(dst, dr, dc, src, sr, sc, size, valid):
-        """Simulator path: synchronous copy of ``size // 4`` floats, zeros when not ``valid``.
+        """Simulator path: synchronous copy of ``size`` bytes (``size // itemsize`` elements),
+        zeros when not ``valid``.
 
         The source address is bounds-checked even when nothing is read (the GPU computes it
         either way, and NumPy would wrap a negative index silently)."""
-        n = size // 4
+        n = size // src.itemsize
         if not (0 <= sr < src.shape[0] and 0 <= sc and sc + n <= src.shape[1]):
             raise IndexError(f"copy_async source [{sr}, {sc}:{sc + n}] outside {src.shape}")
         for i in range(n):
@@ -64,14 +65,16 @@ else:
         return cgutils.get_item_pointer(context, builder, aryty, ary, [r, c], wraparound=False)
 
     def _is_matrix(t):
-        return isinstance(t, types.Array) and t.ndim == 2 and t.dtype == types.float32
+        return (isinstance(t, types.Array) and t.ndim == 2
+                and t.dtype in (types.float32, types.float16))
 
     @intrinsic
     def copy_async(typingctx, dst, dr, dc, src, sr, sc, size, valid):
         """Asynchronous copy of ``size`` bytes from ``src[sr, sc]`` (GMEM) to ``dst[dr, dc]``
         (SMEM), zero-filled when ``valid`` is False."""
-        if not (_is_matrix(dst) and _is_matrix(src)):
-            raise TypeError(f"copy_async needs 2D float32 arrays, got {dst}, {src}")
+        if not (_is_matrix(dst) and _is_matrix(src) and dst.dtype == src.dtype):
+            raise TypeError(f"copy_async needs 2D float32 or float16 arrays of one dtype, got "
+                            f"{dst}, {src}")
         if not isinstance(size, types.IntegerLiteral):
             return None  # Numba retries with literal argument types
         if size.literal_value not in (4, 16):

@@ -87,15 +87,19 @@ SHARED_STREAMS = (0, 1, 2)  # legacy, legacy, per-thread default: ordered with o
 
 
 #: Argument signature of the ladder's stage kernels: ``kernel(A, B, C, alpha, beta)`` on 2-D
-#: C-contiguous arrays (``Stage.args``; the tunable stages take ``"SSSff"``).
+#: C-contiguous arrays (``Stage.args``; the tunable stages take ``"SSSff"``, the FP16 one
+#: ``"HHAff"``).
 STAGE_ARGS = "AAAff"
-_NUMBA_SIG = {"A": "float32[:, ::1]", "S": "float32[:, :, :]", "f": "float32"}
-_WORDS = {"A": 9, "S": 11}  # 64-bit ABI fields of a 2-D / 3-D array argument
+_NUMBA_SIG = {"A": "float32[:, ::1]", "H": "float16[:, ::1]", "S": "float32[:, :, :]",
+              "f": "float32"}
+_WORDS = {"A": 9, "H": 9, "S": 11}  # 64-bit ABI fields of a 2-D / 3-D array argument
+_ITEMSIZE = {"A": 4, "H": 2, "S": 4}  # bytes per element of each array spec
 
 
 def numba_signature(spec: str) -> str:
     """The Numba signature string of an argument spec (``A``: 2-D C-contiguous float32 array,
-    ``S``: 3-D float32 array of any strides, ``f``: float32), e.g. ``"AAAff"`` ->
+    ``H``: the same in float16, ``S``: 3-D float32 array of any strides, ``f``: float32), e.g.
+    ``"AAAff"`` ->
     ``"void(float32[:, ::1], ..., float32, float32)"``."""
     return "void(" + ", ".join(_NUMBA_SIG[c] for c in spec) + ")"
 
@@ -112,6 +116,7 @@ class _Layout:
         self.words = words
         #: word index of each array's data pointer (the fifth field)
         self.pointers = tuple(sum(_WORDS[c] for c in arrays[:i]) + 4 for i in range(len(arrays)))
+        self.itemsizes = tuple(_ITEMSIZE[c] for c in arrays)
         self.sizes = (8,) * words + (4,) * spec.count("f")
         self.offsets = tuple(sum(self.sizes[:i]) for i in range(len(self.sizes)))
         self.struct = struct.Struct("<" + "q" * words + "f" * spec.count("f"))
@@ -135,16 +140,18 @@ class _Layout:
 _LAYOUTS: dict[str, _Layout] = {}
 
 
-def array_fields(arrays: Sequence[Any]) -> list[int]:
-    """The kernel parameters of float32 arrays, in Numba's order: meminfo, parent, nitems,
-    itemsize, data, shape[n], strides[n] (bytes); meminfo and parent are null for device arrays.
-    A 2-D array (``ptr`` and ``shape``) is C-contiguous (spec ``A``); a 3-D one (``ptr``,
-    ``shape``, ``strides`` in bytes) is strided (spec ``S``)."""
+def array_fields(arrays: Sequence[Any], itemsizes: Sequence[int] | None = None) -> list[int]:
+    """The kernel parameters of arrays, in Numba's order: meminfo, parent, nitems, itemsize,
+    data, shape[n], strides[n] (bytes); meminfo and parent are null for device arrays. A 2-D
+    array (``ptr`` and ``shape``) is C-contiguous (spec ``A``, or ``H`` for float16); a 3-D one
+    (``ptr``, ``shape``, ``strides`` in bytes) is strided float32 (spec ``S``). ``itemsizes``:
+    bytes per element of each array (default: 4, float32)."""
     values: list[int] = []
-    for a in arrays:
+    for i, a in enumerate(arrays):
         if len(a.shape) == 2:
             rows, cols = a.shape
-            values += (0, 0, rows * cols, 4, a.ptr, rows, cols, cols * 4, 4)
+            size = 4 if itemsizes is None else itemsizes[i]
+            values += (0, 0, rows * cols, size, a.ptr, rows, cols, cols * size, size)
         else:
             b, rows, cols = a.shape
             values += (0, 0, b * rows * cols, 4, a.ptr, b, rows, cols, *a.strides)
@@ -183,7 +190,7 @@ class Kernel:
 
         lay = self._layout
         buf, params = lay.buffers()
-        lay.struct.pack_into(buf, 0, *array_fields(arrays), *scalars)
+        lay.struct.pack_into(buf, 0, *array_fields(arrays, lay.itemsizes), *scalars)
         cur = _driver.current_context()
         if cur == self.ctx:
             _driver.launch(self.fn, grid, block, self.smem, stream, params)
@@ -247,7 +254,7 @@ def gemm_launcher(kernel: Kernel, spec: str, arrays: Sequence[Any], grid: tuple,
         # this thread's parameter buffer for this launcher, with the fields the plan fixes
         # (sizes, shapes, strides) packed once; a call then writes 3 pointers and 2 scalars
         buf = ctypes.create_string_buffer(lay.struct.size)
-        lay.struct.pack_into(buf, 0, *array_fields(fixed), 0.0, 0.0)
+        lay.struct.pack_into(buf, 0, *array_fields(fixed, lay.itemsizes), 0.0, 0.0)
         base = ctypes.addressof(buf)
         params = (ctypes.c_void_p * len(lay.sizes))(*(base + o for o in lay.offsets))
         words = (ctypes.c_int64 * lay.words).from_buffer(buf)
@@ -320,28 +327,31 @@ class _HostView:
     """NumPy array interface over host memory at ``ptr`` (the simulator's "device" memory),
     keeping ``owner`` alive."""
 
-    def __init__(self, ptr: int, shape: tuple, strides: tuple, owner: Any) -> None:
+    def __init__(self, ptr: int, shape: tuple, strides: tuple, owner: Any,
+                 typestr: str = "<f4") -> None:
         self.owner = owner
         self.__array_interface__ = {"data": (ptr, False), "shape": shape, "strides": strides,
-                                    "typestr": "<f4", "version": 3}
+                                    "typestr": typestr, "version": 3}
 
 
 def strided_array(a: Any) -> Any:
-    """A float32 array object over ``a.ptr`` with ``a``'s ``shape`` and byte ``strides`` (None:
-    C-contiguous; a batch stride of 0 repeats one matrix), for the Numba dispatcher: a view of
-    the memory of the operand's object ``a.obj`` on the simulator, a CUDA Array Interface view
-    on a GPU."""
+    """An array object over ``a.ptr`` with ``a``'s ``shape``, byte ``strides`` (None:
+    C-contiguous; a batch stride of 0 repeats one matrix) and dtype (float32 or float16; float32
+    when ``a`` has none), for the Numba dispatcher: a view of the memory of the operand's object
+    ``a.obj`` on the simulator, a CUDA Array Interface view on a GPU."""
     shape = tuple(a.shape)
+    dtype = getattr(a, "dtype", None)
+    dtype = dtype if dtype == np.float16 else np.dtype(np.float32)
     strides = getattr(a, "strides", None)
     if strides is None or len(strides) != len(shape):
-        strides = tuple(4 * int(np.prod(shape[i + 1:], dtype=np.int64))
+        strides = tuple(dtype.itemsize * int(np.prod(shape[i + 1:], dtype=np.int64))
                         for i in range(len(shape)))
     if SIMULATOR:
         from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
 
-        view = np.asarray(_HostView(a.ptr, shape, strides, a.obj))
+        view = np.asarray(_HostView(a.ptr, shape, strides, a.obj, dtype.str))
         return FakeCUDAArray(view)
-    cai = {"shape": shape, "strides": tuple(strides), "typestr": "<f4",
+    cai = {"shape": shape, "strides": tuple(strides), "typestr": dtype.str,
            "data": (a.ptr, False), "version": 3, "stream": None}
     return cuda.from_cuda_array_interface(cai, owner=a.obj, sync=False)
 

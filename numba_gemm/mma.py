@@ -25,7 +25,8 @@ address of row ``l % 8`` of matrix ``l // 8`` (``arr[r, c]``, 16-byte aligned) a
 matrix ``i``, the 32-bit word ``q`` of row ``g`` as result ``i``. For a K-major (``[m, k]``) FP32
 tile that is exactly the TF32 A fragment: matrices (rows 0-7, k 0-3), (rows 8-15, k 0-3),
 (rows 0-7, k 4-7), (rows 8-15, k 4-7). ``ldmatrix_x2_trans`` loads two matrices transposed (16-bit
-elements only): the FP16 B fragment from an N-major (``[k, n]``) tile.
+elements only): the FP16 B fragment from an N-major (``[k, n]``) tile; ``ldmatrix_x4_trans``
+four, the B fragments of two neighbouring 8-column slices (lanes 16-31 address the second).
 
 ``to_tf32(x)`` (``cvt.rna.tf32.f32``): round a float32 to TF32 (10 mantissa bits, to nearest,
 ties away from zero) and return its bit pattern. ``split_tf32(x)``: ``(big, small)`` with
@@ -33,7 +34,10 @@ ties away from zero) and return its bit pattern. ``split_tf32(x)``: ``(big, smal
 (``x ~ big + small`` to about 21 mantissa bits; CUTLASS example 27,
 "ampere_3xtf32_fast_accurate_tensorop_gemm"). ``round_tf32_bits(bits)`` and
 ``split_tf32_bits(bits)`` do the same from a float32's bit pattern (what ``ldmatrix`` returns) with
-integer operations (``(bits + 0x1000) & ~0x1FFF``: the same rounding for finite values).
+integer operations (``(bits + 0x1000) & ~0x1FFF``: the same rounding for finite values and
+infinities; one integer add in SASS, as ptxas drops the mask the mma ignores, where
+``cvt.rna.tf32.f32`` costs a compare and a predicated add on sm_90); ``float_bits(x)`` is the bit
+pattern of a float32 (a bitcast) for them.
 ``pack_half2(x, y)`` packs two values as FP16 (x low).
 
 Warp-collective asm calls carry LLVM's ``convergent`` attribute, and ``ldmatrix`` is marked
@@ -153,6 +157,10 @@ def _ldmatrix_x2_trans(rows) -> list:
     return _ldmatrix(rows, True, 2)
 
 
+def _ldmatrix_x4_trans(rows) -> list:
+    return _ldmatrix(rows, True, 4)
+
+
 if SIMULATOR:
     import sys
     import threading
@@ -263,6 +271,10 @@ if SIMULATOR:
         small = tf32_round(np.float32(x) - big)
         return int32(_bits(big)), int32(_bits(small))
 
+    def float_bits(x):
+        """Simulator model of :func:`float_bits`."""
+        return int32(_bits(np.float32(x)))
+
     def round_tf32_bits(bits):
         """Simulator model of :func:`round_tf32_bits`."""
         return int32(_bits(tf32_round(_float(bits))))
@@ -302,6 +314,10 @@ if SIMULATOR:
         """Simulator model of :func:`ldmatrix_x2_trans` (warp-collective; lanes 0-15 supply
         addresses, the others' are ignored as on the GPU, but must still be in bounds)."""
         return tuple(int32(v) for v in _warp_op(_row16(arr, r, c), _ldmatrix_x2_trans))
+
+    def ldmatrix_x4_trans(arr, r, c):
+        """Simulator model of :func:`ldmatrix_x4_trans` (warp-collective)."""
+        return tuple(int32(v) for v in _warp_op(_row16(arr, r, c), _ldmatrix_x4_trans))
 
 else:
     from llvmlite import ir
@@ -349,6 +365,18 @@ else:
             big = _cvt_tf32(builder, xf)
             small = _cvt_tf32(builder, builder.fsub(xf, builder.bitcast(big, _F32)))
             return context.make_tuple(builder, sig.return_type, [big, small])
+
+        return sig, codegen
+
+    @intrinsic
+    def float_bits(typingctx, x):
+        """The bit pattern of float32 ``x`` as int32 (a bitcast: no instruction)."""
+        if not _numbers(x):
+            return None
+        sig = types.int32(x)
+
+        def codegen(context, builder, sig, args):
+            return builder.bitcast(_f32(context, builder, args[0], sig.args[0]), _I32)
 
         return sig, codegen
 
@@ -477,8 +505,11 @@ else:
     ldmatrix_x4.__doc__ = "``ldmatrix.sync.aligned.m8n8.x4.shared.b16`` (see module)."
     ldmatrix_x2_trans = intrinsic(_ldmatrix(2, True))
     ldmatrix_x2_trans.__doc__ = "``ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16`` (see module)."
+    ldmatrix_x4_trans = intrinsic(_ldmatrix(4, True))
+    ldmatrix_x4_trans.__doc__ = "``ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16`` (see module)."
 
 
-__all__ = ["MMA_F16", "MMA_TF32", "ldmatrix_x2_trans", "ldmatrix_x4", "mma_f16", "mma_tf32",
+__all__ = ["MMA_F16", "MMA_TF32", "float_bits", "ldmatrix_x2_trans", "ldmatrix_x4",
+           "ldmatrix_x4_trans", "mma_f16", "mma_tf32",
            "pack_half2", "round_tf32_bits", "split_tf32", "split_tf32_bits", "tf32_round",
            "to_tf32"]

@@ -18,6 +18,7 @@ cuBLASLt's heuristic -> algo, Triton's ``autotune(key=...)``.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import warnings
 from collections.abc import Mapping
@@ -375,8 +376,8 @@ def _device_info(device: DeviceInfo | int | None) -> DeviceInfo:
 
 def plan_for(M: int, N: int, K: int, *, stage: str | Stage | None = None, aligned: bool = True,
              device: DeviceInfo | int | None = None, geometry: Geometry | None = None,
-             compute: str | None = None) -> Plan:
-    """The plan ``sgemm`` runs for an ``(M, K) @ (K, N)`` float32 product (memoized).
+             compute: str | None = None, out_dtype: str = "float32") -> Plan:
+    """The plan ``sgemm`` (or ``hgemm``) runs for an ``(M, K) @ (K, N)`` product (memoized).
 
     Args:
         M, N, K: the shape, each >= 1.
@@ -391,13 +392,17 @@ def plan_for(M: int, N: int, K: int, *, stage: str | Stage | None = None, aligne
             C-contiguous product, ``Geometry.plain(M, N, K)``); its M, N, K must be these.
         compute: the arithmetic, a stage ``precision`` (``api.COMPUTE``): the automatic choice
             is among stages of that precision. None: ``"fp32"``, or a named stage's own.
+            ``"fp16"`` (``hgemm``: float16 A and B) and the FP16 stages go only together.
+        out_dtype: C's dtype, ``"float32"`` or (FP16 stages only) ``"float16"``.
 
     Raises:
         ValueError: a dimension < 1; an unknown stage name (valid names listed); a stage that
             does not support the shape, the geometry (layout, batch, pitch: the ladder's
             teaching stages take 2-D row-major contiguous operands only) or needs a higher
             compute capability than the device's; a named stage of another precision than
-            ``compute``; no stage of that precision for this device or geometry.
+            ``compute``; no stage of that precision for this device or geometry; an FP16 stage
+            without ``compute="fp16"`` or the reverse; ``out_dtype="float16"`` for a stage
+            that writes float32.
         TypeError: ``stage`` of another type.
     """
     if stage is not None and not isinstance(stage, (str, Stage)):
@@ -407,7 +412,8 @@ def plan_for(M: int, N: int, K: int, *, stage: str | Stage | None = None, aligne
     if (g.M, g.N, g.K) != (M, N, K):
         raise ValueError(f"geometry {g} is not for M={M}, N={N}, K={K}")
     aligned = bool(aligned) and g.shape_aligned()
-    key = (dev, g, aligned, stage if not isinstance(stage, Stage) else id(stage), compute)
+    key = (dev, g, aligned, stage if not isinstance(stage, Stage) else id(stage), compute,
+           out_dtype)
     p = _plans.get(key)
     if p is not None:
         return p
@@ -420,6 +426,15 @@ def plan_for(M: int, N: int, K: int, *, stage: str | Stage | None = None, aligne
         if compute is not None and st.precision != compute:
             raise ValueError(f"stage {st.name!r} computes {st.precision!r}, not compute="
                              f"{compute!r}: name a {compute} stage or leave stage=None")
+    if (st.precision == "fp16") != (compute == "fp16"):
+        raise ValueError(f"stage {st.name!r} takes float16 operands: call numba_gemm.hgemm"
+                         if st.precision == "fp16" else
+                         f"stage {st.name!r} takes float32 operands: call numba_gemm.sgemm")
+    if out_dtype != "float32":
+        if out_dtype != "float16" or st.precision != "fp16":
+            raise ValueError(f"out_dtype {out_dtype!r}: stage {st.name!r} writes float32"
+                             + (" or float16" if st.precision == "fp16" else ""))
+        st = dataclasses.replace(st, args=st.args[:2] + "H" + st.args[3:])  # C in float16
     if not st.supports(M, N, K):
         raise ValueError(f"stage {st.name!r} does not support M={M}, N={N}, K={K}")
     why_not = serves(st, g)

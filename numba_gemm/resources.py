@@ -6,7 +6,8 @@ packages) and assembled with ``ptxas -arch=sm_90 -v`` (pip package ``nvidia-cuda
 system ptxas may be too old for the PTX that NVVM 13.x emits). Reported per kernel: registers per
 thread, spill bytes, stack frame (local memory), static SMEM, threads per block, the theoretical
 occupancy on sm_90, and the PTX evidence for vectorization (128-bit global/shared loads and
-stores) and local memory (``ld.local``/``st.local``).
+stores), local memory (``ld.local``/``st.local``) and tensor cores (``mma.sync`` and ``ldmatrix``
+instructions in the PTX: per unrolled main loop, plus the prologue's).
 
 Occupancy model (CUDA Occupancy Calculator, compute capability 9.0): 65536 registers, 64 warps,
 32 blocks and 228 KB of SMEM per SM; registers allocated per warp in units of 256; 1 KB of SMEM
@@ -59,6 +60,8 @@ class KernelResources:
     ptx_st_global_v4: int
     ptx_st_shared_v4: int
     ptx_local: int  # ld.local + st.local in the PTX
+    ptx_mma: int = 0  # mma.sync instructions in the PTX
+    ptx_ldmatrix: int = 0  # ldmatrix instructions in the PTX
 
     @property
     def uses_local_memory(self) -> bool:
@@ -187,6 +190,8 @@ def ptx_counts(ptx: str) -> dict:
 
     return dict(
         ptx_ld_global_v4=count(r"ld\.global(?:\.nc)?\.v4\.f32"),
+        ptx_mma=count(r"\bmma\.sync\."),
+        ptx_ldmatrix=count(r"\bldmatrix\.sync\."),
         ptx_ld_shared_v4=count(r"ld\.shared\.v4\.f32"),
         ptx_st_global_v4=count(r"st\.global\.v4\.f32"),
         ptx_st_shared_v4=count(r"st\.shared\.v4\.f32"),
@@ -238,7 +243,7 @@ def format_table(rows: Sequence[KernelResources]) -> str:
     head = (
         f"{'stage':<20} {'variant':<10} {'regs':>4} {'spill':>9} {'stack':>5} {'smem':>7} "
         f"{'thr':>4} {'blk/SM':>6} {'occ':>5} {'ldg.v4':>6} {'lds.v4':>6} {'stg.v4':>6} "
-        f"{'sts.v4':>6} {'local':>5}"
+        f"{'sts.v4':>6} {'local':>5} {'mma':>4} {'ldsm':>4}"
     )
     lines = [head, "-" * len(head)]
     for r in rows:
@@ -248,7 +253,7 @@ def format_table(rows: Sequence[KernelResources]) -> str:
             f"{r.smem_static + r.smem_dynamic:>7} "
             f"{r.threads:>4} {r.blocks_per_sm:>6} {r.occupancy:>5.0%} {r.ptx_ld_global_v4:>6} "
             f"{r.ptx_ld_shared_v4:>6} {r.ptx_st_global_v4:>6} {r.ptx_st_shared_v4:>6} "
-            f"{r.ptx_local:>5}"
+            f"{r.ptx_local:>5} {r.ptx_mma:>4} {r.ptx_ldmatrix:>4}"
         )
     return "\n".join(lines)
 
@@ -285,8 +290,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     rows = [r for s in stages for r in stage_resources(s, args.layouts)]
     print(format_table(rows))
     print("\nspill = store/load bytes; stack = local-memory bytes per thread; smem = static + "
-          "dynamic bytes per block; occ = theoretical occupancy on sm_90; *.v4 and local = "
-          "instruction counts in the PTX")
+          "dynamic bytes per block; occ = theoretical occupancy on sm_90; *.v4, local, mma "
+          "(mma.sync) and ldsm (ldmatrix) = instruction counts in the PTX")
     if args.json:
         Path(args.json).write_text(json.dumps([asdict(r) for r in rows], indent=2))
     return 0

@@ -129,9 +129,11 @@ else:
 
     @intrinsic
     def tile_view(typingctx, buf, offset, shape):
-        """C-contiguous view of literal ``shape`` starting at ``buf[offset]`` (1D float32 buf)."""
-        if not (isinstance(buf, types.Array) and buf.ndim == 1 and buf.dtype == types.float32):
-            raise TypeError(f"tile_view needs a 1D float32 array, got {buf}")
+        """C-contiguous view of literal ``shape`` starting at ``buf[offset]`` (1D float32 or
+        float16 buf)."""
+        if not (isinstance(buf, types.Array) and buf.ndim == 1
+                and buf.dtype in (types.float32, types.float16)):
+            raise TypeError(f"tile_view needs a 1D float32 or float16 array, got {buf}")
         if not isinstance(offset, types.Integer):
             raise TypeError(f"tile_view needs an integer offset, got {offset}")
         if not (
@@ -140,7 +142,8 @@ else:
         ):
             return None  # Numba retries with literal argument types
         dims = [t.literal_value for t in shape]
-        retty = types.Array(types.float32, len(dims), "C")
+        retty = types.Array(buf.dtype, len(dims), "C")
+        itemsize = 2 if buf.dtype == types.float16 else 4
         sig = retty(buf, offset, shape)
 
         def codegen(context, builder, sig, args):
@@ -148,7 +151,7 @@ else:
             src = context.make_array(bufty)(context, builder, value=args[0])
             off = context.cast(builder, args[1], offty, types.intp)
             data = builder.gep(src.data, [off])
-            strides, stride = [], 4
+            strides, stride = [], itemsize
             for n in reversed(dims):
                 strides.insert(0, stride)
                 stride *= n
@@ -159,7 +162,7 @@ else:
                 data=data,
                 shape=[intp(n) for n in dims],
                 strides=[intp(x) for x in strides],
-                itemsize=intp(4),
+                itemsize=intp(itemsize),
                 meminfo=None,
             )
             return view._getvalue()

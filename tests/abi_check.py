@@ -27,6 +27,8 @@ def main() -> None:
     kernels = [
         (get_stage("smem_tiling").kernel, "AAAff"),
         (get_stage("multistage").kernel, "SSSff"),
+        (get_stage("hgemm_mma").kernel, "HHAff"),
+        (get_stage("hgemm_mma").kernel, "HHHff"),
         (get_stage("multistage").scalar_kernel, "SSSff"),
         (get_stage("warptiling").kernel_for("vector", "TN"), "SSSff"),
         (reduce_splits, "ASff"),
@@ -43,6 +45,7 @@ def main() -> None:
 
     cases = [
         (types.Array(types.float32, 2, "C"), (12, 7), (28, 4)),
+        (types.Array(types.float16, 2, "C"), (12, 8), (16, 2)),
         (types.Array(types.float32, 3, "A"), (3, 12, 7), (0, 4, 64)),
     ]
     saved = disp.wrap_arg
@@ -51,7 +54,8 @@ def main() -> None:
             size = 1
             for n in shape:
                 size *= n
-            dev = SimpleNamespace(size=size, dtype=SimpleNamespace(itemsize=4), ptr=0xABC00,
+            item = ty.dtype.bitwidth // 8
+            dev = SimpleNamespace(size=size, dtype=SimpleNamespace(itemsize=item), ptr=0xABC00,
                                   shape=shape, _layout=SimpleNamespace(strides_in_bytes=strides))
             disp.wrap_arg = lambda v, dev=dev: SimpleNamespace(
                 to_device=lambda retr, stream: dev)
@@ -59,7 +63,7 @@ def main() -> None:
             fake_kernel = SimpleNamespace(extensions=[])
             disp._Kernel._prepare_args(fake_kernel, ty, None, 0, [], args)
             ours = launch.array_fields([SimpleNamespace(ptr=0xABC00, shape=shape,
-                                                        strides=strides)])
+                                                        strides=strides)], [item])
             got = [int(getattr(a, "value", a)) for a in args]
             assert got == ours, f"{ty}: numba {got} != ours {ours}"
     finally:

@@ -14,31 +14,47 @@ def randn(rng, shape) -> np.ndarray:
     return rng.standard_normal(shape, dtype=np.float32)
 
 
-#: The tunable tensor-core stages on the simulator: one warp (32x32x8 block tile). Their
-#: warp-collective mma/ldmatrix models exchange fragments between the simulator's threads, which
-#: is slow with 256; ``tests/test_mma.py`` runs the default (multi-warp) tiles once.
+#: The tunable tensor-core stages on the simulator: one warp (32x32 block tile, one mma deep).
+#: Their warp-collective mma/ldmatrix models exchange fragments between the simulator's threads,
+#: which is slow with 256; ``tests/test_mma.py`` runs the default (multi-warp) tiles once.
 TC_SIM_CONFIG = dict(BM=32, BN=32, BK=8, WM=32, WN=32, NBUF=3, MINB=1)
+TC_SIM_CONFIG_F16 = dict(TC_SIM_CONFIG, BK=16)  # m16n8k16: K steps of 16
 
 
 def sim_sized(stage):
     """``stage``, or on the simulator a tunable tensor-core stage with :data:`TC_SIM_CONFIG`."""
     from numba_gemm.device import SIMULATOR
 
-    if SIMULATOR and stage.tunable and stage.precision in ("tf32", "3xtf32"):
-        return stage.with_config(TC_SIM_CONFIG)
+    if SIMULATOR and stage.tunable and stage.precision != "fp32":
+        return stage.with_config(TC_SIM_CONFIG_F16 if stage.precision == "fp16"
+                                 else TC_SIM_CONFIG)
     return stage
 
 
-def check_sgemm(stage, rng, M, N, K, *, alpha=1.0, beta=0.0, poison=True):
+def fp16_shape(N, K):
+    """``(N, K)`` rounded up to multiples of 8, as ``hgemm`` needs (16-byte rows)."""
+    return -(-N // 8) * 8, -(-K // 8) * 8
+
+
+def check_sgemm(stage, rng, M, N, K, *, alpha=1.0, beta=0.0, poison=True, out_dtype=None):
     """Run ``sgemm`` with ``stage`` on fresh random inputs; return (rel. error, output).
 
     C is NaN-poisoned when ``beta == 0`` (an unwritten element, or a kernel that reads C when it
-    must not, shows as NaN) and random otherwise.
+    must not, shows as NaN) and random otherwise. An FP16 stage runs through ``hgemm`` on FP16
+    copies of the inputs (the reference is the product of those), with N and K rounded up to
+    multiples of 8 (:func:`fp16_shape`) and C of ``out_dtype`` (default float32).
     """
+    f16 = stage.precision == "fp16"
+    if f16:
+        N, K = fp16_shape(N, K)
     a, b = randn(rng, (M, K)), randn(rng, (K, N))
     c0 = np.full((M, N), np.nan, np.float32) if (poison and beta == 0) else randn(rng, (M, N))
+    if f16:
+        a, b = a.astype(np.float16), b.astype(np.float16)
+        c0 = c0.astype(out_dtype or np.float32)
     d_c = cuda.to_device(c0)
-    res = numba_gemm.sgemm(
+    gemm = numba_gemm.hgemm if f16 else numba_gemm.sgemm
+    res = gemm(
         cuda.to_device(a), cuda.to_device(b), stage=stage, out=d_c, alpha=alpha, beta=beta
     )
     assert res is d_c

@@ -112,6 +112,32 @@ def _ldmatrix_trans_kernel(B, out):
     out[lane, 1] = r[1]
 
 
+@cuda.jit
+def _ldmatrix_x4_trans_kernel(B, out):
+    """A 16x16 N-major FP16 tile (B[k, n]); lane l gives row k = l % 16 at n = (l // 16) * 8:
+    the four results must be the FP16 B fragments of columns 0-7, then 8-15."""
+    tile = cuda.shared.array((16, 16), float16)
+    lane = cuda.threadIdx.x
+    for i in range(8):
+        e = lane * 8 + i
+        tile[e // 16, e % 16] = B[e // 16, e % 16]
+    cuda.syncthreads()
+    r = mma.ldmatrix_x4_trans(tile, lane & 15, (lane >> 4) * 8)
+    for i in range(4):
+        out[lane, i] = r[i]
+
+
+def test_ldmatrix_x4_trans_gives_two_f16_b_fragments(rng):
+    B = rng.standard_normal((16, 16)).astype(np.float16)
+    d_out = cuda.to_device(np.zeros((32, 4), np.int32))
+    _ldmatrix_x4_trans_kernel[1, 32](cuda.to_device(B), d_out)
+    got = d_out.copy_to_host().view(np.float16).reshape(32, 8)
+    for lane in range(32):
+        g, q = lane >> 2, lane & 3
+        want = [B[k, n + g] for n in (0, 8) for k in (2 * q, 2 * q + 1, 2 * q + 8, 2 * q + 9)]
+        np.testing.assert_array_equal(got[lane], np.array(want, np.float16), err_msg=f"{lane}")
+
+
 def test_ldmatrix_x2_trans_gives_the_f16_b_fragment(rng):
     B = rng.standard_normal((16, 8)).astype(np.float16)
     d_out = cuda.to_device(np.zeros((32, 2), np.int32))
@@ -149,7 +175,7 @@ def test_split_tf32_recovers_fp32(rng):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["tf32_mma_multistage", "tf32x3_mma"])
+@pytest.mark.parametrize("name", ["tf32_mma_multistage", "tf32x3_mma", "hgemm_mma"])
 def test_tensor_core_stage_default_tiles(name, rng):
     """The default (multi-warp, 3-buffer) configuration on a ragged shape crossing K tiles: the
     parametrized stage tests run these stages with one warp on the simulator."""
@@ -183,3 +209,56 @@ def test_compute_argument_picks_the_arithmetic(rng):
     d_a3 = cuda.to_device(np.stack([a, a]))
     with pytest.raises(ValueError, match="2-D row-major C-contiguous"):
         numba_gemm.sgemm(d_a3, d_b, compute="tf32")
+
+
+F16_SIM = dict(BM=32, BN=32, BK=16, WM=32, WN=32, NBUF=2, MINB=1)
+
+
+@pytest.mark.parametrize("out_dtype", [np.float32, np.float16])
+def test_hgemm_output_dtypes(out_dtype, rng):
+    """FP32 output: the FP32 sums of FP16 products (exact in FP32), so ~1e-7 off float64; FP16
+    output: the same rounded once to FP16 (~2^-11 relative). alpha and beta apply in FP32."""
+    stage = numba_gemm.get_stage("hgemm_mma").with_config(F16_SIM)
+    err, out = check_sgemm(stage, rng, 21, 24, 40, alpha=0.5, beta=-1.5, out_dtype=out_dtype)
+    assert out.dtype == out_dtype
+    assert err < (1e-6 if out_dtype == np.float32 else 2e-3), err
+    a = cuda.to_device(rng.standard_normal((5, 16)).astype(np.float16))
+    b = cuda.to_device(rng.standard_normal((16, 8)).astype(np.float16))
+    name = "float16" if out_dtype == np.float16 else "float32"
+    c = numba_gemm.hgemm(a, b, out_dtype=name, stage=stage)
+    assert c.dtype == out_dtype and c.shape == (5, 8)
+    want = a.copy_to_host().astype(np.float64) @ b.copy_to_host().astype(np.float64)
+    assert rel_error(c.copy_to_host(), want) < 2e-3
+
+
+def test_hgemm_rejects_bad_input(rng):
+    h = np.float16
+    a = cuda.to_device(rng.standard_normal((8, 16)).astype(h))
+    b = cuda.to_device(rng.standard_normal((16, 8)).astype(h))
+    c = np.full((8, 8), 7.0, np.float32)
+    d_c = cuda.to_device(c)
+    cases = [
+        (TypeError, "a must be float16", dict(a=cuda.to_device(np.ones((8, 16), np.float32)))),
+        (ValueError, "multiples of 8", dict(a=cuda.to_device(np.ones((8, 12), h)),
+                                            b=cuda.to_device(np.ones((12, 8), h)))),
+        (ValueError, "multiples of 8", dict(b=cuda.to_device(np.ones((16, 6), h)), out=None)),
+        (ValueError, "inner dimensions differ", dict(b=cuda.to_device(np.ones((8, 8), h)))),
+        (ValueError, "2-D and C-contiguous", dict(a=cuda.to_device(np.ones((2, 8, 16), h)))),
+        (ValueError, "out_dtype must be one of", dict(out_dtype="bfloat16")),
+        (ValueError, "out is float32 but out_dtype", dict(out=d_c, out_dtype="float16")),
+        (ValueError, r"C-contiguous \(8, 8\)", dict(out=cuda.to_device(np.ones((8, 9),
+                                                                                 np.float32)))),
+        (TypeError, "out must be float32 or float16",
+         dict(out=cuda.to_device(np.ones((8, 8), np.float64)))),
+        (ValueError, "computes 'fp32', not compute='fp16'", dict(stage="naive")),
+        (ValueError, "K == 0", dict(a=cuda.to_device(np.ones((8, 0), h)),
+                                    b=cuda.to_device(np.ones((0, 8), h)))),
+    ]
+    for error, match, kw in cases:
+        args = dict(a=a, b=b, out=d_c) | kw
+        with pytest.raises(error, match=match):
+            numba_gemm.hgemm(args.pop("a"), args.pop("b"), **args)
+    np.testing.assert_array_equal(d_c.copy_to_host(), c)  # nothing was written
+    with pytest.raises(ValueError, match="takes float16 operands: call numba_gemm.hgemm"):
+        numba_gemm.sgemm(cuda.to_device(np.ones((8, 16), np.float32)),
+                         cuda.to_device(np.ones((16, 8), np.float32)), stage="hgemm_mma")

@@ -14,6 +14,7 @@ from . import (
     k11_tf32_mma,
     k12_tf32_mma_multistage,
     k13_tf32x3_mma,
+    k14_hgemm_mma,
 )
 
 #: Every stage, slowest first. Adding a stage = one module + one line here.
@@ -31,6 +32,7 @@ STAGES = (
     k11_tf32_mma.STAGE,
     k12_tf32_mma_multistage.STAGE,
     k13_tf32x3_mma.STAGE,
+    k14_hgemm_mma.STAGE,
 )
 
 

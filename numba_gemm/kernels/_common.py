@@ -37,8 +37,8 @@ def store_c(C, row, col, acc, alpha, beta):
         C[row, col] = alpha * acc + beta * C[row, col]
 
 
-def unroll(n, body):
-    """A device function ``f(*args)`` that runs ``body(0, *args); ...; body(n - 1, *args)``.
+def unroll(n, body, start=0):
+    """A device function ``f(*args)`` that runs ``body(start, *args); ...; body(n - 1, *args)``.
 
     Numba has no ``#pragma unroll`` and NVVM leaves a loop rolled once its unrolled body looks
     large (a BK loop around an 8x8 outer product is): then every SMEM address is recomputed in
@@ -49,10 +49,19 @@ def unroll(n, body):
     the loop is unrolled by construction. ``body`` must be a device function taking the step
     index first.
     """
-    step = _no_op
-    for i in range(n):
-        step = _then(step, body, i)
-    return step
+    return _span(start, n, body)
+
+
+def _span(lo, hi, body):
+    """``body(lo); ...; body(hi - 1)`` as a balanced tree of calls: the nesting that Numba types
+    and inlines recursively is ``log2(n)`` deep, not ``n`` (a chain of 128 mma steps overflowed
+    Python's recursion limit while compiling)."""
+    if hi - lo <= 0:
+        return _no_op
+    if hi - lo == 1:
+        return _step(body, lo)
+    mid = (lo + hi) // 2
+    return _seq(_span(lo, mid, body), _span(mid, hi, body))
 
 
 @device_jit
@@ -60,13 +69,21 @@ def _no_op(*args):
     return
 
 
-def _then(before, body, i):
+def _step(body, i):
     @device_jit
     def step(*args):
-        before(*args)
         body(i, *args)
 
     return step
+
+
+def _seq(first, then):
+    @device_jit
+    def both(*args):
+        first(*args)
+        then(*args)
+
+    return both
 
 
 # --- GMEM tile loads with edge handling, shared by the vectorized stages.
