@@ -46,9 +46,10 @@ print("outputs from:", h.machine())
 # `numba_gemm.STAGES` is the ordered registry of kernels; each stage is one module in
 # `numba_gemm/kernels/` whose docstring says what changed from the previous rung. The notebooks
 # follow it: 01 covers stages 1-2, 02 stage 3, 03 stages 4-5, 04 stages 6-7, 05 stages 8-10, and
-# 06 the tuning and shape questions around those three. Stages 11-13 leave the FP32 FMA pipe for
-# TF32 tensor cores (`sgemm(..., compute="tf32")` or `"3xtf32"`); their notebook (07) is still to
-# come, and the results plotted here predate them.
+# 06 the tuning and shape questions around those three. Stages 11-14 leave the FP32 FMA pipe for
+# tensor cores: TF32 and 3xTF32 (`sgemm(..., compute="tf32")` or `"3xtf32"`) and FP16
+# (`numba_gemm.hgemm`); notebook 07 covers them, with results of their own (the ones plotted
+# here predate them).
 
 # %%
 for s in numba_gemm.STAGES:

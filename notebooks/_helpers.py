@@ -941,3 +941,117 @@ _quiet()
 
 if __name__ == "__main__" and len(sys.argv) == 5 and sys.argv[1] == "resources":
     _resources_main(json.loads(sys.argv[2]), sys.argv[3], sys.argv[4] == "scalar")
+
+
+# --- tensor cores (notebook 07) ------------------------------------------------------------------
+
+#: The committed tensor-core run (``python bench/tensor_cores.py --sweep``) and its ceilings: the
+#: ``mma.sync`` rates from registers only on an H200 (issue 10's measurement: no loads at all).
+TC_RESULTS_DIR = ROOT / "bench" / "results" / "nvidia-h200" / "2026-11-22-fp16"
+MMA_SYNC_CEILING = {"TF32": 303.0, "FP16": 617.0}
+
+
+def show_source_between(module, start: str, end: str) -> None:
+    """Print the lines of ``module``'s source from the first line containing ``start`` up to (not
+    including) the next line containing ``end``: for code in a branch the current process did not
+    take (``numba_gemm.mma`` defines the GPU intrinsics or the simulator models, not both)."""
+    lines = inspect.getsource(module).splitlines()
+    first = next(i for i, x in enumerate(lines) if start in x)
+    last = next(i for i in range(first + 1, len(lines)) if end in lines[i])
+    print(f"# --- {_where(module)}:{first + 1}\n")
+    print("\n".join(lines[first:last]))
+
+
+def fragment_maps() -> dict:
+    """Which lane holds which element, and in which register, for ``mma.m16n8k8`` TF32: the PTX
+    ISA's maps as written in ``numba_gemm.mma``'s docstring (A, B) and its model (D), as
+    ``{name: (shape, [(row, col, lane, register)])}``."""
+    from numba_gemm import mma
+
+    lanes = np.arange(32)
+    g, q = lanes >> 2, lanes & 3
+    a = [(g, q), (g + 8, q), (g, q + 4), (g + 8, q + 4)]
+    b = [(q, g), (q + 4, g)]
+    d = list(mma._ACC)
+    out = {}
+    for name, shape, regs in (("A (16x8)", (16, 8), a), ("B (8x8)", (8, 8), b),
+                              ("C, D (16x8)", (16, 8), d)):
+        out[name] = (shape, [(int(r[i]), int(c[i]), i, k) for k, (r, c) in enumerate(regs)
+                             for i in range(32)])
+    return out
+
+
+def draw_fragments() -> None:
+    """The three fragment maps of :func:`fragment_maps`: each element shows the lane that holds
+    it and the register (``a0``..), coloured by the lane's group ``g = lane >> 2``."""
+    import matplotlib.pyplot as plt
+
+    maps = fragment_maps()
+    fig, axes = plt.subplots(1, 3, figsize=(13, 5.2), gridspec_kw={"width_ratios": [8, 8, 8]})
+    prefix = {"A (16x8)": "a", "B (8x8)": "b", "C, D (16x8)": "d"}
+    for ax, (name, (shape, cells)) in zip(axes, maps.items(), strict=True):
+        grid = np.full(shape, -1)
+        for r, c, lane, k in cells:
+            assert grid[r, c] == -1, f"{name}: element ({r}, {c}) held twice"
+            grid[r, c] = lane
+            ax.text(c, r, f"{lane}\n{prefix[name]}{k}", ha="center", va="center", fontsize=6)
+        assert (grid >= 0).all(), f"{name}: an element nobody holds"
+        ax.imshow(grid >> 2, cmap="tab10", alpha=0.45, vmin=0, vmax=9)
+        ax.set(title=f"{name}: lane / register", xlabel="column", ylabel="row")
+        ax.set_xticks(range(shape[1]))
+        ax.set_yticks(range(shape[0]))
+    fig.suptitle("mma.sync.m16n8k8 (TF32): every element is in exactly one lane's register; "
+                 "colour = group g = lane >> 2", fontsize=10)
+    fig.tight_layout()
+    plt.show()
+
+
+def tc_results() -> list[dict]:
+    """The rows of the committed tensor-core run (``tensor_cores.csv``), numbers as floats."""
+    rows = []
+    with open(TC_RESULTS_DIR / "tensor_cores.csv", newline="") as f:
+        for r in csv.DictReader(f):
+            for k in ("kernel_ms", "e2e_ms", "tflops_kernel", "tflops_e2e",
+                      "pct_baseline_kernel", "pct_baseline_e2e", "rel_error"):
+                r[k] = float(r[k]) if r[k] not in ("", None) else None
+            r["n"] = int(r["n"])
+            rows.append(r)
+    return rows
+
+
+#: The rows of ``tensor_cores.csv`` plotted, with their ceiling (None: the FP32 pipe).
+TC_PLOTTED = {
+    "cuBLAS FP32": None, "sgemm compute=fp32": None, "sgemm compute=3xtf32": "TF32",
+    "cuBLAS TF32": "TF32", "sgemm compute=tf32": "TF32",
+    "cuBLAS FP16 (FP32 out)": "FP16", "hgemm out=torch.float32": "FP16",
+}
+
+
+def plot_tensor_cores() -> None:
+    """TFLOP/s (kernel time) of cuBLAS and of the tensor-core calls at each size of the committed
+    run, with the mma.sync ceilings as dashed lines."""
+    import matplotlib.pyplot as plt
+
+    rows = tc_results()
+    sizes = sorted({r["n"] for r in rows})
+    fig, ax = plt.subplots(figsize=(12, 4.4))
+    width = 0.8 / len(sizes)
+    names = list(TC_PLOTTED)
+    for j, n in enumerate(sizes):
+        by = {r["impl"]: r for r in rows if r["n"] == n}
+        vals = [(by.get(s) or {}).get("tflops_kernel") or 0 for s in names]
+        bars = ax.bar(np.arange(len(names)) + (j - (len(sizes) - 1) / 2) * width, vals, width,
+                      label=f"{n}^3")
+        ax.bar_label(bars, fmt="%.0f", fontsize=7)
+    for k, (label, ceiling) in enumerate(MMA_SYNC_CEILING.items()):
+        ax.axhline(ceiling, color=f"C{k + 3}", ls="--", lw=1)
+        ax.text(-0.45, ceiling, f"mma.sync {label} ceiling {ceiling:.0f}",
+                ha="left", va="bottom", fontsize=8, color=f"C{k + 3}")
+    ax.set_xticks(range(len(names)), [s.replace(" (FP32 out)", "").replace("out=torch.", "-> ")
+                                      for s in names], rotation=20, ha="right", fontsize=8)
+    ax.set(ylabel="TFLOP/s (kernel time)",
+           title=f"{rows[0]['gpu']}: {(TC_RESULTS_DIR / 'tensor_cores.csv').relative_to(ROOT)}")
+    ax.legend()
+    ax.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    plt.show()

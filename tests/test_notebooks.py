@@ -28,13 +28,13 @@ SOURCES = execute.sources()
 
 
 def test_notebooks_found():
-    assert len(SOURCES) >= 7, f"expected the notebooks 00-06 in {NOTEBOOKS}, found {SOURCES}"
+    assert len(SOURCES) >= 8, f"expected the notebooks 00-07 in {NOTEBOOKS}, found {SOURCES}"
 
 
 @pytest.mark.parametrize("py", SOURCES, ids=lambda p: p.stem)
 def test_notebook_executes(py):
     """Every cell runs (``CellExecutionError`` otherwise, with the cell and its traceback); the
-    first code cell says where the outputs come from, and notebooks 01-06 draw at least two
+    first code cell says where the outputs come from, and notebooks 01-07 draw at least two
     figures (a picture from the tile constants and the committed GPU results)."""
     nb = execute.execute(execute.read(py))  # the simulator setting of this process is inherited
     code = [c for c in nb.cells if c.cell_type == "code"]

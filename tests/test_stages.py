@@ -88,14 +88,19 @@ def test_committed_tuned_configs_run(name, config, rng):
 @requires_gpu
 @pytest.mark.parametrize("stage", STAGES, ids=stage_ids)
 def test_stage_4096_matches_cublas(stage, rng):
-    """Acceptance check on a GPU: 4096^3 against CuPy's cuBLAS SGEMM (TF32 off)."""
+    """Acceptance check on a GPU: 4096^3 against CuPy's cuBLAS SGEMM (TF32 off; for an FP16
+    stage, SGEMM of the same FP16 values)."""
     cp = pytest.importorskip("cupy", reason="CuPy (cuBLAS) is needed for this check")
     from numba_gemm.reference import rel_error
 
     n = 4096
     a, b = randn(rng, (n, n)), randn(rng, (n, n))
-    d_a, d_b = cuda.to_device(a), cuda.to_device(b)
-    out = numba_gemm.sgemm(d_a, d_b, stage=stage).copy_to_host()
+    if stage.precision == "fp16":  # hgemm on FP16 operands; the reference: their FP32 product
+        a, b = a.astype(np.float16), b.astype(np.float16)
+        out = numba_gemm.hgemm(cuda.to_device(a), cuda.to_device(b), stage=stage).copy_to_host()
+        a, b = a.astype(np.float32), b.astype(np.float32)
+    else:
+        out = numba_gemm.sgemm(cuda.to_device(a), cuda.to_device(b), stage=stage).copy_to_host()
     ref = (cp.asarray(a) @ cp.asarray(b)).get()
     err = rel_error(out, ref)
     assert err <= stage.rtol, f"{stage.name} 4096^3 vs cuBLAS: rel. error {err:.3g}"

@@ -186,6 +186,14 @@ def triton_impl(problem: Problem, tm: Any) -> Impl:
     return Impl(TRITON, TRITON_LABEL, mm, call=mm, note=f"Triton {version}, autotuned")
 
 
+def _half(x: Any) -> Any:
+    """A float16 device copy of the float32 Numba device array ``x`` (through the host: bench
+    set-up, not timed)."""
+    from numba import cuda
+
+    return cuda.to_device(x.copy_to_host().astype(np.float16))
+
+
 def plan_info(plan: Any) -> dict:
     """What a ``Plan`` chose, for the JSON rows: stage, config, variant, split_k, reason, repr."""
     st = plan.stage
@@ -240,7 +248,13 @@ def stage_impl(problem: Problem, name: str, plan_for: Callable) -> Impl:
         label = base.label
         if not base.supports(M, N, K):
             return Impl(name, label, None, skip="shape not supported by the stage")
-        plan = plan_for(M, N, K, stage=name)
+        if base.precision == "fp16":  # hgemm: FP16 copies of A and B, N and K multiples of 8
+            if N % 8 or K % 8:
+                return Impl(name, label, None, skip="FP16 (hgemm) needs N and K multiples of 8")
+            A, B = _half(A), _half(B)
+            plan = plan_for(M, N, K, stage=name, compute="fp16")
+        else:
+            plan = plan_for(M, N, K, stage=name)
     except Exception as e:
         return failed(name, label, e)
 

@@ -1,15 +1,16 @@
 """Stage 12, tf32_mma_multistage: TF32 tensor cores fed by a cp.async pipeline and ``ldmatrix``.
 
-From ``tf32_mma`` (same fragments and ``mma.sync.m16n8k8``): the block tile grows to 128x128x32
-with warp tiles of 4x4 or more fragments (16+ mma per 8-deep step per warp, so each fragment
-loaded from SMEM feeds several mma), and the GMEM -> SMEM copies become ``multistage``'s: an
-NBUF-deep ring of tiles filled by ``cp.async`` (16 bytes per copy when rows are 16-byte aligned),
-NBUF - 1 tiles in flight while the warps compute. The A tile stays K-major in SMEM (``As[m, k]``,
-as A is in GMEM), so one ``ldmatrix.x4`` per 16x8 fragment loads all four A registers of every
-lane (TF32 is 32-bit: ``ldmatrix`` moves it as pairs of 16-bit halves, untransposed); B fragments
-(``Bs[k, n]``, as B is) are read element by element. Pitches: ``As`` BK + 4 floats (the 8 rows of
-an ``ldmatrix`` 8x8 matrix land 4 banks apart: one wavefront), ``Bs`` BN + 8 (``8 q + g``: no
-conflict).
+From ``tf32_mma`` (same fragments and ``mma.sync.m16n8k8``): the block tile grows to 256x128
+with 64x64 warp tiles of 4x8 fragments (32 mma per 8-deep step per warp, so each fragment loaded
+from SMEM feeds 4 or 8 mma), and the GMEM -> SMEM copies become ``multistage``'s: an NBUF-deep
+ring of tiles filled by ``cp.async`` (16 bytes per copy when rows are 16-byte aligned), NBUF - 1
+tiles in flight while the warps compute. The copies of the next tile are issued between the first
+two mma steps of the current one, so that their address arithmetic overlaps tensor-core work.
+The A tile stays K-major in SMEM (``As[m, k]``, as A is in GMEM), so one ``ldmatrix.x4`` per
+16x8 fragment loads all four A registers of every lane (TF32 is 32-bit: ``ldmatrix`` moves it as
+pairs of 16-bit halves, untransposed); B fragments (``Bs[k, n]``, as B is) are read element by
+element. Pitches: ``As`` BK + 4 floats (the 8 rows of an ``ldmatrix`` 8x8 matrix land 4 banks
+apart: one wavefront), ``Bs`` BN + 8 (``8 q + g``: no conflict).
 
 Arithmetic (``MODE``): ``"tf32"``, each operand rounded to TF32 (to nearest, ties away, by an
 integer add on its bits: one instruction per register), one mma per fragment pair; ``"3xtf32"``
@@ -60,10 +61,11 @@ ELEMENT = {"tf32": (float32, 4, MMA_TF32[2]), "3xtf32": (float32, 4, MMA_TF32[2]
            "fp16": (float16, 2, MMA_F16[2])}
 SMEM_LIMIT = 227 * 1024  # opt-in dynamic SMEM per block, sm_80 / sm_90
 
-#: 128x128x32 block tile, 8 warps (2x4) of 64x32: 4x4 fragments, 64 accumulators per thread;
-#: three SMEM buffers (105 KB); 176 registers, no spills. (64x64 warp tiles measured 20 % faster
-#: on an H200 at 4096^3 but spill: bench/results/nvidia-h200/2026-11-22-tensor-cores.)
-DEFAULT_CONFIG = dict(BM=128, BN=128, BK=32, WM=64, WN=32, NBUF=3, MINB=1)
+#: 256x128x16 block tile, 8 warps (4x2) of 64x64: 8x8 fragments, 128 accumulators per thread;
+#: four SMEM buffers (114 KB); 244 registers, no spills. The fastest of the 42 configurations of
+#: ``space("tf32")`` timed on an H200 at 4096^3, within 1 % of 128x256 and 128x128x32 (64x64
+#: warps); 64x32 warp tiles are 10-20 % slower (bench/results/nvidia-h200/2026-11-22-fp16).
+DEFAULT_CONFIG = dict(BM=256, BN=128, BK=16, WM=64, WN=64, NBUF=4, MINB=1)
 KEYS = tuple(DEFAULT_CONFIG)
 
 

@@ -9,8 +9,8 @@ rounding of its remainder, ``small = tf32(x - big)``: ``big + small`` carries ab
 one, the two small products first. The tensor cores accumulate with truncation, so each 8-deep
 step's three products start from zero and are added to the accumulators with FP32 adds (Ootomo
 and Yokota's fix; chaining the accumulators through the mma measured 25x FP32's error). The
-tensor cores' peak at a third of the rate is still several times the FP32 FMA pipe's; this first
-version reaches 0.84x cuBLAS FP32 on an H200 (bench/NOTES.md), at better than FP32's accuracy.
+tensor cores' peak at a third of the rate is still several times the FP32 FMA pipe's; this version
+reaches 1.07x cuBLAS FP32 on an H200 (bench/NOTES.md), at better than FP32's accuracy.
 
 The kernel is ``tf32_mma_multistage``'s with ``MODE = "3xtf32"`` (same tiles, pipeline and
 fragment loads; ``mma.split_tf32``/``split_tf32_bits`` make the parts). Shapes, edges and
@@ -24,9 +24,10 @@ Cores while surpassing the FP32 theoretical peak performance" (IJHPCA 2022).
 
 from . import k12_tf32_mma_multistage as k12
 
-#: 64x128x32, 8 warps of 32x32 (32 accumulators per thread: the big and small fragments of both
-#: operands and each step's fresh fragment need registers too; 225 registers, no spills, where
-#: 64x32 warp tiles spill 80 B).
-DEFAULT_CONFIG = dict(BM=64, BN=128, BK=32, WM=32, WN=32, NBUF=3, MINB=1)
+#: 128x128x16, 8 warps of 64x32 (64 accumulators per thread, plus the big and small fragments
+#: of both operands and each step's fresh fragment: 254 registers, no spills). The fastest of the
+#: 42 configurations of ``space("3xtf32")`` on an H200 at 4096^3; 64x64 warp tiles with BK = 32
+#: spill and run at 55-72 % of it (bench/results/nvidia-h200/2026-11-22-fp16).
+DEFAULT_CONFIG = dict(BM=128, BN=128, BK=16, WM=64, WN=32, NBUF=3, MINB=1)
 
 STAGE = k12.make_stage(DEFAULT_CONFIG, mode="3xtf32")

@@ -5,8 +5,8 @@ so a 16-byte copy moves 8 of them, the mma is ``m16n8k16`` (twice the K of the T
 registers: each 32-bit register holds two halves), and both fragments come from ``ldmatrix``
 without conversion: A (``As[m, k]``, K-major) by ``ldmatrix.x4``, B (``Bs[k, n]``, N-major, as B
 lies in GMEM) by ``ldmatrix.x4.trans``, which transposes 16-bit elements on the way (TF32's 32-bit
-elements cannot be), two 8-column fragments per instruction. Per 16-deep step a 64x32 warp tile
-issues 4 + 2 ``ldmatrix`` for 16 mma: the inner loop is nearly all tensor-core work.
+elements cannot be), two 8-column fragments per instruction. Per 16-deep step a 64x64 warp tile
+issues 4 + 4 ``ldmatrix`` for 32 mma: the inner loop is nearly all tensor-core work.
 
 Shapes: A ``(M, K)``, B ``(K, N)`` float16; C ``(M, N)`` float32 (or float16 through
 ``api.hgemm(out_dtype=...)``); row-major, C-contiguous, rows 16-byte aligned (``K % 8 == 0``,
@@ -22,8 +22,11 @@ Source: the seed guide's V6 (FP16 in, FP32 accumulate, padded SMEM); NVIDIA CUTL
 
 from . import k12_tf32_mma_multistage as k12
 
-#: 128x128x32, 8 warps of 64x32: per 16-deep step and warp 4 ``ldmatrix.x4`` (A), 2
-#: ``ldmatrix.x4.trans`` (B), 16 mma; three 40 KB... SMEM buffers (FP16: half the bytes of FP32's).
-DEFAULT_CONFIG = dict(BM=128, BN=128, BK=32, WM=64, WN=32, NBUF=3, MINB=1)
+#: 256x128x64, 8 warps of 64x64: per 16-deep step and warp 4 ``ldmatrix.x4`` (A), 4
+#: ``ldmatrix.x4.trans`` (B), 32 mma; three SMEM buffers (159 KB); 255 registers, no spills. The
+#: fastest of the 32 configurations of ``space("fp16")`` on an H200 at 4096^3, within 2 % of
+#: 128x256x64 and 128x128x64; 64x32 warp tiles are 25 % slower
+#: (bench/results/nvidia-h200/2026-11-22-fp16).
+DEFAULT_CONFIG = dict(BM=256, BN=128, BK=64, WM=64, WN=64, NBUF=3, MINB=1)
 
 STAGE = k12.make_stage(DEFAULT_CONFIG, mode="fp16")
