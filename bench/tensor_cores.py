@@ -12,7 +12,8 @@ error; NaN-poisoned output), then timed: kernel time (CUDA events behind a hold 
 share of it, in the same timing.
 
 With ``--sweep``, every configuration of the three tensor-core stages' spaces
-(``k12_tf32_mma_multistage.space``) is compiled first in parallel processes
+(``k12_tf32_mma_multistage.space``; ``--where KEY=VALUE ...`` keeps those that match) is compiled
+first in parallel processes
 (``numba_gemm.precompile``, ``--jobs``) and then timed (kernel time) at the first size.
 Writes ``tensor_cores.csv`` (and ``sweep.csv``) under ``--out`` and prints the rows.
 
@@ -43,16 +44,23 @@ def _write(path: Path, rows: list[dict]) -> None:
         w.writerows(rows)
 
 
-def precompile_sweep(jobs: int) -> None:
+def swept(mode: str, where: list[str]) -> list[dict]:
+    """The configurations of ``mode``'s space that match every ``KEY=VALUE`` of ``where``."""
+    from numba_gemm.kernels import k12_tf32_mma_multistage as k12
+
+    want = dict(w.split("=") for w in where)
+    return [c for c in k12.space(mode) if all(str(c[k]) == v for k, v in want.items())]
+
+
+def precompile_sweep(jobs: int, where: list[str]) -> None:
     """Compile every swept configuration into the kernel cache, ``jobs`` processes at once."""
     import torch
 
     from numba_gemm import precompile
-    from numba_gemm.kernels import k12_tf32_mma_multistage as k12
 
     cc = torch.cuda.get_device_capability()
     todo = [precompile.Job(SWEPT[m], tuple(sorted(c.items())), "vector", cc)
-            for m in SWEPT for c in k12.space(m)]
+            for m in SWEPT for c in swept(m, where)]
     res = precompile.run(todo, jobs)
     failed = [r for r in res if r[1] == "failed"]
     print(f"precompiled {len(res)} kernels, {len(failed)} failed", flush=True)
@@ -66,6 +74,8 @@ def main(argv=None) -> int:
     p.add_argument("--sizes", type=int, nargs="+", default=[4096, 8192])
     p.add_argument("--reps", type=int, default=20)
     p.add_argument("--sweep", action="store_true")
+    p.add_argument("--where", nargs="*", default=[], metavar="KEY=VALUE",
+                   help="sweep only the configurations with these values (e.g. WN=32 MINB=2)")
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
                    help="compile processes for --sweep (default: all cores)")
     args = p.parse_args(argv)
@@ -80,7 +90,7 @@ def main(argv=None) -> int:
     from numba_gemm.timing import time_calls
 
     if args.sweep:
-        precompile_sweep(args.jobs)
+        precompile_sweep(args.jobs, args.where)
     torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = False
     gpu = torch.cuda.get_device_name()
     gen = torch.Generator(device="cuda").manual_seed(0)
@@ -162,7 +172,7 @@ def main(argv=None) -> int:
         if args.sweep and n == args.sizes[0]:
             for mode, name in SWEPT.items():
                 x, y, want = (a16, b16, ref16) if mode == "fp16" else (a, b, ref)
-                for cfg in k12.space(mode):
+                for cfg in swept(mode, args.where):
                     st = k12.make_stage(cfg, mode)  # the space holds valid configurations only
                     try:
                         plan = numba_gemm.plan_for(n, n, n, stage=st,

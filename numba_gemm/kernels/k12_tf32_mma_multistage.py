@@ -119,11 +119,13 @@ def _valid(cfg: Mapping[str, int], mode: str) -> bool:
 @functools.cache
 def space(mode: str = "tf32") -> tuple:
     """Candidate configurations for ``mode``: block/warp tile shapes x BK x NBUF (and two blocks
-    per SM for the 32x32 warp tiles), the valid ones."""
+    per SM, i.e. at most 128 registers, for the 64x32 and 32x32 warp tiles), the valid ones."""
     bks = (32, 64) if mode == "fp16" else (16, 32, 64)
     return tuple(
         c for c in (dict(BM=bm, BN=bn, BK=bk, WM=wm, WN=wn, NBUF=nbuf, MINB=minb)
-                    for bm, bn, wm, wn, minbs in ((128, 128, 64, 32, (1,)),
+                    for bm, bn, wm, wn, minbs in ((128, 128, 64, 32, (1, 2)),
+                                                  (256, 128, 64, 32, (1,)),
+                                                  (128, 256, 64, 32, (1,)),
                                                   (128, 128, 64, 64, (1,)),
                                                   (128, 256, 64, 64, (1,)),
                                                   (256, 128, 64, 64, (1,)),
