@@ -462,8 +462,10 @@ def hgemm(
                              f"{tuple(C.shape)} and strides {tuple(C.strides)} bytes")
         if C.device != A.device:
             raise ValueError(f"out is on GPU {C.device} and a, b on GPU {A.device}: use one GPU")
-        for label, X in (("a", A), ("b", B)):
-            if overlaps(C, X):
+        # contiguous arrays span [ptr, ptr + bytes): out must not intersect a or b
+        c0, c1 = C.ptr, C.ptr + C.dtype.itemsize * M * N
+        for label, x0, x1 in (("a", A.ptr, A.ptr + 2 * M * K), ("b", B.ptr, B.ptr + 2 * K * N)):
+            if c0 < c1 and x0 < x1 and x0 < c1 and c0 < x1:
                 raise ValueError(f"out overlaps {label}: the output must not alias an input")
     else:
         dt = out_dtype or "float32"
@@ -474,10 +476,16 @@ def hgemm(
                          f"16-byte copies: K ({K}) and N ({N}) multiples of 8 and both arrays "
                          "16-byte aligned; pad K and N with zeros (the product is unchanged) "
                          "or use a fresh allocation")
-    alpha32 = _check_scalar("alpha", alpha)
-    beta32 = 0.0 if out is None else _check_scalar("beta", beta)
+    alpha32 = _SCALARS.get(alpha) if type(alpha) is float else None
+    if alpha32 is None:
+        alpha32 = _check_scalar("alpha", alpha)
+    if out is None or (type(beta) is float and beta == 0.0):
+        beta32 = 0.0  # C is not read
+    else:
+        beta32 = _check_scalar("beta", beta)
     strm = DEFAULT_STREAM if type(stream) is int and stream == 0 else stream_handle(stream)
-    key = ("fp16", A.device, M, N, K, _stage_key(stage), dt)
+    key = ("fp16", A.device, M, N, K, stage if stage is None or type(stage) is str
+           else _stage_key(stage), dt)
     p = _plans.get(key)
     if p is None and M and N:
         p = plan_for(max(M, 1), N, K, stage=stage, device=A.device, compute="fp16",

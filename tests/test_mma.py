@@ -251,6 +251,7 @@ def test_hgemm_rejects_bad_input(rng):
         (TypeError, "out must be float32 or float16",
          dict(out=cuda.to_device(np.ones((8, 8), np.float64)))),
         (ValueError, "computes 'fp32', not compute='fp16'", dict(stage="naive")),
+        (ValueError, "out overlaps a", dict(out=a.view(np.float32))),
         (ValueError, "K == 0", dict(a=cuda.to_device(np.ones((8, 0), h)),
                                     b=cuda.to_device(np.ones((0, 8), h)))),
     ]
