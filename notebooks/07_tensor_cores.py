@@ -186,20 +186,25 @@ for out_dtype in ("float32", "float16"):
 # %%
 h.plot_tensor_cores()
 print(f"{'size':>5} {'implementation':<26} {'kernel ms':>9} {'TFLOP/s':>8} "
-      f"{'vs baseline':>11}  baseline")
+      f"{'vs baseline':>11} {'vs ceiling':>10}  baseline")
 for r in h.tc_results():
     if r["impl"] in h.TC_PLOTTED and r["kernel_ms"]:
         pct = f"{r['pct_baseline_kernel']:.0f} %" if r["pct_baseline_kernel"] else ""
+        ceiling = h.MMA_SYNC_CEILING.get(h.TC_PLOTTED[r["impl"]])
+        # 3xTF32 issues three TF32 mma per product: its mma rate is 3x its TFLOP/s
+        mma_rate = r["tflops_kernel"] * (3 if "3xtf32" in r["impl"] else 1)
+        of_ceiling = f"{mma_rate / ceiling:.0%}" if ceiling and "cuBLAS" not in r["impl"] else ""
         print(f"{r['n']:>5} {r['impl']:<26} {r['kernel_ms']:>9.3f} {r['tflops_kernel']:>8.1f} "
-              f"{pct:>11}  {r['baseline']}")
+              f"{pct:>11} {of_ceiling:>10}  {r['baseline']}")
 
 # %% [markdown]
-# Where that leaves the rungs: TF32 and FP16 run at about half of the `mma.sync` ceiling, 38-46 %
-# of cuBLAS at the same precision; 3xTF32 beats cuBLAS FP32 (TF32 off) by ~7 % while being more
-# accurate than it. The resource report of the same kernels (`python -m numba_gemm.resources`;
-# `mma` and `ldsm` count the `mma.sync` and `ldmatrix` instructions in the PTX) shows why the
-# big warp tiles stop there: 244-255 registers, one block of 8 warps per SM, no room left to load
-# the next step's fragments while the current step's mma run.
+# Where that leaves the rungs (the table above): TF32 and FP16 run at about half of the
+# `mma.sync` ceiling, well short of cuBLAS at the same precision, and 3xTF32 edges past cuBLAS
+# FP32 (TF32 off) while being more accurate than it. The resource report of the same kernels
+# (`python -m numba_gemm.resources`; `mma` and `ldsm` count the `mma.sync` and `ldmatrix`
+# instructions in the PTX) shows why the big warp tiles stop there: close to the 255-register
+# limit, one block of 8 warps per SM, no room left to load the next step's fragments while the
+# current step's mma run (bench/NOTES.md has the profiler's stall breakdown).
 
 # %%
 print((h.TC_RESULTS_DIR / "resources.txt").read_text())
