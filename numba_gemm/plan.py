@@ -121,7 +121,7 @@ def reduce_ms(splits: int, M: int, N: int) -> float:
 
 def estimate_ms(
     cand: Mapping[str, Any], M: int, N: int, K: int, sms: int, aligned: bool = True,
-    scalar_factor: float = 1.0, batch: int = 1,
+    scalar_factor: float = 1.0, batch: int = 1, splits: int | None = None,
 ) -> float:
     """Predicted time (ms) of a tuned candidate at ``batch`` x ``(M, N, K)`` from its time at the
     tuned shape (``cand["batch"]`` x ``cand["shape"]``; batch 1 when not recorded).
@@ -133,6 +133,9 @@ def estimate_ms(
     (:func:`reduce_ms`) does not scale that way: it is taken out of the tuned time and priced
     at the new shape, so a small product does not pay for a reduction it cannot amortize.
 
+    ``splits``: the K slices to price at this shape (the launch layer's split-K: the same tiles
+    with another ``SPLITK``; default: the candidate's own).
+
     ``aligned=False`` (rows of A, B or C not 16-byte aligned: the scalar-GMEM kernel runs) scales
     from ``ms_scalar``, the scalar kernel's time at the tuned shape less one in each dimension
     (same tile counts), with its own occupancy ``blocks_per_sm_scalar``; a candidate without
@@ -142,6 +145,7 @@ def estimate_ms(
     Mr, Nr, Kr = cand["shape"]
     Br = cand.get("batch", 1)
     s = cfg.get("SPLITK", 1)
+    s_new = s if splits is None else splits
     if aligned:
         ms, bps = cand["ms"], cand.get("blocks_per_sm", 1)
     else:
@@ -149,20 +153,49 @@ def estimate_ms(
         bps = cand.get("blocks_per_sm_scalar", cand.get("blocks_per_sm", 1))
     slots = max(1, sms * int(bps))
 
-    def work(m, n, k, b=1):
-        waves = cdiv(cdiv(m, cfg["BM"]) * cdiv(n, cfg["BN"]) * s * b, slots)
-        return waves * cdiv(cdiv(k, s), cfg["BK"])
+    bm, bn, bk = tuning.tile_of(cfg)
+
+    def work(m, n, k, b, s):
+        waves = cdiv(cdiv(m, bm) * cdiv(n, bn) * s * b, slots)
+        return waves * cdiv(cdiv(k, s), bk)
 
     main = max(float(ms) - reduce_ms(s, Mr, Nr), 0.1 * float(ms))
-    return main * work(M, N, K, batch) / work(Mr, Nr, Kr, Br) + reduce_ms(s, M, N)
+    return (main * work(M, N, K, batch, s_new) / work(Mr, Nr, Kr, Br, s)
+            + reduce_ms(s_new, M, N))
+
+
+#: K slices the launch layer may give any tuned candidate of one product (split-K): tried only
+#: when the candidate's blocks, with its own split, would leave more than half of the SMs without
+#: a block, up to one block per SM, each slice at least ``MIN_SLICE_TILES`` K steps deep; priced
+#: by :func:`estimate_ms` with the reduction. Wider than that, the wave model (which counts
+#: ``blocks_per_sm`` blocks of one SM as one slot each) mispriced them on an H200: a 4-way split
+#: predicted at 0.32 ms ran 1.37 ms at 1024 x 1024 x 16384, and a 16-way one predicted below the
+#: skinny stage ran 2.4x slower at 16 x 4096 x 4096 (bench/results/nvidia-h200/2026-11-22-shapes).
+SPLITS = (1, 2, 4, 8, 16, 32, 64)
+MIN_SLICE_TILES = 8
+
+
+def split_options(cand: Mapping[str, Any], M: int, N: int, K: int, sms: int) -> tuple[int, ...]:
+    """The ``SPLITK`` values to price for candidate ``cand`` at ``(M, N, K)``: its own, and when
+    its blocks occupy fewer than half of the ``sms`` SMs, every one of :data:`SPLITS` that keeps
+    each K slice ``MIN_SLICE_TILES`` steps deep and at most one block per SM."""
+    cfg = cand["config"]
+    own = cfg.get("SPLITK", 1)
+    bm, bn, bk = tuning.tile_of(cfg)
+    tiles = cdiv(M, bm) * cdiv(N, bn)
+    if 2 * tiles * own >= sms:
+        return (own,)
+    return tuple(sorted({own, *(s for s in SPLITS if s == 1 or (
+        cdiv(K, s) >= MIN_SLICE_TILES * bk and tiles * s <= sms))}))
 
 
 def _priced(name: str, g: Geometry, aligned: bool, dev: DeviceInfo
             ) -> list[tuple[float, dict, str]]:
     """``[(predicted ms, config, class)]`` of every tuned candidate of stage ``name`` for this
-    product's class on ``dev`` (:func:`tuning.shape_class`; a batch without data of its own class
-    is priced as ``batch * M`` rows; a batch takes no split-K), cheapest first; empty without
-    tuning data."""
+    product's class on ``dev`` (:func:`tuning.shape_class`; a product without data of its own
+    class is priced in its area class, a batch as ``batch * M`` rows; a batch takes no split-K),
+    each with the K slices of :func:`split_options`, cheapest first; empty without tuning
+    data."""
     M, N, K = g.M, g.N, g.K
     res = None
     for cls in dict.fromkeys((tuning.shape_class(M, N, K, g.batch),
@@ -178,8 +211,11 @@ def _priced(name: str, g: Geometry, aligned: bool, dev: DeviceInfo
         return []
     main = cands[0]
     factor = main["ms_scalar"] / main["ms"] if "ms_scalar" in main else 1.0
-    priced = [(estimate_ms(c, M, N, K, dev.sm_count, aligned, factor, g.batch),
-               dict(c["config"]), cls) for c in cands]
+    priced = []
+    for c in cands:
+        for s in split_options(c, M, N, K, dev.sm_count) if g.batch == 1 else (1,):
+            priced.append((estimate_ms(c, M, N, K, dev.sm_count, aligned, factor, g.batch, s),
+                           dict(c["config"], SPLITK=s), cls))
     return sorted(priced, key=lambda p: p[0])
 
 
@@ -235,9 +271,9 @@ def _choose(g: Geometry, stage: str | Stage | None, aligned: bool, dev: DeviceIn
                 f"{dev.name} ({src}), priced by the wave model at this shape"
                 + (f"; next: {', '.join(others)}" if others else ""))
     for s in reversed(usable):
-        if ok(s):
+        if s.general and ok(s):
             return s, None, (f"auto: no tuning data for {dev.name} that serves this product: the "
-                             f"top {compute} stage of the ladder with its default tiles")
+                             f"top general {compute} stage of the ladder with its default tiles")
     raise ValueError(f"no {compute} stage serves this product ({g}): the tensor-core stages take "
                      "2-D row-major C-contiguous operands only")
 

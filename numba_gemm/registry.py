@@ -77,6 +77,8 @@ class Stage:
             whether A and B are stored transposed, as in BLAS; ``kernels._tunable``).
         layout_kernel: ``(vec, layout) -> kernel`` for stages with several layouts.
         layout_smem: dynamic SMEM per layout, when it differs from ``dynamic_smem``.
+        general: whether the automatic choice may fall back to this stage without tuning data
+            (False for a stage built for one regime of shapes, e.g. few rows).
     """
 
     name: str
@@ -98,6 +100,7 @@ class Stage:
     layouts: tuple[str, ...] = ("NN",)
     layout_kernel: Callable[[bool, str], Any] | None = None
     layout_smem: Mapping[str, int] = field(default_factory=dict)
+    general: bool = True
 
     @property
     def rtol(self) -> float:

@@ -1,13 +1,15 @@
 """``python -m numba_gemm.tune``: sweep tile configurations of the tunable stages on this GPU.
 
 For each shape class (``numba_gemm.tuning.CLASSES``: small 1024^3, medium 2048^3, large 4096^3,
-batched 64 x 512^3) and each tunable stage (warptiling, double_buffering, multistage):
+batched 64 x 512^3, and the regimes skinny 16 x 4096 x 4096, narrow 128 x 4096 x 4096, deep
+1024 x 1024 x 16384) and each tunable FP32 stage that takes the class's shape (warptiling,
+double_buffering, multistage; skinny in the skinny class):
 
 1. tiles: the stage's ``SPACE`` (every configuration of a grid of BM, BN, BK, WM, WN, WNITER, TM,
    TN that passes the stage's own ``check_config``), most register reuse first, timed until the
    (class, stage) share of ``--budget`` is spent;
-2. knobs: for the ``--top`` fastest, ``MINB`` (launch bounds) 1 and 2 and, in the small and
-   medium classes, ``SPLITK`` 2 and 4.
+2. knobs: for the ``--top`` fastest, ``MINB`` (launch bounds) 1 and 2 and, in the classes of
+   ``SPLIT_K_CLASSES`` (all but large and batched), ``SPLITK`` 2 and 4.
 
 Every configuration is validated before it is timed (``numba_gemm.check``: relative error
 against cuBLAS FP32 with TF32 forced off, through CuPy or PyTorch, or a float64 NumPy product
@@ -41,6 +43,9 @@ def _order(space: Sequence[dict]) -> list[dict]:
     more accumulators per thread, deeper BK, 256 threads, square-ish warp sub-tiles, fewer
     SMEM buffers."""
     from .kernels._tunable import derived
+
+    if not space or "BM" not in space[0]:
+        return list(space)  # the skinny stage: its space is already in order of preference
 
     def key(cfg):
         d = derived(cfg)
@@ -99,6 +104,8 @@ def knob_variants(cfg: dict, cls: str) -> list[dict]:
     thread: it always spilled there (bench/NOTES.md)."""
     from .kernels._tunable import derived
 
+    if "BM" not in cfg:  # the skinny stage: its space sweeps split-K; here launch bounds only
+        return [dict(cfg, MINB=2)] if cfg["MINB"] == 0 else []
     d = derived(cfg)
     acc = d["WMITER"] * cfg["TM"] * cfg["WNITER"] * cfg["TN"]
     out = [dict(cfg, MINB=m) for m in ((1, 2) if acc < 128 else (1,)) if m != cfg["MINB"]]
@@ -166,9 +173,12 @@ def evaluate(stage, prob: check.Problem, reps: int, warmup: int) -> dict:
 
 #: Share of the budget per class: the large class decides the headline numbers and compiles
 #: most kernels, which the smaller classes then reuse.
-CLASS_WEIGHT = {"large": 0.4, "medium": 0.2, "small": 0.2, "batched": 0.2}
+CLASS_WEIGHT = {"large": 0.4, "medium": 0.2, "small": 0.2, "batched": 0.2, "skinny": 0.2,
+                "narrow": 0.2, "deep": 0.2}
 #: Classes whose phase 2 tries split-K (bench/NOTES.md: the large class's model mispriced it).
-SPLIT_K_CLASSES = ("small", "medium")
+SPLIT_K_CLASSES = ("small", "medium", "skinny", "narrow", "deep")
+#: The order classes are tuned in: large first, its compiled kernels are reused by the others.
+CLASS_ORDER = ("large", "medium", "small", "batched", "narrow", "deep", "skinny")
 ALTERNATIVES = 6
 
 
@@ -191,7 +201,7 @@ def _alternatives(
     for cfg, res in results:
         if cls not in SPLIT_K_CLASSES and cfg["SPLITK"] > 1:
             continue
-        key = (cfg["BM"], cfg["BN"], cfg["SPLITK"])
+        key = (*tuning.tile_of(cfg)[:2], cfg["SPLITK"])
         if key not in best or res["ms"] < best[key][1]["ms"]:
             best[key] = (cfg, res)
     out = []
@@ -287,9 +297,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     log_rows: list[dict] = []
     rows = []
     tried: dict[str, list[dict]] = {name: [] for name in args.stages}  # best-first, all classes
-    # large first: its compiled kernels are reused by the smaller classes
-    order = ("large", "medium", "small", "batched")
-    for cls in sorted(args.classes, key=order.index):
+    for cls in sorted(args.classes, key=CLASS_ORDER.index):
         spec = next(c for c in tuning.CLASSES if c.name == cls)
         M, N, K = spec.shape
         prob = Problem(M, N, K, rng, blas, spec.batch)
@@ -297,6 +305,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         share = args.budget * weight[cls] / total_w / len(args.stages)
         for name in args.stages:
             base = get_stage(name)
+            if not base.supports(M, N, K):
+                continue  # the skinny stage outside the few-rows classes
             extra = json.loads(args.configs.read_text()) if args.configs else []
             results: list[tuple[dict, dict]] = []
             t_end = time.monotonic() + 0.7 * share

@@ -37,21 +37,49 @@ FORMAT = 1
 
 class ShapeClass(NamedTuple):
     """A shape class: the products whose C has at most ``limit`` elements (None: no bound), tuned
-    at ``batch`` x ``shape`` (``(M, N, K)``); the batched class bounds one matrix of a batch."""
+    at ``batch`` x ``shape`` (``(M, N, K)``); the batched class bounds one matrix of a batch.
+
+    A *regime* class (``max_m`` or ``min_depth`` set) holds single products of a shape that the
+    area classes misprice whatever their size: few rows (``M <= max_m``) or a deep K
+    (``K >= min_depth * max(M, N)``); ``limit`` then also bounds C."""
 
     name: str
     limit: int | None
     shape: tuple[int, int, int]
     batch: int = 1
+    max_m: int | None = None
+    min_depth: int | None = None
+
+    def holds(self, M: int, N: int, K: int, batch: int = 1) -> bool:
+        """Whether this class holds ``batch`` products ``(M, K) @ (K, N)``."""
+        if self.batch > 1:
+            return batch > 1 and M * N <= self.limit
+        if self.max_m is not None or self.min_depth is not None:
+            return (batch == 1 and (self.max_m is None or M <= self.max_m)
+                    and (self.min_depth is None or K >= self.min_depth * max(M, N))
+                    and (self.limit is None or M * N <= self.limit))
+        return self.limit is None or batch * M * N <= self.limit
+
+    @property
+    def regime(self) -> bool:
+        return self.max_m is not None or self.min_depth is not None
 
 
-#: The classes, tuned in this order of preference. Upper bounds sit between the tuned sizes, so
-#: 1024^2 is "small", 2048^2 "medium" and 4096^2 "large". "batched" holds batches (> 1) of
-#: matrices up to "small"'s size: many small tiles from many matrices, each K short, a regime
-#: whose ranking the single-matrix classes mispredicted (64 x 512^3: the large class's pick ran
-#: at 86 % of torch.bmm, its best tuned candidate at 94 %; bench/NOTES.md). A larger batch, or
-#: a batch of larger matrices, is priced as ``batch * M`` rows in the single-matrix classes.
+#: The classes, most specific first. Area classes split by the number of C elements, upper bounds
+#: between the tuned sizes, so 1024^2 is "small", 2048^2 "medium" and 4096^2 "large". "batched"
+#: holds batches (> 1) of matrices up to "small"'s size: many small tiles from many matrices, each
+#: K short, a regime whose ranking the single-matrix classes mispredicted (64 x 512^3: the large
+#: class's pick ran at 86 % of torch.bmm, its best tuned candidate at 94 %; bench/NOTES.md). A
+#: larger batch, or a batch of larger matrices, is priced as ``batch * M`` rows in the area
+#: classes. The regime classes come from issue 9's measurements on an H200 (bench/NOTES.md):
+#: "skinny" (M <= 64: the bandwidth-bound regime, where the skinny stage reads B once), "deep"
+#: (K >= 8 max(M, N) up to 3072^2 outputs: 1024 x 1024 x 16384 ran at 55 % of cuBLAS when priced
+#: from the small class, the best stage at 87 %) and "narrow" (M <= 256: 128 x 4096 x 4096 at 43 %,
+#: best 74 %).
 CLASSES = (
+    ShapeClass("skinny", None, (16, 4096, 4096), max_m=64),
+    ShapeClass("deep", 3072 * 3072, (1024, 1024, 16384), min_depth=8),
+    ShapeClass("narrow", None, (128, 4096, 4096), max_m=256),
     ShapeClass("small", 1536 * 1536, (1024, 1024, 1024)),
     ShapeClass("medium", 3072 * 3072, (2048, 2048, 2048)),
     ShapeClass("large", None, (4096, 4096, 4096)),
@@ -62,21 +90,27 @@ DEFAULTS_DIR = Path(__file__).with_name("tuning")
 
 
 def shape_class(M: int, N: int, K: int, batch: int = 1) -> str:
-    """Name of the shape class of ``batch`` products ``(M, K) @ (K, N)``."""
-    for c in CLASSES:
-        if c.batch > 1 and batch > 1 and M * N <= c.limit:
+    """Name of the shape class of ``batch`` products ``(M, K) @ (K, N)``: the batched class if
+    it holds them, else the first of :data:`CLASSES` that does."""
+    for c in sorted(CLASSES, key=lambda c: c.batch == 1):  # stable: batched classes first
+        if c.holds(M, N, K, batch):
             return c.name
-    rows = batch * M
-    for c in CLASSES:
-        if c.batch == 1 and (c.limit is None or rows * N <= c.limit):
-            return c.name
-    raise AssertionError("unreachable: the last single-matrix class has no limit")
+    raise AssertionError("unreachable: the last area class has no limit")
 
 
 def fallback_class(M: int, N: int, K: int, batch: int = 1) -> str:
-    """The single-matrix class a batch is priced in when its own class has no tuning data
-    (a tuning file written before the batched class existed): ``batch * M`` rows."""
-    return shape_class(batch * M, N, K)
+    """The area class a product is priced in when its own class has no tuning data (a tuning
+    file written before the batched or the regime classes existed): ``batch * M`` rows of C."""
+    rows = batch * M
+    return next(c.name for c in CLASSES
+                if c.batch == 1 and not c.regime and (c.limit is None or rows * N <= c.limit))
+
+
+def tile_of(cfg: Mapping[str, int]) -> tuple[int, int, int]:
+    """``(rows, columns, K step)`` of a block of a tuned configuration: ``(BM, BN, BK)``, or for
+    the skinny stage ``(MT, BN, KC)`` (what the plan's wave model counts)."""
+    return (cfg["BM"] if "BM" in cfg else cfg["MT"], cfg["BN"],
+            cfg["BK"] if "BK" in cfg else cfg["KC"])
 
 
 def user_cache_path() -> Path:
@@ -216,7 +250,8 @@ def winners(cls: str, device: DeviceInfo | tuple | None = None) -> dict:
 
 
 def _valid_candidate(c: Any) -> bool:
-    """A candidate ``estimate_ms`` can use: a config with positive int BM, BN, BK (SPLITK >= 1),
+    """A candidate ``estimate_ms`` can use: a config with a positive int tile (:func:`tile_of`;
+    SPLITK >= 1),
     a finite positive ``ms`` (and ``ms_scalar``), a shape of three positive ints."""
 
     def pos_int(x):
@@ -228,7 +263,7 @@ def _valid_candidate(c: Any) -> bool:
     try:
         cfg = c["config"]
         return (
-            all(pos_int(cfg[k]) for k in ("BM", "BN", "BK"))
+            all(pos_int(x) for x in tile_of(cfg))
             and pos_int(cfg.get("SPLITK", 1))
             and pos_num(c["ms"])
             and pos_num(c.get("ms_scalar", 1.0))

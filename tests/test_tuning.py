@@ -14,8 +14,9 @@ from numba_gemm.plan import estimate_ms, plan_for
 from numba_gemm.reference import reference_f64, rel_error
 from numba_gemm.tune import Problem, _order, evaluate, knob_variants
 
-#: The stages the tuner sweeps (FP32; the tensor-core stages have other configuration keys).
-TUNABLE = [s for s in STAGES if s.tunable and s.precision == "fp32"]
+#: The tiled stages the tuner sweeps (FP32 with the ``_tunable`` keys; the tensor-core stages
+#: and the skinny stage have other configuration keys).
+TUNABLE = [s for s in STAGES if s.tunable and s.precision == "fp32" and "BM" in s.config]
 TENSOR_CORE = [s for s in STAGES if s.tunable and s.precision != "fp32"]
 
 #: One warp: 32x32 block tile, 2x1 sub-tiles of 16x32, 4x4 per thread.
@@ -125,7 +126,18 @@ def test_shape_classes():
     assert tuning.shape_class(1024, 1024, 1024) == "small"
     assert tuning.shape_class(2048, 2048, 64) == "medium"
     assert tuning.shape_class(4096, 4096, 4096) == "large"
-    assert tuning.shape_class(1, 10**7, 1) == "large"
+    assert tuning.shape_class(300, 10**7, 1) == "large"
+    # the regimes: few rows, then up to 256 rows, then deep K
+    assert tuning.shape_class(1, 10**7, 1) == "skinny"
+    assert tuning.shape_class(64, 4096, 4096) == "skinny"
+    assert tuning.shape_class(128, 4096, 4096) == "narrow"
+    assert tuning.shape_class(256, 50257, 768) == "narrow"
+    assert tuning.shape_class(1024, 1024, 16384) == "deep"
+    assert tuning.shape_class(256, 256, 65536) == "deep"
+    assert tuning.shape_class(4096, 4096, 65536) == "large"  # deep, but too many outputs
+    assert tuning.shape_class(16, 4096, 4096, batch=4) == "batched"
+    assert tuning.fallback_class(16, 4096, 4096) == "small"
+    assert tuning.fallback_class(1024, 1024, 16384) == "small"
     # batches of small matrices have their own class; larger ones count batch * M rows
     assert tuning.shape_class(512, 512, 512, batch=64) == "batched"
     assert tuning.shape_class(1024, 1024, 64, batch=2) == "batched"
@@ -221,12 +233,15 @@ def test_cache_round_trip_drives_sgemm(tmp_path, monkeypatch, rng, fake_gpu):
     assert tuning.load(path) == data
 
     p = plan_for(40, 30, 20, stage="double_buffering")
-    assert dict(p.stage.config) == cfg and p.split_k == 2
+    # K = 20 is too shallow to split (plan.split_options): the launch layer runs the tiles whole
+    assert dict(p.stage.config) == dict(cfg, SPLITK=1) and p.split_k == 1
     assert "tuned candidate" in p.reason
+    deep = plan_for(40, 30, 4096, stage="double_buffering")  # one block: K is split
+    assert dict(deep.stage.config, SPLITK=2) == cfg and deep.split_k > 1
     other = plan_for(4096, 4096, 4096, stage="double_buffering")  # other class: no data
     assert dict(other.stage.config) == dict(numba_gemm.get_stage("double_buffering").config)
     best = plan_for(40, 30, 20)
-    assert best.stage.name == "double_buffering" and dict(best.stage.config) == cfg
+    assert best.stage.name == "double_buffering" and dict(best.stage.config) == p.stage.config
     assert "auto" in best.reason and str(path) in best.reason
 
     a, b = randn(rng, (40, 20)), randn(rng, (20, 30))

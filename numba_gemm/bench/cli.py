@@ -24,7 +24,7 @@ from . import overhead, report, runner
 from .baselines import triton_module
 from .report import FAILED, OK, SKIPPED
 from .runner import SIM_MAX_DIM, SKIP_FACTOR, SLOW_REPS
-from .sizes import gpu_slug, parse_sizes, size_label
+from .sizes import SUITE, gpu_slug, parse_sizes, size_label, suite_shapes
 
 PROG = "python -m numba_gemm.bench"
 DEFAULT_OVERHEAD_SIZES = "64,128,256"
@@ -75,6 +75,17 @@ def build_parser() -> argparse.ArgumentParser:
         help="GEMM sizes (default 128..4096): comma-separated items, each A..B "
         "(every power of two from A to B), N (square N x N x N) or MxNxK "
         "(A: M x K, B: K x N), e.g. '128..1024,1000,4096x1024x512'",
+    )
+    ap.add_argument(
+        "--suite",
+        nargs="*",
+        default=None,
+        choices=list(SUITE),
+        metavar="GROUP",
+        help="run the shape suite (issue 9) instead of the default sizes: squares, ragged, "
+        "skinny (few rows or columns), deep K, small K and the projection GEMMs of GPT-2 and "
+        f"Llama 3 8B; optionally only these groups ({', '.join(SUITE)}); shapes given by "
+        "--sizes are added to it. Every dimension stays as listed (no simulator)",
     )
     ap.add_argument(
         "--stages",
@@ -203,6 +214,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
+        if args.suite is not None:
+            explicit = "--sizes" in argv or any(a.startswith("--sizes=") for a in argv)
+            shapes = [s for _, s in suite_shapes(args.suite or None)]
+            args.sizes = shapes + [s for s in (args.sizes if explicit else []) if s not in shapes]
         simulate = args.simulator or SIMULATOR
         every = list(args.sizes) + list(args.overhead_sizes or [])
         big = [size_label(*s) for s in every if max(s) > SIM_MAX_DIM]

@@ -67,6 +67,58 @@ def parse_sizes(spec: str) -> list[tuple[int, int, int]]:
     return sizes
 
 
+#: Projection GEMMs of two models, ``(layer, in_features, out_features)``: a token batch of M
+#: rows times the layer's weight is an ``M x out x in`` product. GPT-2 small (Radford et al.
+#: 2019; d_model 768, MLP 3072, vocabulary 50257) and Llama 3 8B (Meta 2024; d_model 4096, 8 KV
+#: heads of 128 -> fused QKV 4096 + 2 * 1024, MLP 14336 with gate and up fused).
+MODEL_LAYERS = {
+    "gpt2": (("qkv", 768, 2304), ("attn_out", 768, 768), ("mlp_up", 768, 3072),
+             ("mlp_down", 3072, 768), ("lm_head", 768, 50257)),
+    "llama3-8b": (("qkv", 4096, 6144), ("attn_out", 4096, 4096), ("gate_up", 4096, 28672),
+                  ("mlp_down", 14336, 4096)),
+}
+#: Tokens per batch for the model GEMMs: decoding one and 16 sequences, prefill of 256 and 4096.
+MODEL_TOKENS = (1, 16, 256, 4096)
+
+
+def _suite() -> dict[str, list[tuple[int, int, int]]]:
+    groups = {
+        "square": [(n, n, n) for n in (256, 512, 1024, 2048, 4096, 8192)],
+        "ragged": [(n, n, n) for n in (1000, 3000, 4095, 4097, 6000)] + [(4097, 1023, 4095)],
+        "skinny": [(m, 4096, 4096) for m in (1, 8, 16, 32, 64, 128, 256)]
+        + [(4096, n, 4096) for n in (1, 16, 128)],
+        "deep": [(1024, 1024, 16384), (256, 256, 65536)],
+        "small_k": [(8192, 8192, k) for k in (64, 128, 256)],
+    }
+    for model, layers in MODEL_LAYERS.items():
+        groups[model] = [(t, out, k) for t in MODEL_TOKENS for _, k, out in layers]
+    return groups
+
+
+#: The shape suite (``--suite``): issue 9's list, by group, ``(M, N, K)``.
+SUITE = _suite()
+
+
+def suite_shapes(groups: list[str] | None = None) -> list[tuple[str, tuple[int, int, int]]]:
+    """``[(group, (M, N, K))]`` of the suite (the named ``groups``, default all), in order,
+    each shape once (under its first group).
+
+    Raises:
+        ValueError: an unknown group name (the valid ones are listed).
+    """
+    names = list(SUITE) if groups is None else list(groups)
+    bad = [g for g in names if g not in SUITE]
+    if bad:
+        raise ValueError(f"unknown suite group(s) {bad}; valid: {', '.join(SUITE)}")
+    seen, out = set(), []
+    for g in names:
+        for s in SUITE[g]:
+            if s not in seen:
+                seen.add(s)
+                out.append((g, s))
+    return out
+
+
 def size_label(M: int, N: int, K: int) -> str:
     """``"MxNxK"``."""
     return f"{M}x{N}x{K}"

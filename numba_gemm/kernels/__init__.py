@@ -15,6 +15,7 @@ from . import (
     k12_tf32_mma_multistage,
     k13_tf32x3_mma,
     k14_hgemm_mma,
+    k15_skinny,
 )
 
 #: Every stage, slowest first. Adding a stage = one module + one line here.
@@ -33,6 +34,7 @@ STAGES = (
     k12_tf32_mma_multistage.STAGE,
     k13_tf32x3_mma.STAGE,
     k14_hgemm_mma.STAGE,
+    k15_skinny.STAGE,
 )
 
 

@@ -141,7 +141,7 @@ def check_config(
          f"more than {MAX_ACCUMULATORS} accumulators per thread"),
         (0 <= cfg["MINB"] <= 4 and cfg["MINB"] * nt <= 2048,
          "MINB (min. blocks per SM) must be 0-4 and MINB * NUM_THREADS <= 2048"),
-        (1 <= cfg["SPLITK"] <= 16, "SPLITK must be 1-16"),
+        (1 <= cfg["SPLITK"] <= 64, "SPLITK must be 1-64"),
     ]
     for ok, msg in rules:
         if not ok:

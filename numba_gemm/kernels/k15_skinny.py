@@ -1,0 +1,273 @@
+"""Stage 15, skinny: a few rows of A (M <= 16, a decoding step or a GEMV batch) times a large B,
+at the speed of reading B once from DRAM.
+
+With M = 16 a 128x128 block tile is 7/8 empty and each B element feeds at most 16 FMAs: the
+product is bound by the 4 bytes of B per 2 * M flops, not by FMAs. So the tile of this stage is
+``MT x BN``: ``MT`` rows of C (all of M, when M <= MT) by ``BN`` columns. Each thread owns four
+consecutive columns (one 128-bit load of a B row per k) and ``MT x 4`` accumulators; the
+``BN / 4`` threads of a column group cover a row of the B tile and the ``KG = NT / (BN / 4)``
+k-groups of a block walk interleaved rows of B, so a block streams ``KG`` rows of its B tile at
+a time, each read exactly once, with ``KC / KG`` loads per thread in flight per chunk. A (small)
+is staged in SMEM by super-chunks of ``MT x KS`` (``As[k, m]``, 16 KB: KS = 256 columns for MT = 16,
+4096 for MT = 1), so the B stream crosses a barrier only every ``KS / KC`` chunks; a warp reads A
+all at once (a broadcast). N / BN blocks alone cannot fill the GPU (32 for N = 4096), so K is
+split over the grid (``SPLITK``) and, inside a block, over the k-groups; the k-groups' partial
+sums meet in SMEM at the end, the K slices in split-K's workspace and reduction (``_splitk``,
+launched by the plan).
+
+Shapes: A ``(M, K)`` in layout N or T (read element by element into SMEM: it is small), B
+``(K, N)`` row-major (layout N), C ``(M, N)``, float32, batches of strided matrices as the
+tunable stages (``_tunable``); any ``M, N, K >= 1`` (``M > MT`` takes ``cdiv(M, MT)`` row blocks,
+each reading all of B: the plan prices that). Computes ``C = alpha * A @ B + beta * C``; C is not
+read when ``beta == 0``. Rows of B not 16-byte aligned: the scalar variant (four 32-bit loads).
+
+Source: the split-K GEMV of the "GEMM with few rows" regime, as in NVIDIA CUTLASS's
+``GemvBatched`` / ``GemmSplitKParallel``; the roofline argument (bytes of B per flop) from
+Williams, Waterman and Patterson, "Roofline" (CACM 2009).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping
+
+from numba import cuda, float32
+
+from ..launch import cdiv
+from ..registry import Stage
+from ..vecmem import SMEM_ALIGN, load4, rows_view, store4
+from . import _tunable as tun
+from ._common import device_jit, kernel_jit, load_b4, store_c, unroll
+
+#: MT rows of C per block; BN columns (BN / 4 threads per row of the B tile); NT threads; KC rows
+#: of B per chunk (KC / KG per thread); SPLITK slices of K over the grid; MINB blocks per SM asked
+#: of ptxas (0: none).
+DEFAULT_CONFIG = dict(MT=16, BN=128, NT=256, KC=64, SPLITK=8, MINB=0)
+
+KEYS = ("MT", "BN", "NT", "KC", "SPLITK", "MINB")
+#: SMEM for the k-groups' partial sums: rows of C reduced per pass so that they fit this.
+REDUCE_SMEM = 16 * 1024
+#: SMEM for A: a super-chunk of KS = A_SMEM / (4 MT) columns (a multiple of KC) is staged at once,
+#: so that the B stream runs KS / KC chunks between two barriers.
+A_SMEM = 16 * 1024
+#: The largest M the stage takes: beyond it B is read M / MT times and the tiled stages win.
+MAX_M = 64
+
+
+def derived(cfg: Mapping[str, int]) -> dict:
+    """CG threads per B row, KG k-groups, KSTEP loads per thread and chunk, RM rows per pass of
+    the final reduction, KS columns of A per super-chunk in SMEM."""
+    cg = cfg["BN"] // 4
+    kg = max(cfg["NT"] // max(cg, 1), 1)
+    rm = max(1, min(cfg["MT"], REDUCE_SMEM // (4 * kg * cfg["BN"])))
+    ks = max(cfg["KC"], A_SMEM // (4 * cfg["MT"]) // cfg["KC"] * cfg["KC"])
+    return dict(CG=cg, KG=kg, KSTEP=cfg["KC"] // kg, RM=rm, KS=ks)
+
+
+def check_config(cfg: Mapping[str, int]) -> None:
+    """Raise ``ValueError`` naming the first constraint ``cfg`` violates."""
+    missing, unknown = set(KEYS) - set(cfg), set(cfg) - set(KEYS)
+    if missing or unknown:
+        raise ValueError(f"config keys must be {KEYS}; missing {sorted(missing)}, "
+                         f"unknown {sorted(unknown)}")
+    if not all(isinstance(cfg[k], int) and not isinstance(cfg[k], bool) for k in KEYS):
+        raise ValueError(f"config values must be ints, got {dict(cfg)}")
+    d = derived(cfg)
+    rules = [
+        (cfg["MT"] in (1, 2, 4, 8, 16), "MT must be 1, 2, 4, 8 or 16"),
+        (cfg["BN"] >= 4 and cfg["BN"] % 4 == 0, "BN must be a positive multiple of 4"),
+        (cfg["NT"] % tun.WARP_SIZE == 0 and 32 <= cfg["NT"] <= 1024,
+         "NT must be a multiple of 32 in [32, 1024]"),
+        (cfg["NT"] % d["CG"] == 0, "BN / 4 must divide NT (whole k-groups)"),
+        (cfg["KC"] >= d["KG"] and cfg["KC"] % d["KG"] == 0,
+         "KC must be a multiple of the k-group count NT / (BN / 4)"),
+        (d["KSTEP"] <= 16, "at most 16 loads per thread and chunk (KC / KG)"),
+        (cfg["MT"] % d["RM"] == 0, "the reduction's rows per pass must divide MT"),
+        (1 <= cfg["SPLITK"] <= 64, "SPLITK must be 1-64"),
+        (0 <= cfg["MINB"] <= 8 and cfg["MINB"] * cfg["NT"] <= 2048,
+         "MINB must be 0-8 and MINB * NT <= 2048"),
+    ]
+    for ok, msg in rules:
+        if not ok:
+            raise ValueError(f"invalid config {dict(cfg)}: {msg}")
+
+
+def _space() -> tuple[dict, ...]:
+    out = []
+    for mt in (1, 2, 4, 8, 16):
+        for bn, nt in ((128, 128), (128, 256), (256, 256), (64, 256)):
+            for kc in (32, 64):
+                for s in (4, 8, 16):
+                    cfg = dict(MT=mt, BN=bn, NT=nt, KC=kc, SPLITK=s, MINB=0)
+                    try:
+                        check_config(cfg)
+                    except ValueError:
+                        continue
+                    out.append(cfg)
+    return tuple(out)
+
+
+SPACE = _space()
+
+
+@functools.cache
+def _make_kernel(items: tuple, vec: bool, layout: str = "NN"):
+    cfg = dict(items)
+    MT, BN, NT, KC, SPLITK, MINB = (cfg[k] for k in KEYS)
+    d = derived(cfg)
+    CG, KG, KSTEP, RM = d["CG"], d["KG"], d["KSTEP"], d["RM"]
+    A4 = MT % 4 == 0  # A's chunk read four rows at a time (SMEM rows 16-byte aligned)
+    KS = d["KS"]
+    A_ELEMS = (KS * MT + NT - 1) // NT  # A super-chunk elements per thread
+    RED_ROWS = KG * RM  # SMEM rows of the final reduction: RM rows of C per k-group
+    ACC, BREG = 4 * MT, 4 * KSTEP  # accumulators and B registers per thread
+
+    @device_jit
+    def _load(j, breg, Bg, kc, kg, n, k_end, N):
+        # B[k, n:n+4] for this thread's j-th row of the chunk; zeros past k_end, columns clamped
+        b0, b1, b2, b3 = load_b4(Bg, kc + kg + j * KG, n, k_end, N, vec)
+        breg[4 * j] = b0
+        breg[4 * j + 1] = b1
+        breg[4 * j + 2] = b2
+        breg[4 * j + 3] = b3
+
+    @device_jit
+    def _fma_row(m, acc, a, b0, b1, b2, b3):
+        # row m of the thread's accumulators += A[m, k] * B[k, n:n+4]
+        acc[4 * m] += a * b0
+        acc[4 * m + 1] += a * b1
+        acc[4 * m + 2] += a * b2
+        acc[4 * m + 3] += a * b3
+
+    @device_jit
+    def _fma_rows4(i, acc, As, kk, b0, b1, b2, b3):
+        a0, a1, a2, a3 = load4(As, kk, 4 * i)  # A[4i .. 4i+3, k]: one 128-bit broadcast
+        _fma_row(4 * i, acc, a0, b0, b1, b2, b3)
+        _fma_row(4 * i + 1, acc, a1, b0, b1, b2, b3)
+        _fma_row(4 * i + 2, acc, a2, b0, b1, b2, b3)
+        _fma_row(4 * i + 3, acc, a3, b0, b1, b2, b3)
+
+    @device_jit
+    def _fma_row1(m, acc, As, kk, b0, b1, b2, b3):
+        _fma_row(m, acc, As[kk, m], b0, b1, b2, b3)
+
+    fma_rows = unroll(MT // 4, _fma_rows4) if A4 else unroll(MT, _fma_row1)
+
+    @device_jit
+    def _fma(j, acc, breg, As, kg, k0):
+        fma_rows(acc, As, k0 + kg + j * KG, breg[4 * j], breg[4 * j + 1], breg[4 * j + 2],
+                 breg[4 * j + 3])
+
+    load_chunk = unroll(KSTEP, _load)
+    fma_chunk = unroll(KSTEP, _fma)
+
+    @device_jit
+    def _put(r, acc, red, kg, cg, p):
+        m = p * RM + r
+        store4(red, kg * RM + r, 4 * cg, acc[4 * m], acc[4 * m + 1], acc[4 * m + 2],
+               acc[4 * m + 3])
+
+    put_rows = unroll(RM, _put)
+
+    @device_jit
+    def _pass(p, acc, red, Cg, tid, kg, cg, m0, n0, c_row0, M, N, alpha, beta):
+        cuda.syncthreads()  # the previous pass has read red (the first: the last chunk is done)
+        put_rows(acc, red, kg, cg, p)
+        cuda.syncthreads()  # every k-group's partial sums of rows p*RM .. are in red
+        for o in range(tid, RM * BN, NT):
+            r = o // BN
+            col = o - r * BN
+            s = red[r, col]
+            for g in range(1, KG):
+                s += red[g * RM + r, col]
+            row = m0 + p * RM + r
+            if row < M and n0 + col < N:
+                store_c(Cg, c_row0 + row, n0 + col, s, alpha, beta)
+
+    reduce_store = unroll(MT // RM, _pass)
+
+    @kernel_jit(launch_bounds=(NT, MINB) if MINB else None)
+    def sgemm_skinny(A, B, C, alpha, beta):
+        # A (batch, M, K), B (batch, K, N), C (batch, M, N): strided batches, grid z = batch
+        # (or, with SPLITK > 1, the K slice: its partial sums go to rows c_row0 + [0, M))
+        M, K, N = A.shape[1], A.shape[2], B.shape[2]
+        bz, k_begin, k_end, c_row0 = tun.block_work(M, K, KC, SPLITK)
+        tid = cuda.threadIdx.x
+        cg = tid % CG  # this thread's columns: n0 + 4*cg .. +3
+        kg = tid // CG  # and its rows of each chunk: kg, kg + KG, ...
+        m0 = cuda.blockIdx.y * MT
+        n0 = cuda.blockIdx.x * BN
+        n = n0 + 4 * cg
+        Bg = rows_view(B, bz)
+        As = cuda.shared.array((KS, MT), float32, alignment=SMEM_ALIGN)
+        red = cuda.shared.array((RED_ROWS, BN), float32, alignment=SMEM_ALIGN)
+        acc = cuda.local.array(ACC, float32)
+        breg = cuda.local.array(BREG, float32)
+        for i in range(ACC):
+            acc[i] = float32(0.0)
+
+        for ks in range(k_begin, k_end, KS):
+            cuda.syncthreads()  # everyone is done reading the previous super-chunk of A
+            # --- GMEM -> SMEM: As[k, m] = A[m0 + m, ks + k], zeros past M and k_end
+            for e in range(A_ELEMS):
+                i = tid + e * NT
+                if i < KS * MT:
+                    m = i // KS
+                    k = i - m * KS
+                    ok = m0 + m < M and ks + k < k_end
+                    As[k, m] = A[bz, m0 + m, ks + k] if ok else float32(0.0)
+            cuda.syncthreads()  # the super-chunk of A is in SMEM
+            for kc in range(ks, min(ks + KS, k_end), KC):
+                # --- GMEM -> registers: this thread's rows of the B chunk, all in flight
+                load_chunk(breg, Bg, kc, kg, n, k_end, N)
+                # --- SMEM (A, broadcast) x registers (B) -> accumulators
+                fma_chunk(acc, breg, As, kg, kc - ks)
+
+        # --- epilogue: sum the k-groups' partials through SMEM, RM rows at a time; write C
+        Cg = rows_view(C, bz)
+        reduce_store(acc, red, Cg, tid, kg, cg, m0, n0, c_row0, M, N, alpha, beta)
+
+    return sgemm_skinny
+
+
+def launch_config_for(cfg: Mapping[str, int]):
+    def launch_config(M, N, K):
+        return (cdiv(N, cfg["BN"]), cdiv(M, cfg["MT"]), cfg["SPLITK"]), (cfg["NT"],)
+
+    return launch_config
+
+
+def supports(M: int, N: int, K: int) -> bool:
+    """Any ``N, K >= 1`` and ``1 <= M <= MAX_M``."""
+    return 1 <= M <= MAX_M and N >= 1 and K >= 1
+
+
+LAYOUTS = ("NN", "TN")  # A in either layout (read element-wise); B row-major
+
+
+def make_stage(config: Mapping[str, int]) -> Stage:
+    """The skinny stage for one configuration (validated by :func:`check_config`)."""
+    cfg = dict(config)
+    check_config(cfg)
+    items = tuple(sorted(cfg.items()))
+    return Stage(
+        name="skinny",
+        label="15: skinny M (split-K, B read once)",
+        kernel=_make_kernel(items, True, "NN"),
+        scalar_kernel=_make_kernel(items, False, "NN"),
+        launch_config=launch_config_for(cfg),
+        supports=supports,
+        args="SSSff",
+        layouts=LAYOUTS,
+        layout_kernel=functools.partial(_make_kernel, items),
+        config=cfg,
+        factory=make_stage,
+        space=SPACE,
+        check_config=check_config,
+        split_k=cfg["SPLITK"],
+        tile=(cfg["MT"], cfg["BN"]),
+        general=False,  # chosen by its tuned price only: it serves one regime of shapes
+    )
+
+
+STAGE = make_stage(DEFAULT_CONFIG)
