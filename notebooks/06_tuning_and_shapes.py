@@ -71,17 +71,24 @@ h.plot_space({n: (s.space, copies[n]) for n, s in stages.items()},
 # %% [markdown]
 # ## What the tuner picked on the H200
 #
-# `python -m numba_gemm.tune` times candidates per **shape class** (small, medium, large: by the
-# number of elements of C; batched: batches of small matrices) and keeps the winner and a few
-# alternatives of other block-tile shapes. The classes, from `numba_gemm.tuning.CLASSES`
-# (`tuning.shape_class` puts a batch of small matrices in `batched`, and any other product in the
-# first of the others whose bound it meets, a batch counting as `batch * M` rows):
+# `python -m numba_gemm.tune` times candidates per **shape class** and keeps the winner and a
+# few alternatives of other block-tile shapes. The *regime* classes hold single products that a
+# class by size misprices (few rows: skinny, narrow; deep K); the *area* classes (small, medium,
+# large) split the rest by the number of elements of C; batched holds batches of small matrices.
+# The classes, from `numba_gemm.tuning.CLASSES` (`tuning.shape_class` puts a batch of small
+# matrices in `batched`, and any other product in the first of the others that holds it, a batch
+# counting as `batch * M` rows):
 
 # %%
 for cls in tuning.CLASSES:
     bound = f"{cls.limit:,} ({round(cls.limit ** 0.5)}^2)" if cls.limit else ""
     if cls.batch > 1:
         who = f"batches (> 1) of matrices with M*N <= {bound}"
+    elif cls.regime:
+        who = "products with " + ", ".join(
+            ([f"M <= {cls.max_m}"] if cls.max_m else [])
+            + ([f"K >= {cls.min_depth} max(M, N)"] if cls.min_depth else [])
+            + ([f"M*N <= {bound}"] if cls.limit else []))
     elif cls.limit is None:
         who = "any other product"
     else:

@@ -821,8 +821,11 @@ def describe(cfg) -> str:
     if not c:
         return "-"
     out = f"{c.pop('stage')} " if "stage" in c else ""
-    out += (f"{c['BM']}x{c['BN']}x{c['BK']}, warp {c['WM']}x{c['WN']}, thread {c['TM']}x"
-            f"{c['TN']}, WNITER {c['WNITER']}")
+    if "MT" in c:  # the skinny stage: rows x columns of C per block, threads, K chunk
+        out += f"{c['MT']}x{c['BN']} rows x columns, {c['NT']} threads, KC {c['KC']}"
+    else:
+        out += (f"{c['BM']}x{c['BN']}x{c['BK']}, warp {c['WM']}x{c['WN']}, thread {c['TM']}x"
+                f"{c['TN']}, WNITER {c['WNITER']}")
     return out + "".join(f", {k} {c[k]}" for k in ("NBUF", "MINB", "SPLITK") if k in c)
 
 

@@ -54,7 +54,7 @@ class ShapeClass(NamedTuple):
         """Whether this class holds ``batch`` products ``(M, K) @ (K, N)``."""
         if self.batch > 1:
             return batch > 1 and M * N <= self.limit
-        if self.max_m is not None or self.min_depth is not None:
+        if self.regime:
             return (batch == 1 and (self.max_m is None or M <= self.max_m)
                     and (self.min_depth is None or K >= self.min_depth * max(M, N))
                     and (self.limit is None or M * N <= self.limit))
@@ -62,6 +62,7 @@ class ShapeClass(NamedTuple):
 
     @property
     def regime(self) -> bool:
+        """Whether this is a regime class (few rows or deep K), not an area class."""
         return self.max_m is not None or self.min_depth is not None
 
 

@@ -33,11 +33,11 @@ from collections.abc import Mapping
 
 from numba import cuda, float32
 
-from ..launch import cdiv
+from ..launch import tile_grid
 from ..registry import Stage
 from ..vecmem import SMEM_ALIGN, load4, rows_view, store4
 from . import _tunable as tun
-from ._common import device_jit, kernel_jit, load_b4, store_c, unroll
+from ._common import device_jit, kernel_jit, load_b4, store_c4, unroll
 
 #: MT rows of C per block; BN columns (BN / 4 threads per row of the B tile); NT threads; KC rows
 #: of B per chunk (KC / KG per thread); SPLITK slices of K over the grid; MINB blocks per SM asked
@@ -171,18 +171,22 @@ def _make_kernel(items: tuple, vec: bool, layout: str = "NN"):
 
     @device_jit
     def _pass(p, acc, red, Cg, tid, kg, cg, m0, n0, c_row0, M, N, alpha, beta):
+        # C[m0 + p*RM + r, n0 + c] = alpha * sum over k-groups + beta * C (128-bit when aligned)
         cuda.syncthreads()  # the previous pass has read red (the first: the last chunk is done)
         put_rows(acc, red, kg, cg, p)
         cuda.syncthreads()  # every k-group's partial sums of rows p*RM .. are in red
-        for o in range(tid, RM * BN, NT):
-            r = o // BN
-            col = o - r * BN
-            s = red[r, col]
+        for o in range(tid, RM * CG, NT):  # four consecutive columns per thread and step
+            r = o // CG
+            col = 4 * (o - r * CG)
+            s0, s1, s2, s3 = load4(red, r, col)
             for g in range(1, KG):
-                s += red[g * RM + r, col]
-            row = m0 + p * RM + r
-            if row < M and n0 + col < N:
-                store_c(Cg, c_row0 + row, n0 + col, s, alpha, beta)
+                x0, x1, x2, x3 = load4(red, g * RM + r, col)
+                s0 += x0
+                s1 += x1
+                s2 += x2
+                s3 += x3
+            store_c4(Cg, c_row0 + m0 + p * RM + r, n0 + col, s0, s1, s2, s3, alpha, beta,
+                     c_row0 + M, N, vec)
 
     reduce_store = unroll(MT // RM, _pass)
 
@@ -232,7 +236,7 @@ def _make_kernel(items: tuple, vec: bool, layout: str = "NN"):
 
 def launch_config_for(cfg: Mapping[str, int]):
     def launch_config(M, N, K):
-        return (cdiv(N, cfg["BN"]), cdiv(M, cfg["MT"]), cfg["SPLITK"]), (cfg["NT"],)
+        return (*tile_grid(M, N, cfg["MT"], cfg["BN"]), cfg["SPLITK"]), (cfg["NT"],)
 
     return launch_config
 
