@@ -53,7 +53,7 @@ def child(size: int) -> dict:
     from numba_gemm import cache
 
     p = numba_gemm.explain(d_a, d_b, out=d_c)
-    main = p.kernels()[0]
+    main = p.kernels()
     return dict(size=size, import_s=t1 - t0, operands_s=t3 - t2, first_call_s=t4 - t3,
                 second_call_s=t5 - t4, from_cache=getattr(getattr(main, "compiled", None),
                                                            "from_cache", None),

@@ -68,7 +68,7 @@ def main() -> None:
     from numba_gemm import _driver
     from numba_gemm.launch import array_fields
 
-    k = p.kernels()[0]
+    k = p.kernels()
     lay = k._layout
     buf, params = lay.buffers()
     cu = _driver.lib()

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import math
 import os
 import sys
 import time
@@ -33,6 +34,28 @@ def _write(path: Path, rows: list[dict]) -> None:
         w = csv.DictWriter(f, fieldnames=keys)
         w.writeheader()
         w.writerows(rows)
+
+
+def summary(rows: list[dict]) -> str:
+    """One line per shape (kernel and end-to-end % of cuBLAS, time, GB/s, the pick), then the
+    geometric mean and minimum of the end-to-end ratio: ``summary.txt``."""
+    lines, ratios = [], []
+    for r in rows:
+        pick = str(r.get("auto", "")).split(" ")[0]
+        split = str(r.get("auto", "")).rpartition("split_k=")[2] or "?"
+        if not r.get("pct_cublas_e2e"):
+            lines.append(f"{r['group']:10s} {r['M']:>5}x{r['N']:>5}x{r['K']:>5} "
+                         f"{r.get('auto_note', 'no time')}")
+            continue
+        ratios.append(float(r["pct_cublas_e2e"]) / 100)
+        kern, e2e = float(r["pct_cublas_kernel"]), float(r["pct_cublas_e2e"])
+        us, gbps = 1e3 * float(r["auto_kernel_ms"]), float(r["gbps_kernel"])
+        lines.append(f"{r['group']:10s} {r['M']:>5}x{r['N']:>5}x{r['K']:>5} kernel {kern:6.1f}% "
+                     f"e2e {e2e:6.1f}% {us:9.1f} us {gbps:8.0f} GB/s  {pick} S={split}")
+    if ratios:
+        geo = math.exp(sum(math.log(x) for x in ratios) / len(ratios))
+        lines.append(f"geomean e2e {geo:.3f} min {min(ratios):.3f} over {len(ratios)} shapes")
+    return "\n".join(lines) + "\n"
 
 
 def candidates(M: int, N: int, K: int) -> list[tuple[str, dict]]:
@@ -73,7 +96,6 @@ def precompile(shapes: list[tuple[int, int, int]], jobs: int, sweep: bool) -> No
             for variant in ("vector", "scalar"):
                 job = pc.Job(name, tuple(sorted(cfg.items())), variant, cc)
                 todo[str(job)] = job
-    todo["reduce"] = pc.Job("splitk_reduce", (), "", cc)
     t = time.monotonic()
     res = pc.run(list(todo.values()), jobs)
     bad = [(str(j), err) for j, status, _, err in res if status == "failed"]
@@ -86,6 +108,8 @@ def main(argv=None) -> int:
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--summarize", type=Path, default=None, metavar="RACE_CSV",
+                   help="only write OUT/summary.txt from a race.csv (no GPU)")
     p.add_argument("--groups", nargs="*", default=None, choices=list(SUITE))
     p.add_argument("--shapes", default=None, help="MxNxK,... instead of the suite")
     p.add_argument("--reps", type=int, default=20)
@@ -97,6 +121,10 @@ def main(argv=None) -> int:
                    help="time budget per candidate and shape; slower candidates get fewer reps")
     args = p.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
+    if args.summarize:
+        with open(args.summarize, newline="") as f:
+            (args.out / "summary.txt").write_text(summary(list(csv.DictReader(f))))
+        return 0
     shapes = ([("given", s) for s in parse_sizes(args.shapes)] if args.shapes
               else suite_shapes(args.groups))
 
@@ -189,6 +217,7 @@ def main(argv=None) -> int:
     for group, (M, N, K) in shapes:
         run_shape(group, M, N, K)
         _write(args.out / "race.csv", race)
+        (args.out / "summary.txt").write_text(summary(race))
     return 0
 
 

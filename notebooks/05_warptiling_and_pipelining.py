@@ -72,7 +72,7 @@ h.draw_warp_tiles(cfg, d)
 # - `MINB`: the minimum number of blocks per SM promised to the compiler (`launch_bounds`; 0: no
 #   promise). It caps the registers a thread may use, so that that many blocks fit;
 # - `SPLITK`: how many slices K is cut into, each computed by its own block, the partial products
-#   then summed by a second kernel (1: no split);
+#   then summed by the last of them to finish (1: no split; notebook 06);
 # - `NBUF` (stage 10 only): how many SMEM buffers its `cp.async` ring has.
 
 # %% [markdown]

@@ -180,13 +180,16 @@ print("\nwhy, at 4097:", numba_gemm.plan_for(4097, 4097, 4097, device=gpu).reaso
 # When C has fewer tiles than the GPU has slots, the whole grid is one partly filled wave: the
 # slots without a tile (whole SMs, when there are fewer tiles than SMs) idle for the whole
 # kernel. Split-K cuts K into `SPLITK` slices and gives each (tile, slice) pair its own block
-# (grid `z`); each block writes its partial product to a workspace,
-# and a second kernel sums the slices into C in a fixed order (deterministic, no atomics). It pays
-# the extra traffic of the partial products and a second launch, which is worth it only when the
-# parallelism gained is large. The reduction kernel:
+# (grid `z`); each block writes its partial product to a workspace and counts itself in at the
+# tile's counter (a fence, then an atomic add). The block that arrives last sums the tile's
+# slices in slice order and writes C: the same rounding whichever block is last (deterministic),
+# and no second kernel, so no second launch on the host. Past 16 slices the sum has two levels
+# (groups of about sqrt(SPLITK) slices first), so that no single block reads 64 partial tiles. It
+# pays the extra traffic of the partial products and a tail on the last blocks, which is worth it
+# only when the parallelism gained is large. The device function every split-K block ends with:
 
 # %%
-h.show_source(_splitk.reduce_splits)
+h.show_source(_splitk.make_fixup)
 
 # %% [markdown]
 # The small-class winner of `multistage` uses it; here is its grid at 1024-cubed with and without

@@ -621,7 +621,7 @@ def _order_after_producers(strm: int, p: Plan, *ops: Operand) -> None:
         if s is not None and s != strm and not (s in SHARED_STREAMS and strm in SHARED_STREAMS):
             from . import _driver
 
-            _driver.wait_for(s, strm, p.kernels()[0].ctx)
+            _driver.wait_for(s, strm, p.kernels().ctx)
 
 
 def _scale(C: Operand, g: Geometry | None, beta: float, strm: Any, p: Plan) -> None:

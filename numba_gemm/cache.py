@@ -299,7 +299,7 @@ def kernel_key(
 
     Args:
         dispatcher: the ``@cuda.jit`` kernel (anything with ``py_func`` and ``targetoptions``).
-        name: stage name (``"multistage"``) or another kernel's name (``"splitk_reduce"``).
+        name: stage name (``"multistage"``) or another kernel's name (``"scale_c"``).
         config: the stage's tile configuration (``stage.config``); None and ``{}`` are the same.
         variant: ``"vector"`` (``stage.kernel``), ``"scalar"`` (``stage.scalar_kernel``) or ``""``.
         signature: the Numba signature string the kernel is compiled for.

@@ -91,14 +91,15 @@ SHARED_STREAMS = (0, 1, 2)  # legacy, legacy, per-thread default: ordered with o
 #: ``"HHAff"``).
 STAGE_ARGS = "AAAff"
 _NUMBA_SIG = {"A": "float32[:, ::1]", "H": "float16[:, ::1]", "S": "float32[:, :, :]",
-              "f": "float32"}
-_WORDS = {"A": 9, "H": 9, "S": 11}  # 64-bit ABI fields of a 2-D / 3-D array argument
-_ITEMSIZE = {"A": 4, "H": 2, "S": 4}  # bytes per element of each array spec
+              "I": "int32[::1]", "f": "float32"}
+_WORDS = {"A": 9, "H": 9, "S": 11, "I": 7}  # 64-bit ABI fields of a 2-D / 3-D / 1-D array
+_ITEMSIZE = {"A": 4, "H": 2, "S": 4, "I": 4}  # bytes per element of each array spec
 
 
 def numba_signature(spec: str) -> str:
     """The Numba signature string of an argument spec (``A``: 2-D C-contiguous float32 array,
-    ``H``: the same in float16, ``S``: 3-D float32 array of any strides, ``f``: float32), e.g.
+    ``H``: the same in float16, ``S``: 3-D float32 array of any strides, ``I``: 1-D contiguous
+    int32 array, ``f``: float32), e.g.
     ``"AAAff"`` ->
     ``"void(float32[:, ::1], ..., float32, float32)"``."""
     return "void(" + ", ".join(_NUMBA_SIG[c] for c in spec) + ")"
@@ -144,11 +145,15 @@ def array_fields(arrays: Sequence[Any], itemsizes: Sequence[int] | None = None) 
     """The kernel parameters of arrays, in Numba's order: meminfo, parent, nitems, itemsize,
     data, shape[n], strides[n] (bytes); meminfo and parent are null for device arrays. A 2-D
     array (``ptr`` and ``shape``) is C-contiguous (spec ``A``, or ``H`` for float16); a 3-D one
-    (``ptr``, ``shape``, ``strides`` in bytes) is strided float32 (spec ``S``). ``itemsizes``:
-    bytes per element of each array (default: 4, float32)."""
+    (``ptr``, ``shape``, ``strides`` in bytes) is strided float32 (spec ``S``); a 1-D one is
+    contiguous (spec ``I``). ``itemsizes``: bytes per element of each array (default: 4)."""
     values: list[int] = []
     for i, a in enumerate(arrays):
-        if len(a.shape) == 2:
+        if len(a.shape) == 1:
+            n = a.shape[0]
+            size = 4 if itemsizes is None else itemsizes[i]
+            values += (0, 0, n, size, a.ptr, n, size)
+        elif len(a.shape) == 2:
             rows, cols = a.shape
             size = 4 if itemsizes is None else itemsizes[i]
             values += (0, 0, rows * cols, size, a.ptr, rows, cols, cols * size, size)
@@ -215,16 +220,19 @@ class Kernel:
         return f"Kernel({self.name}, device={self.device.id}, smem={self.smem})"
 
 
-def gemm_launcher(kernel: Kernel, spec: str, arrays: Sequence[Any], grid: tuple, block: tuple
-                  ) -> Any:
+def gemm_launcher(kernel: Kernel, spec: str, arrays: Sequence[Any], grid: tuple, block: tuple,
+                  split: Any = None) -> Any:
     """``launch(A, B, C, alpha, beta, stream)`` for one stage kernel at one geometry: the hot path.
 
     ``arrays``: the plan's argument arrays for this geometry (``shape``, and ``strides`` for
-    spec ``S``; their pointers are ignored). Everything but the three data pointers, the two
-    scalars and the stream is fixed by the plan,
-    so it is bound here once: per call, three pointers and two scalars are written into this
-    thread's parameter buffer (the rest was packed on the thread's first call) and one foreign
-    call is made (``_driver.raw_launch``). ``stream`` is a handle (int).
+    spec ``S``; their pointers are ignored): A, B, C, and for the split-K-capable kernels (spec
+    ``SSSSIff``) the workspace W and the tile counters L. Everything but the data pointers, the
+    two scalars and the stream is fixed by the plan, so it is bound here once: per call, the
+    pointers and two scalars are written into this thread's parameter buffer (the rest was
+    packed on the thread's first call) and one foreign call is made (``_driver.raw_launch``).
+    ``stream`` is a handle (int). ``split(stream) -> (W, L)`` gives a split-K plan's buffers of
+    that stream (objects with ``ptr``); without it W and L stay null (a kernel with SPLITK == 1
+    never touches them).
 
     Context: the function must be launched in its device's context. With one visible GPU the
     only context in play is that GPU's primary context, so it is made current once per host
@@ -243,9 +251,12 @@ def gemm_launcher(kernel: Kernel, spec: str, arrays: Sequence[Any], grid: tuple,
     smem = kernel.smem
     tls = threading.local()
     streams: dict = {0: None}
-    # word indices of the three data pointers among the 64-bit array fields (A, B, C: the
-    # pointer fifth of each), and the byte offset of alpha, beta after them
-    PA, PB, PC = lay.pointers
+    # word indices of the data pointers among the 64-bit array fields (each array's fifth), and
+    # the byte offset of alpha, beta after them
+    PA, PB, PC = lay.pointers[:3]
+    PW, PL = lay.pointers[3:5] if len(lay.pointers) == 5 else (0, 0)
+    if split is not None and not PW:
+        raise ValueError(f"split-K launch of {kernel.name}: spec {spec!r} has no workspace")
     SCALARS = lay.words * 8
     fixed = [SimpleNamespace(ptr=0, shape=a.shape, strides=getattr(a, "strides", None))
              for a in arrays]
@@ -273,6 +284,10 @@ def gemm_launcher(kernel: Kernel, spec: str, arrays: Sequence[Any], grid: tuple,
         words[PA] = A.ptr
         words[PB] = B.ptr
         words[PC] = C.ptr
+        if split is not None:
+            W, L = split(stream)
+            words[PW] = W.ptr
+            words[PL] = L.ptr
         floats[0] = alpha
         floats[1] = beta
         s = streams.get(stream, False)
@@ -336,12 +351,12 @@ class _HostView:
 
 def strided_array(a: Any) -> Any:
     """An array object over ``a.ptr`` with ``a``'s ``shape``, byte ``strides`` (None:
-    C-contiguous; a batch stride of 0 repeats one matrix) and dtype (float32 or float16; float32
-    when ``a`` has none), for the Numba dispatcher: a view of the memory of the operand's object
-    ``a.obj`` on the simulator, a CUDA Array Interface view on a GPU."""
+    C-contiguous; a batch stride of 0 repeats one matrix) and dtype (float32, float16 or int32;
+    float32 when ``a`` has none), for the Numba dispatcher: a view of the memory of the operand's
+    object ``a.obj`` on the simulator, a CUDA Array Interface view on a GPU."""
     shape = tuple(a.shape)
     dtype = getattr(a, "dtype", None)
-    dtype = dtype if dtype == np.float16 else np.dtype(np.float32)
+    dtype = dtype if dtype in (np.float16, np.int32) else np.dtype(np.float32)
     strides = getattr(a, "strides", None)
     if strides is None or len(strides) != len(shape):
         strides = tuple(dtype.itemsize * int(np.prod(shape[i + 1:], dtype=np.int64))

@@ -29,6 +29,7 @@ from . import tuning
 from .devarray import F32, Operand, operand
 from .device import DeviceInfo, cdiv
 from .kernels import STAGES, _splitk, get_stage
+from .kernels._tunable import SPLIT_ARGS
 from .launch import Kernel, gemm_launcher, load_kernel, stream_handle
 from .registry import Stage, variant_key
 
@@ -104,19 +105,40 @@ def serves(st: Stage, g: Geometry) -> str | None:
     return None
 
 
-#: Split-K's reduction pass, priced by the model: a second kernel launch (~4 us of host time:
-#: cuLaunchKernel measured 3.9 us on the H200 host, bench/results/nvidia-h200/2026-11-22-call-path;
-#: and a kernel boundary on the GPU, ~2 us assumed) plus the partial products' extra traffic,
-#: written once and read once (2 * SPLITK * M * N floats) at an assumed effective 2.5 TB/s.
-REDUCE_FIXED_MS = 0.006
+#: Split-K's reduction, priced by the model. The last slice of each tile sums the partials in the
+#: same kernel (``kernels._splitk``): a tail after the main loop of ``REDUCE_LEVEL_MS`` per level
+#: of the sum (a fence, an atomic and a barrier) plus ``REDUCE_ROUND_MS`` per round of loads and
+#: item of a thread (each thread loads up to ``FIXUP_DEPTH`` partials of four columns at once and
+#: waits one L2 latency), and the partial products' extra traffic, written once and read once
+#: (2 * SPLITK * M * N floats) at an assumed effective 2.5 TB/s. Fitted on an H200: one-level
+#: sums of 64 partials of a 128 x 256 tile (256 threads, 32 items each, 8 rounds at depth 8)
+#: took ~65 us more than two-level ones (2 rounds): 0.35 us per round and item. (The two-kernel
+#: form this replaced cost a second launch: cuLaunchKernel measured 3.9 us on the H200 host,
+#: bench/results/nvidia-h200/2026-11-22-call-path.)
+REDUCE_LEVEL_MS = 0.0015
+REDUCE_ROUND_MS = 0.00035
 REDUCE_BYTES_PER_MS = 2.5e9
 
 
-def reduce_ms(splits: int, M: int, N: int) -> float:
-    """Predicted cost (ms) of split-K's partial-product traffic and reduction kernel."""
+def block_threads(cfg: Mapping[str, int]) -> int:
+    """Threads per block of a tuned FP32 configuration: ``NT`` (skinny), else one warp per
+    ``WM x WN`` warp tile of the ``BM x BN`` block tile."""
+    if "NT" in cfg:
+        return int(cfg["NT"])
+    return (cfg["BM"] // cfg["WM"]) * (cfg["BN"] // cfg["WN"]) * 32
+
+
+def reduce_ms(splits: int, M: int, N: int, cfg: Mapping[str, int]) -> float:
+    """Predicted cost (ms) of split-K with ``splits`` slices for configuration ``cfg`` at
+    ``M x N``: the partial products' traffic and the last blocks' sums."""
     if splits <= 1:
         return 0.0
-    return REDUCE_FIXED_MS + 2 * splits * M * N * 4 / REDUCE_BYTES_PER_MS
+    gs, g = _splitk.groups(splits)
+    bm, bn, _ = tuning.tile_of(cfg)
+    items = cdiv(bm * bn // 4, block_threads(cfg))
+    rounds = cdiv(gs, _splitk.FIXUP_DEPTH) + (cdiv(g, _splitk.FIXUP_DEPTH) if g > 1 else 0)
+    return ((1 if g == 1 else 2) * REDUCE_LEVEL_MS + rounds * items * REDUCE_ROUND_MS
+            + 2 * splits * M * N * 4 / REDUCE_BYTES_PER_MS)
 
 
 def estimate_ms(
@@ -159,9 +181,9 @@ def estimate_ms(
         waves = cdiv(cdiv(m, bm) * cdiv(n, bn) * s * b, slots)
         return waves * cdiv(cdiv(k, s), bk)
 
-    main = max(float(ms) - reduce_ms(s, Mr, Nr), 0.1 * float(ms))
+    main = max(float(ms) - reduce_ms(s, Mr, Nr, cfg), 0.1 * float(ms))
     return (main * work(M, N, K, batch, s_new) / work(Mr, Nr, Kr, Br, s)
-            + reduce_ms(s_new, M, N))
+            + reduce_ms(s_new, M, N, cfg))
 
 
 #: K slices the launch layer may give any tuned candidate of one product (split-K): tried only
@@ -286,7 +308,8 @@ class Plan:
         geometry: the :class:`Geometry` (batch, layout, pitches, batch strides).
         stage: the configured :class:`~numba_gemm.registry.Stage`.
         variant: ``"vector"`` (128-bit GMEM accesses) or ``"scalar"`` (rows not 16-byte aligned).
-        split_k: K slices (>1: partial products into a workspace, then a reduction kernel).
+        split_k: K slices (>1: partial products into a workspace, summed by the last slice of
+            each tile in the same kernel).
         device: the GPU (``numba_gemm.device.DeviceInfo``).
         grid, block: 3-D launch geometry of the main kernel; ``smem``: its dynamic SMEM, bytes.
         predicted_ms: the cost model's time, or None when no tuning data priced it.
@@ -306,15 +329,16 @@ class Plan:
         self.smem = stage.smem_for(g.layout)
         self.split_k = stage.split_k
         self.strided = stage.batched  # kernel arguments: strided batches (spec S), else 2-D
-        self.reduce_grid = (cdiv(N, _splitk.REDUCE_BLOCK[0]), cdiv(M, _splitk.REDUCE_BLOCK[1]), 1)
+        #: the kernel takes split-K's workspace and tile counters after C (spec SSSSIff)
+        self.split_args = stage.args == SPLIT_ARGS
+        #: tiles of the grid's x-y plane: split-K's counters
+        self.tiles = self.grid[0] * self.grid[1]
         check_grid(self.grid, f"{stage.name} at {g.batch}x{M}x{N}x{K}")
-        if self.split_k > 1:
-            check_grid(self.reduce_grid, f"split-K's reduction at {M}x{N}")
         self._kernels: tuple | None = None
         self._lock = threading.Lock()
 
-    def kernels(self) -> tuple:
-        """``(main kernel, reduction kernel or None)``, compiled and loaded on the first call."""
+    def kernels(self) -> Any:
+        """The main kernel, compiled and loaded on the first call."""
         k = self._kernels
         if k is None:
             with self._lock:
@@ -324,18 +348,31 @@ class Plan:
                                        config=dict(st.config),
                                        variant=variant_key(self.variant, layout), spec=st.args,
                                        smem=self.smem, device=self.device)
-                    red = reduce_kernel(self.device) if self.split_k > 1 else None
-                    if red is None and isinstance(main, Kernel):
+                    if isinstance(main, Kernel):
                         # from now on ``plan.run`` is the bound fast launcher (instance
                         # attribute over the method): pointers, scalars, stream, one call
-                        shapes = (self.geometry.arrays(_NOWHERE, _NOWHERE, _NOWHERE)
+                        M, N, K = self.M, self.N, self.K
+                        shapes = (list(self.geometry.arrays(_NOWHERE, _NOWHERE, _NOWHERE))
                                   if self.strided else
                                   [Operand(None, 0, s, None, F32, 0) for s in
-                                   ((self.M, self.K), (self.K, self.N), (self.M, self.N))])
-                        self.run = gemm_launcher(main, st.args, shapes, self.grid, self.block)
-                    self._kernels = (main, red)
+                                   ((M, K), (K, N), (M, N))])
+                        if self.split_args:
+                            W, L = self._buffers(0)
+                            shapes += [W, L]
+                        self.run = gemm_launcher(main, st.args, shapes, self.grid, self.block,
+                                                 self._buffers if self.split_k > 1 else None)
+                    self._kernels = main
                 k = self._kernels
         return k
+
+    def _buffers(self, stream: Any) -> tuple[Operand, Operand]:
+        """Split-K's workspace (3-D ``(1, SPLITK*M, N)``) and tile counters on ``stream``; without
+        split-K, the smallest such pair (the kernel does not touch them)."""
+        s, M, N = self.split_k, self.M, self.N
+        if s == 1:
+            M = N = 1
+        counters = self.tiles * _splitk.counters_per_tile(s) if s > 1 else 1
+        return split_buffers(s * M, N, counters, stream, self.device.id)
 
     def _args(self, A: Any, B: Any, C: Any) -> tuple:
         """The main kernel's array arguments for operands ``A``, ``B``, ``C``."""
@@ -345,21 +382,16 @@ class Plan:
             stream: Any) -> None:
         """Enqueue the product on ``stream`` (a handle on a GPU; a Numba stream or 0 on the
         simulator) for operands laid out as ``geometry`` says (their data pointers are what
-        counts). No validation: ``sgemm`` does it. After the first call, on a GPU, a
-        single-kernel plan replaces this method by its bound launcher (``gemm_launcher``)."""
-        main, red = self._kernels or self.kernels()
-        if red is None:
-            if "run" in self.__dict__:
-                self.run(A, B, C, alpha, beta, stream)
-            else:
-                main.launch(self.grid, self.block, stream, self._args(A, B, C), (alpha, beta))
+        counts). No validation: ``sgemm`` does it. After the first call, on a GPU, this method
+        is replaced by the plan's bound launcher (``gemm_launcher``)."""
+        main = self._kernels or self.kernels()
+        if "run" in self.__dict__:
+            self.run(A, B, C, alpha, beta, stream)
             return
-        M, N = self.M, self.N
-        W = workspace_operand(self.split_k * M, N, stream, self.device.id)
-        a3, b3, c3 = self.geometry.arrays(A, B, C)
-        w3 = Operand(W.obj, W.ptr, (1, self.split_k * M, N), (0, 4 * N, 4), F32, 0)
-        main.launch(self.grid, self.block, stream, (a3, b3, w3), (1.0, 0.0))
-        red.launch(self.reduce_grid, (*_splitk.REDUCE_BLOCK, 1), stream, (W, c3), (alpha, beta))
+        args = self._args(A, B, C)
+        if self.split_args:
+            args = (*args, *self._buffers(stream))
+        main.launch(self.grid, self.block, stream, args, (alpha, beta))
 
     def launch(self, a: Any, b: Any, c: Any, alpha: float = 1.0, beta: float = 0.0,
                stream: Any = 0) -> None:
@@ -497,16 +529,6 @@ def plan_for(M: int, N: int, K: int, *, stage: str | Stage | None = None, aligne
 _aux: dict = {}
 
 
-def reduce_kernel(dev: DeviceInfo) -> Any:
-    """Split-K's reduction kernel loaded on ``dev`` (once per device)."""
-    key = ("reduce", dev.id)
-    k = _aux.get(key)
-    if k is None:
-        k = _aux[key] = load_kernel(_splitk.reduce_splits, name="splitk_reduce", spec="ASff",
-                                    device=dev)
-    return k
-
-
 def scale_kernel(dev: DeviceInfo) -> Any:
     """The ``C = beta * C`` kernel (products with K == 0) loaded on ``dev`` (once per device)."""
     key = ("scale", dev.id)
@@ -518,10 +540,20 @@ def scale_kernel(dev: DeviceInfo) -> Any:
     return k
 
 
-def workspace_operand(rows: int, cols: int, stream: Any, device_id: int) -> Operand:
-    """The split-K workspace of this stream as an :class:`Operand` (memoized with the view, and
-    dropped with it when the buffer grows)."""
-    return _splitk.workspace(rows, cols, stream, device_id, wrap=operand)
+def split_buffers(rows: int, cols: int, tiles: int, stream: Any, device_id: int
+                  ) -> tuple[Operand, Operand]:
+    """Split-K's workspace, as a 3-D ``(1, rows, cols)`` :class:`Operand`, and tile counters of
+    this stream (``kernels._splitk.buffers``; memoized with the views, dropped with them when a
+    buffer grows)."""
+    return _splitk.buffers(rows, cols, tiles, stream, device_id, wrap=_split_operand)
+
+
+def _split_operand(x: Any) -> Operand:
+    o = operand(x)
+    if len(o.shape) == 2:  # the workspace: one strided matrix, as the kernels' spec S takes it
+        rows, cols = o.shape
+        return Operand(o.obj, o.ptr, (1, rows, cols), (0, 4 * cols, 4), F32, o.device)
+    return o
 
 
 __all__ = ["Geometry", "Plan", "plan_for", "estimate_ms", "check_grid", "serves"]

@@ -32,15 +32,14 @@ from dataclasses import dataclass
 #: Kernels beside the stage kernels, by the name the plan loads them under: (module, attribute,
 #: argument spec of ``numba_gemm.launch.numba_signature``), as ``numba_gemm.plan`` loads them.
 AUX_KERNELS = {
-    "splitk_reduce": ("numba_gemm.kernels._splitk", "reduce_splits", "ASff"),
     "scale_c": ("numba_gemm.kernels._scale", "scale_c", "Sf"),
 }
 
 
 @dataclass(frozen=True)
 class Job:
-    """One kernel to compile: a stage (or ``splitk_reduce``), its configuration as sorted
-    ``(name, value)`` pairs, the variant and the target compute capability."""
+    """One kernel to compile: a stage (or an auxiliary kernel, ``scale_c``), its configuration as
+    sorted ``(name, value)`` pairs, the variant and the target compute capability."""
 
     name: str
     config: tuple[tuple[str, int], ...]
@@ -131,8 +130,6 @@ def plan(
                               tuple(cc))
                     if job not in jobs:
                         jobs.append(job)
-    if any(dict(j.config).get("SPLITK", 1) > 1 for j in jobs):
-        jobs.append(Job("splitk_reduce", (), "", tuple(cc)))
     if stages is None:
         jobs.append(Job("scale_c", (), "", tuple(cc)))
     return jobs

@@ -64,8 +64,9 @@ class Stage:
         dynamic_smem: bytes of dynamic SMEM per block the kernel needs (0: static only). Above
             48 KB the launcher opts the kernel in.
         split_k: K slices (``launch_config``'s grid z). With more than one, the kernel writes
-            per-slice partial products into a workspace and ``_splitk.reduce_splits`` sums them
-            into C (the plan launches both).
+            per-slice partial products into a workspace and the last slice of each C tile to
+            finish sums them into C (``kernels._splitk``; one kernel, the plan passes the
+            workspace and the tile counters).
         min_cc: the lowest compute capability the kernel compiles for (``cp.async``: (8, 0)).
         tile: ``(BM, BN)``, the rows and columns of C one block computes (``launch_config``'s
             grid is ``(cdiv(N, BN), cdiv(M, BM), split_k)``).

@@ -210,7 +210,7 @@ def _alternatives(
         occ = {}
         for key, aligned in (("blocks_per_sm", True), ("blocks_per_sm_scalar", False)):
             plan = plan_of(st, prob, aligned)
-            occ[key] = plan.kernels()[0].blocks_per_sm(int(np.prod(plan.block)))
+            occ[key] = plan.kernels().blocks_per_sm(int(np.prod(plan.block)))
         alt = dict(config=cfg, ms=res["ms"], shape=res["shape"], **occ)
         if "batch" in res:
             alt["batch"] = res["batch"]

@@ -11,7 +11,6 @@ from numba import types
 
 from numba_gemm import get_stage, launch
 from numba_gemm.kernels._scale import scale_c
-from numba_gemm.kernels._splitk import reduce_splits
 from numba_gemm.resources import compile_kernel_ptx
 
 PARAM = re.compile(r"\.param\s+\.(?:u|b|s|f)(\d+)\s")
@@ -26,12 +25,12 @@ def ptx_param_sizes(ptx: str) -> tuple[int, ...]:
 def main() -> None:
     kernels = [
         (get_stage("smem_tiling").kernel, "AAAff"),
-        (get_stage("multistage").kernel, "SSSff"),
+        (get_stage("multistage").kernel, "SSSSIff"),
+        (get_stage("skinny").kernel, "SSSSIff"),
         (get_stage("hgemm_mma").kernel, "HHAff"),
         (get_stage("hgemm_mma").kernel, "HHHff"),
-        (get_stage("multistage").scalar_kernel, "SSSff"),
-        (get_stage("warptiling").kernel_for("vector", "TN"), "SSSff"),
-        (reduce_splits, "ASff"),
+        (get_stage("multistage").scalar_kernel, "SSSSIff"),
+        (get_stage("warptiling").kernel_for("vector", "TN"), "SSSSIff"),
         (scale_c, "Sf"),
     ]
     for k, spec in kernels:
@@ -47,6 +46,7 @@ def main() -> None:
         (types.Array(types.float32, 2, "C"), (12, 7), (28, 4)),
         (types.Array(types.float16, 2, "C"), (12, 8), (16, 2)),
         (types.Array(types.float32, 3, "A"), (3, 12, 7), (0, 4, 64)),
+        (types.Array(types.int32, 1, "C"), (9,), (4,)),
     ]
     saved = disp.wrap_arg
     try:

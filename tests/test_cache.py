@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from numba_gemm import cache, precompile
+from numba_gemm import cache, get_stage, precompile
 from numba_gemm.cache import CompiledKernel, NumbaGemmCacheWarning
 from numba_gemm.device import SIMULATOR
 
@@ -422,7 +422,7 @@ def test_precompile_plan(no_user_tuning):
     tuned = [j for j in jobs if j.name == "multistage"]
     assert len(tuned) > 2  # the default and the committed sm_90 winners, both variants
     if any(dict(j.config).get("SPLITK", 1) > 1 for j in jobs):
-        assert "splitk_reduce" in names
+        assert "splitk_reduce" not in names  # split-K needs no second kernel
     assert "multistage" not in {j.name for j in precompile.plan((7, 5))}  # cp.async: sm_80+
     only = precompile.plan((9, 0), stages=["smem_tiling"])
     assert [(j.name, j.variant) for j in only] == [("smem_tiling", "vector")]
@@ -501,18 +501,18 @@ def test_real_compile_then_a_new_process_reads_it(cache_env):
 
 
 @needs_compiler
-def test_real_compile_of_the_splitk_reduction(cache_env):
-    from numba_gemm.kernels._splitk import reduce_splits
+def test_real_compile_of_a_split_k_kernel(cache_env):
+    """A split-K configuration compiles with the tunable stages' full argument list: three
+    strided float32 batches, the workspace (another), the int32 tile counters, two scalars."""
+    from numba_gemm.launch import numba_signature
 
+    st = get_stage("warptiling")
+    st = st.with_config({**st.config, "SPLITK": 2})
     ck = cache.load_or_compile(
-        reduce_splits,
-        name="splitk_reduce",
-        config=None,
-        variant="",
-        signature="void(float32[:, ::1], float32[:, ::1], float32, float32)",
-        cc=(9, 0),
+        st.kernel, name=st.name, config=dict(st.config), variant="vector",
+        signature=numba_signature(st.args), cc=(9, 0),
     )
-    assert ck.params == (8,) * 18 + (4, 4) and ck.cubin[:4] == b"\x7fELF"
+    assert ck.params == (8,) * (4 * 11 + 7) + (4, 4) and ck.cubin[:4] == b"\x7fELF"
 
 
 @needs_compiler

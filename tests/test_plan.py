@@ -65,7 +65,7 @@ def test_misaligned_view_runs_the_scalar_kernel(rng):
     assert p.variant == "scalar" and "not 16-byte aligned" in p.reason
     numba_gemm.sgemm(d_a, d_b, stage="multistage", out=d_c)
     assert api._plans[(0, M, N, K, False, "multistage", None)] is p  # the plan the call ran
-    main = p.kernels()[0]
+    main = p.kernels()
     assert getattr(main, "dispatcher", None) in (None, p.stage.scalar_kernel)  # (GPU: a cubin)
     assert rel_error(d_c.copy_to_host(), reference_f64(a, b)) <= 1e-5
 
@@ -104,7 +104,7 @@ def test_producer_streams_are_waited_for_on_the_device(monkeypatch):
         def __init__(self, stream):
             self.stream = stream
 
-    plan = SimpleNamespace(kernels=lambda: (SimpleNamespace(ctx=42), None))
+    plan = SimpleNamespace(kernels=lambda: SimpleNamespace(ctx=42))
     api._order_after_producers(0, plan, Op(None), Op(1), Op(2), Op(0))
     assert waits == []
     api._order_after_producers(0, plan, Op(777), Op(None))
@@ -205,7 +205,7 @@ def test_second_gpu_operands_stay_there(rng):
         numba_gemm.sgemm(ta, tb.to("cuda:0"))
 
 
-@pytest.mark.parametrize("spec", ["AAAff", "SSSff"])
+@pytest.mark.parametrize("spec", ["AAAff", "SSSff", "SSSSIff"])
 @pytest.mark.parametrize("gpus", [1, 2])
 def test_gemm_launcher_writes_numbas_kernel_abi(monkeypatch, gpus, spec):
     """The hot-path launcher writes only the pointers and scalars per call; what the driver
@@ -242,15 +242,23 @@ def test_gemm_launcher_writes_numbas_kernel_abi(monkeypatch, gpus, spec):
     else:  # a batch of 3: A transposed with pitch 40, B broadcast, C pitched
         shapes = [((3, M, K), (4 * 40 * K, 4, 4 * 40)), ((3, K, N), (0, 4 * N, 4)),
                   ((3, M, N), (4 * 24 * M, 4 * 24, 4))]
+    split = None
+    if spec == "SSSSIff":  # split-K: a workspace and counters per stream, asked for per call
+        shapes += [((1, 2 * M, N), (0, 4 * N, 4)), ((5,), None)]
+        bufs = {s: tuple(SimpleNamespace(ptr=(1 << 40) * (j + 1) + 64 * s) for j in range(2))
+                for s in (0, 99)}
+        split = bufs.__getitem__
     fixed = [SimpleNamespace(ptr=0, shape=sh, strides=st) for sh, st in shapes]
-    run = launch.gemm_launcher(k, spec, fixed, (1, 2, 1), (128, 1, 1))
+    run = launch.gemm_launcher(k, spec, fixed, (1, 2, 1), (128, 1, 1), split)
     for i, (alpha, beta, stream) in enumerate([(0.5, 2.0, 0), (1.0, 0.0, 99)]):
         A, B, C = (SimpleNamespace(ptr=(1 << 36) * (j + 1) + 4096 * i, shape=sh, strides=st)
-                   for j, (sh, st) in enumerate(shapes))
+                   for j, (sh, st) in enumerate(shapes[:3]))
         run(A, B, C, alpha, beta, stream)
         fn, grid, block, smem, s, vals = seen[-1]
         assert (fn, grid, block, smem, s) == (1234, (1, 2, 1), (128, 1, 1), 4096, stream)
-        assert vals == launch.array_fields((A, B, C)) + [alpha, beta]
+        rest = [SimpleNamespace(ptr=b.ptr, shape=sh, strides=st)
+                for b, (sh, st) in zip(split(stream), shapes[3:], strict=True)] if split else []
+        assert vals == launch.array_fields((A, B, C, *rest), lay.itemsizes) + [alpha, beta]
     # one GPU: the kernel's context is made current once per thread; two: switched and back
     assert ctx_calls == ([77] if gpus == 1 else [77, 55, 77, 55])
 

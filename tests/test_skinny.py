@@ -18,10 +18,11 @@ CASES = [
     (dict(MT=4, BN=16, NT=32, KC=8, SPLITK=1, MINB=0), (3, 37, 29)),  # N ragged: scalar loads
     (dict(MT=8, BN=16, NT=32, KC=8, SPLITK=3, MINB=0), (9, 40, 50)),
     (dict(MT=16, BN=16, NT=32, KC=16, SPLITK=1, MINB=0), (5, 16, 600)),  # 3 super-chunks of A
+    (dict(MT=2, BN=8, NT=32, KC=16, SPLITK=18, MINB=0), (3, 12, 150)),  # 2 levels: 5+5+5+3
 ]
 
 
-@pytest.mark.parametrize("cfg, shape", CASES, ids=[f"MT{c['MT']}" for c, _ in CASES])
+@pytest.mark.parametrize("cfg, shape", CASES, ids=[f"MT{c['MT']}-S{c['SPLITK']}" for c, _ in CASES])
 @pytest.mark.parametrize("beta", [0.0, 0.5])
 def test_skinny_configs(cfg, shape, beta, rng):
     stage = numba_gemm.get_stage("skinny").with_config(cfg)

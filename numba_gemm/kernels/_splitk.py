@@ -1,50 +1,163 @@
-"""Split-K: partial products over slices of K into a workspace, then one reduction into C.
+"""Split-K in one kernel: partial products over slices of K, summed by the last block to finish.
 
 Shapes whose M x N holds fewer block tiles than the GPU has SMs (1024^2 in 128x128 tiles is 64
 blocks for 132 SMs) leave most of the GPU idle. With ``SPLITK = S`` the grid gets a z dimension
 of S; block z computes ``A[:, Kz] @ B[Kz, :]`` for its slice Kz of K and writes it, unscaled, to
-rows ``[z*M, (z+1)*M)`` of a workspace W of shape ``(S*M, N)``; ``reduce_splits`` then computes
-``C = alpha * sum_z W_z + beta * C`` in a fixed order (deterministic, no atomics). The plan
-(``numba_gemm.plan``) launches the two kernels.
+rows ``[z*M, (z+1)*M)`` of a workspace W of shape ``(S*M, N)``. Then it counts itself in: every
+C tile has an arrival counter in L (int32). The block that brings a tile's count to S is the last
+of its S slices; it sums the tile's S partials in slice order (z = 0, 1, ..., S-1: the same
+rounding whichever block arrives last, so results are deterministic), writes
+``C = alpha * sum + beta * C`` and sets the counter back to 0 for the next call. Past 16 slices
+the sum has two levels (:func:`groups`): groups of ~sqrt(S) consecutive slices, each summed by
+its own last arrival, then the group sums, by the last group to finish; still a fixed order.
+No second kernel: one launch per product, so no second ``cuLaunchKernel`` on the host
+(~4-5 us of Python and driver per launch on the H200 host) and no kernel boundary on the GPU.
 
-The workspace is grow-only and kept per (GPU, CUDA stream, and host thread for the default
-streams), so that repeated calls allocate once; calls on one stream run in order, so they can
-share it.
+Memory order (CUDA C++ Programming Guide, "Memory Fence Functions", the sum-of-array example):
+each thread fences its partial writes (``threadfence``), a barrier, then the block's one thread
+takes the count with an atomic add; the last block fences again before it reads the other blocks'
+partials.
 
-Source: the split-K ("sliced-K") GEMM of NVIDIA CUTLASS (``GemmSplitKParallel``: partials then a
-reduction kernel).
+The workspace and the counters are grow-only and kept per (GPU, CUDA stream, and host thread for
+the default streams): calls on one stream run in order, so they can share them, and a call leaves
+every counter at 0. A stream's buffers are allocated (the counters zeroed) on its first split-K
+call.
+
+Source: CUTLASS's split-K ("sliced-K") GEMM (``GemmSplitKParallel``: partials then a reduction)
+and its serial split-K (a semaphore per output tile); this is the second's one-launch shape with
+the first's fixed summation order.
 """
 
 from __future__ import annotations
 
+import math
 import threading
 from typing import Any
 
 import numpy as np
-from numba import cuda
+from numba import cuda, float32, int32
+
+from ._common import device_jit, load_b4, store_c4, unroll
 
 _workspaces: dict = {}
 _lock = threading.Lock()
 
-REDUCE_BLOCK = (32, 8)
+
+#: Partial sums one thread loads before it adds them (in slice order): the sum is bound by the
+#: latency of L2, not its bandwidth (one block per tile does it), so the loads must overlap. One
+#: at a time, the last block of a 64-slice 64 x 128 tile took ~260 us on an H200; 8 at a time
+#: ~90 us. The registers are free by then (the accumulators are dead).
+FIXUP_DEPTH = 16
 
 
-@cuda.jit
-def reduce_splits(W, C, alpha, beta):
-    """``C[0] = alpha * sum_z W[z*M:(z+1)*M] + beta * C[0]`` for W ``(S*M, N)`` (C-contiguous)
-    and C ``(1, M, N)`` (any strides: a row pitch); C is not read when ``beta == 0``."""
-    M, N = C.shape[1], C.shape[2]
-    splits = W.shape[0] // M
-    c = cuda.blockIdx.x * REDUCE_BLOCK[0] + cuda.threadIdx.x
-    r = cuda.blockIdx.y * REDUCE_BLOCK[1] + cuda.threadIdx.y
-    if r < M and c < N:
-        acc = W[r, c]
-        for z in range(1, splits):
-            acc += W[z * M + r, c]
-        if beta == 0:
-            C[0, r, c] = alpha * acc
-        else:
-            C[0, r, c] = alpha * acc + beta * C[0, r, c]
+@device_jit
+def _fetch(u, part, Wg, z_first, z_step, u0, n, row, col, M, rows, N, vec):
+    # the partial sums of the (u0 + u)-th slice summed (zeros past the n-th)
+    z = z_first + (u0 + u) * z_step if u0 + u < n else rows  # rows: past the workspace
+    part[u, 0], part[u, 1], part[u, 2], part[u, 3] = load_b4(Wg, z * M + row, col, rows, N,
+                                                             vec)
+
+
+@device_jit
+def _add(u, part, acc):
+    acc[0] += part[u, 0]
+    acc[1] += part[u, 1]
+    acc[2] += part[u, 2]
+    acc[3] += part[u, 3]
+
+
+def groups(SPLITK: int) -> tuple[int, int]:
+    """``(GS, G)``: the slices of a tile are summed in G groups of GS consecutive slices (the last
+    group may be smaller), then the G group sums. One level (``(SPLITK, 1)``) up to
+    :data:`FIXUP_DEPTH` slices (one round of loads); beyond, GS ~ sqrt(SPLITK), so the last block
+    of a tile reads GS + G partial tiles, not SPLITK (16 instead of 64 for 64 slices), and the G
+    group sums run on G SMs at once. (On an H200, two levels at 16 slices cost ~2 us more than
+    one, at 64 slices saved ~65 us: bench/NOTES.md.)"""
+    if SPLITK <= FIXUP_DEPTH:
+        return SPLITK, 1
+    gs = math.isqrt(SPLITK - 1) + 1
+    return gs, -(-SPLITK // gs)
+
+
+def counters_per_tile(SPLITK: int) -> int:
+    """Arrival counters per C tile: one per group, and one for the groups when G > 1."""
+    g = groups(SPLITK)[1]
+    return 1 if g == 1 else g + 1
+
+
+def make_fixup(BM: int, BN: int, NT: int, SPLITK: int):
+    """The device function that ends a split-K block of a ``BM x BN`` C tile and ``NT`` threads:
+    ``fixup(Wg, L, Cg, row0, col0, M, N, alpha, beta, vec)``.
+
+    Every thread of the block calls it after the block has written its slice's partial sums of
+    the tile at ``(row0, col0)`` to rows ``z*M + [0, M)`` of ``Wg`` (the workspace, 2-D
+    ``(S*M, N)``). The block that arrives last at its group's counter (t: the tile's index in the
+    grid's x-y plane; :func:`groups`) sums the group's partials in slice order; with one group it
+    writes ``Cg`` (2-D ``(M, N)``) with ``alpha`` and ``beta`` (C not read when ``beta == 0``),
+    else it writes the group's sum over its first slice's partials and arrives at the tile's
+    counter, whose last arrival sums the groups in order and writes C. Four columns per thread
+    and step (128-bit when ``vec``: rows of W and C 16-byte aligned). Each counter is set back to
+    0 by its last arrival. ``L`` holds :func:`counters_per_tile` counters per tile.
+    """
+    CG = BN // 4  # threads per row of the tile: four columns each
+    ITEMS = BM * CG
+    GS, G = groups(SPLITK)
+    PER_TILE = counters_per_tile(SPLITK)
+    DEPTH = min(max(GS, G), FIXUP_DEPTH)
+    fetch, add = unroll(DEPTH, _fetch), unroll(DEPTH, _add)
+
+    @device_jit
+    def arrive(L, c, count):
+        # 1 in every thread of the block if it is the last of ``count`` to arrive at L[c]
+        cuda.threadfence()  # this thread's writes are visible GPU-wide...
+        cuda.syncthreads()  # ...every thread's, before...
+        last = int32(0)
+        if cuda.threadIdx.x == 0:  # ...the block counts itself in
+            if cuda.atomic.add(L, c, int32(1)) == count - 1:
+                last = int32(1)
+                L[c] = int32(0)  # the next call (stream-ordered after this one) counts from 0
+        last = cuda.syncthreads_or(last)
+        cuda.threadfence()  # the others' writes are visible to this block's reads
+        return last
+
+    @device_jit
+    def sum_slices(Wg, Dg, z_first, z_step, n, d_row0, row0, col0, M, N, alpha, beta, vec):
+        # rows d_row0 + [0, M) of Dg = alpha * (sum of the partials of slices z_first,
+        # z_first + z_step, ... (n of them), in that order) + beta * Dg, over the tile
+        rows = SPLITK * M
+        part = cuda.local.array((DEPTH, 4), float32)  # registers: every index is a constant
+        acc = cuda.local.array(4, float32)
+        for o in range(cuda.threadIdx.x, ITEMS, NT):
+            r = o // CG
+            row = row0 + r
+            col = col0 + 4 * (o - r * CG)
+            if row < M and col < N:
+                acc[0] = acc[1] = acc[2] = acc[3] = float32(0.0)
+                for u0 in range(0, n, DEPTH):
+                    fetch(part, Wg, z_first, z_step, u0, n, row, col, M, rows, N, vec)
+                    add(part, acc)
+                store_c4(Dg, d_row0 + row, col, acc[0], acc[1], acc[2], acc[3], alpha, beta,
+                         d_row0 + M, N, vec)
+
+    @device_jit
+    def fixup(Wg, L, Cg, row0, col0, M, N, alpha, beta, vec):
+        t = (cuda.blockIdx.y * cuda.gridDim.x + cuda.blockIdx.x) * PER_TILE
+        if G == 1:
+            if arrive(L, t, SPLITK):
+                sum_slices(Wg, Cg, 0, 1, SPLITK, 0, row0, col0, M, N, alpha, beta, vec)
+            return
+        g = cuda.blockIdx.z // GS
+        z_first = g * GS
+        n = min(GS, SPLITK - z_first)
+        if arrive(L, t + g, n) == 0:
+            return  # another slice of this group is still running
+        # the group's sum replaces its first slice's partials (only this block reads them now)
+        sum_slices(Wg, Wg, z_first, 1, n, z_first * M, row0, col0, M, N, float32(1.0),
+                   float32(0.0), vec)
+        if arrive(L, t + G, G):
+            sum_slices(Wg, Cg, 0, GS, G, 0, row0, col0, M, N, alpha, beta, vec)
+
+    return fixup
 
 
 def stream_key(stream: Any) -> tuple:
@@ -61,24 +174,27 @@ def stream_key(stream: Any) -> tuple:
     return (handle, threading.get_ident() if handle in (0, 1, 2) else 0)
 
 
-def workspace(rows: int, cols: int, stream: Any, device: int = 0, wrap: Any = None) -> Any:
-    """A float32 ``(rows, cols)`` Numba device array on GPU ``device`` from the grow-only buffer
-    of this stream (views memoized: a call in steady state allocates and builds nothing); with
-    ``wrap``, ``wrap(view)`` instead, memoized beside the view (and dropped with it when the
-    buffer grows)."""
+def buffers(rows: int, cols: int, tiles: int, stream: Any, device: int = 0,
+            wrap: Any = None) -> tuple[Any, Any]:
+    """``(W, L)`` of this stream on GPU ``device``: W a float32 ``(rows, cols)`` Numba device
+    array (the workspace), L the int32 ``(>= tiles,)`` arrival counters, all 0 between calls.
+
+    Both come from grow-only buffers (views memoized: a call in steady state allocates and builds
+    nothing); with ``wrap``, ``(wrap(W), wrap(L))`` instead, memoized beside the views (and
+    dropped with them when a buffer grows)."""
     key = (device, *stream_key(stream))
     entry = _workspaces.get(key)
-    if entry is None or entry[0].size < rows * cols:
+    if entry is None or entry[0].size < rows * cols or entry[1].size < tiles:
         with _lock, cuda.gpus[device]:
-            entry = (cuda.device_array(max(rows * cols, 1), dtype=np.float32), {})
+            old = entry
+            w = max(rows * cols, 1, 0 if old is None else old[0].size)
+            n = max(tiles, 1, 0 if old is None else old[1].size)
+            entry = (cuda.device_array(w, dtype=np.float32),
+                     cuda.to_device(np.zeros(n, dtype=np.int32)), {})
             _workspaces[key] = entry
-    buf, views = entry
-    view = views.get((rows, cols))
-    if view is None:
-        view = views[(rows, cols)] = buf[: rows * cols].reshape(rows, cols)
-    if wrap is None:
-        return view
-    wrapped = views.get((rows, cols, wrap))
-    if wrapped is None:
-        wrapped = views[(rows, cols, wrap)] = wrap(view)
-    return wrapped
+    wbuf, lbuf, views = entry
+    got = views.get((rows, cols, wrap))
+    if got is None:
+        W, L = wbuf[: rows * cols].reshape(rows, cols), lbuf
+        got = views[(rows, cols, wrap)] = (W, L) if wrap is None else (wrap(W), wrap(L))
+    return got

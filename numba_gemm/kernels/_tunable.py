@@ -7,8 +7,9 @@ A configuration is a plain dict of ints:
 - ``MINB``: minimum resident blocks per SM asked of ptxas through ``launch_bounds`` (0: none); it
   caps registers at 65536 / (MINB * NUM_THREADS);
 - ``SPLITK``: number of K slices (1: none). With SPLITK > 1 each block computes a partial product
-  over its slice of K into a workspace, and a second kernel sums the slices into C
-  (``_splitk.py``): more blocks for shapes whose M x N has too few tiles to fill the GPU;
+  over its slice of K into a workspace, and the last slice of each C tile to finish sums them
+  into C (``_splitk.py``, one kernel): more blocks for shapes whose M x N has too few tiles to
+  fill the GPU;
 - stage-specific keys (``NBUF``: SMEM buffers of the multistage pipeline).
 
 ``check_config`` raises ``ValueError`` naming the first violated constraint; the tuner relies on it
@@ -31,10 +32,12 @@ import functools
 import itertools
 from collections.abc import Callable, Mapping
 
-from numba import cuda
+from numba import cuda, float32
 
 from ..launch import tile_grid
 from ..registry import Stage
+from ..vecmem import rows_view
+from . import _splitk
 from ._common import device_jit
 
 WARP_SIZE = 32
@@ -194,18 +197,45 @@ def launch_bounds(cfg: Mapping[str, int]):
 
 
 @device_jit
-def block_work(M, K, BK, SPLITK):
-    """``(batch, k_begin, k_end, c_row0)`` of this block: grid z is the batch index, or with
-    SPLITK > 1 (one matrix: the plan never splits K of a batch) the K slice.
+def block_work(K, BK, SPLITK):
+    """``(batch, k_begin, k_end)`` of this block: grid z is the batch index, or with SPLITK > 1
+    (one matrix: the plan never splits K of a batch) the K slice.
 
-    Slices are whole BK tiles; trailing slices may be empty (their blocks then write zeros). A
-    slice writes its partial product to rows ``[c_row0, c_row0 + M)`` of the split-K workspace.
+    Slices are whole BK tiles; trailing slices may be empty (their blocks then write zeros).
     """
     if SPLITK == 1:
-        return cuda.blockIdx.z, 0, K, 0
+        return cuda.blockIdx.z, 0, K
     per = ((K + SPLITK - 1) // SPLITK + BK - 1) // BK * BK
     k_begin = cuda.blockIdx.z * per
-    return 0, k_begin, min(K, k_begin + per), cuda.blockIdx.z * M
+    return 0, k_begin, min(K, k_begin + per)
+
+
+#: The tunable stages' kernel arguments: A, B, C (strided batches), W (split-K's workspace, 3-D
+#: ``(1, SPLITK*M, N)``), L (its int32 tile counters), alpha, beta. W and L are not touched when
+#: SPLITK == 1 (the plan passes C and a small counter buffer there).
+SPLIT_ARGS = "SSSSIff"
+
+
+def make_epilogue(store_results: Callable, BM: int, BN: int, NT: int, SPLITK: int):
+    """``epilogue(C, W, L, bz, acc, r0, c0, row0, col0, M, N, alpha, beta, vec)``: write a block's
+    results. ``store_results(Cg, acc, r0, c0, alpha, beta, M, N, vec)`` is the stage's own
+    writer of one thread's results at C row ``r0``, column ``c0`` (the block tile's origin is
+    ``row0, col0``). Without split-K it writes C of matrix ``bz``; with it, the block's partial
+    sums go unscaled to rows ``z*M + [0, M)`` of the workspace and :func:`_splitk.make_fixup`
+    ends the tile."""
+    fixup = _splitk.make_fixup(BM, BN, NT, SPLITK)
+
+    @device_jit
+    def epilogue(C, W, L, bz, acc, r0, c0, row0, col0, M, N, alpha, beta, vec):
+        if SPLITK == 1:
+            store_results(rows_view(C, bz), acc, r0, c0, alpha, beta, M, N, vec)
+        else:
+            Wg = rows_view(W, 0)
+            z0 = cuda.blockIdx.z * M  # this slice's rows of the workspace
+            store_results(Wg, acc, z0 + r0, c0, float32(1.0), float32(0.0), z0 + M, N, vec)
+            fixup(Wg, L, rows_view(C, 0), row0, col0, M, N, alpha, beta, vec)
+
+    return epilogue
 
 
 def build_stage(
@@ -223,7 +253,8 @@ def build_stage(
 
     ``make_kernel(items, vec, layout)`` builds the kernel from the sorted config items;
     ``smem(cfg, layout)`` is its dynamic SMEM (None: static SMEM only). The launch grid is
-    ``(N/BN, M/BM, SPLITK)`` blocks of NUM_THREADS (``(N/BN, M/BM, batch)`` for a batch).
+    ``(N/BN, M/BM, SPLITK)`` blocks of NUM_THREADS (``(N/BN, M/BM, batch)`` for a batch); the
+    kernel takes :data:`SPLIT_ARGS`.
     """
     cfg = dict(cfg)
     check(cfg)
@@ -241,7 +272,7 @@ def build_stage(
         label=label,
         kernel=make_kernel(items, True, "NN"),
         scalar_kernel=make_kernel(items, False, "NN"),
-        args="SSSff",
+        args=SPLIT_ARGS,
         layouts=layouts,
         layout_kernel=functools.partial(make_kernel, items),
         layout_smem={lay: smem(cfg, lay) for lay in layouts} if smem else {},

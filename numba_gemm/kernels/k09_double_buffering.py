@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from numba import cuda, float32
 
 from ..registry import Stage
-from ..vecmem import SMEM_ALIGN, rows_view
+from ..vecmem import SMEM_ALIGN
 from . import _tunable as tun
 from . import k08_warptiling as wt
 from ._common import kernel_jit
@@ -57,12 +57,14 @@ def _make_kernel(items: tuple, vec: bool, layout: str = "NN"):
     AS_PITCH, BS_PITCH = pt.d["AS_PITCH"], pt.d["BS_PITCH"]
     A_REGS, B_REGS = 4 * pt.d["A_LOADS"], 4 * pt.d["B_LOADS"]
     RES_M, RES_N = pt.d["WMITER"] * TM, cfg["WNITER"] * TN
+    epilogue = tun.make_epilogue(store_results, BM, BN, pt.d["NUM_THREADS"], SPLITK)
 
     @kernel_jit(launch_bounds=tun.launch_bounds(cfg))
-    def sgemm_double_buffering(A, B, C, alpha, beta):
+    def sgemm_double_buffering(A, B, C, W, L, alpha, beta):
         # A (batch, M, K), B (batch, K, N), C (batch, M, N): strided batches, grid z = batch
+        # (or the K slice: W, L are split-K's workspace and tile counters, tun.make_epilogue)
         M, K, N = A.shape[1], A.shape[2], B.shape[2]
-        bz, k_begin, k_end, c_row0 = tun.block_work(M, K, BK, SPLITK)
+        bz, k_begin, k_end = tun.block_work(K, BK, SPLITK)
         Ag, Bg = a_view(A, bz), b_view(B, bz)  # 2-D storage views (C's: in the epilogue)
         As = cuda.shared.array((SMEM_COPIES, BK, AS_PITCH), float32, alignment=SMEM_ALIGN)
         Bs = cuda.shared.array((SMEM_COPIES, BK, BS_PITCH), float32, alignment=SMEM_ALIGN)
@@ -102,10 +104,9 @@ def _make_kernel(items: tuple, vec: bool, layout: str = "NN"):
             cuda.syncthreads()  # copy 1 - buf is complete, and everyone is done with copy buf
             buf = 1 - buf
 
-        # --- epilogue: write C (rows c_row0 + [0, M) of the split-K workspace if SPLITK > 1)
-        Cg = rows_view(C, bz)  # here, not above: no register holds it during the main loop
-        store_results(Cg, thread_results, c_row0 + row0 + wm0, col0 + wn0, alpha, beta,
-                      c_row0 + M, N, vec)
+        # --- epilogue: write C (with SPLITK > 1: the workspace, and the tile's last slice sums)
+        epilogue(C, W, L, bz, thread_results, row0 + wm0, col0 + wn0, row0, col0, M, N, alpha,
+                 beta, vec)
 
     return sgemm_double_buffering
 

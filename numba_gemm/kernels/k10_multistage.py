@@ -37,7 +37,7 @@ from numba import cuda, float32
 
 from ..cpasync import commit, copy_async, wait
 from ..registry import Stage
-from ..vecmem import SMEM_ALIGN, rows_view, tile_view
+from ..vecmem import SMEM_ALIGN, tile_view
 from . import _tunable as tun
 from . import k08_warptiling as wt
 from ._common import device_jit, kernel_jit, unroll
@@ -167,6 +167,7 @@ def _make_kernel(items: tuple, vec: bool, layout: str = "NN"):
     AS_PITCH, BS_PITCH = pt.d["AS_PITCH"], pt.d["BS_PITCH"]
     A_FLOATS = NBUF * BK * AS_PITCH
     RES_M, RES_N = pt.d["WMITER"] * TM, cfg["WNITER"] * TN
+    epilogue = tun.make_epilogue(store_results, BM, BN, NT, SPLITK)
 
     @device_jit
     def copy_tiles(As, Bs, Ag, Bg, k0, tid, row0, col0, M, N, K, k_end, full):
@@ -174,10 +175,11 @@ def _make_kernel(items: tuple, vec: bool, layout: str = "NN"):
         copy_b(Bs, Bg, k0, tid, col0, N, K, k_end, vec, full)
 
     @kernel_jit(launch_bounds=tun.launch_bounds(cfg))
-    def sgemm_multistage(A, B, C, alpha, beta):
+    def sgemm_multistage(A, B, C, W, L, alpha, beta):
         # A (batch, M, K), B (batch, K, N), C (batch, M, N): strided batches, grid z = batch
+        # (or the K slice: W, L are split-K's workspace and tile counters, tun.make_epilogue)
         M, K, N = A.shape[1], A.shape[2], B.shape[2]
-        bz, k_begin, k_end, c_row0 = tun.block_work(M, K, BK, SPLITK)
+        bz, k_begin, k_end = tun.block_work(K, BK, SPLITK)
         Ag, Bg = a_view(A, bz), b_view(B, bz)  # 2-D storage views (C's: in the epilogue)
         # dynamic SMEM: NBUF copies of the A tile (As[k, m], padded), then NBUF of the B tile
         smem = cuda.shared.array(0, float32, alignment=SMEM_ALIGN)
@@ -224,10 +226,9 @@ def _make_kernel(items: tuple, vec: bool, layout: str = "NN"):
             nb = nb + 1 if nb + 1 < NBUF else 0
         wait(0)  # no copy may still be writing SMEM when the block exits
 
-        # --- epilogue: write C (rows c_row0 + [0, M) of the split-K workspace if SPLITK > 1)
-        Cg = rows_view(C, bz)  # here, not above: no register holds it during the main loop
-        store_results(Cg, thread_results, c_row0 + row0 + wm0, col0 + wn0, alpha, beta,
-                      c_row0 + M, N, vec)
+        # --- epilogue: write C (with SPLITK > 1: the workspace, and the tile's last slice sums)
+        epilogue(C, W, L, bz, thread_results, row0 + wm0, col0 + wn0, row0, col0, M, N, alpha,
+                 beta, vec)
 
     return sgemm_multistage
 

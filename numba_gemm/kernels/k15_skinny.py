@@ -12,8 +12,8 @@ is staged in SMEM by super-chunks of ``MT x KS`` (``As[k, m]``, 16 KB: KS = 256 
 4096 for MT = 1), so the B stream crosses a barrier only every ``KS / KC`` chunks; a warp reads A
 all at once (a broadcast). N / BN blocks alone cannot fill the GPU (32 for N = 4096), so K is
 split over the grid (``SPLITK``) and, inside a block, over the k-groups; the k-groups' partial
-sums meet in SMEM at the end, the K slices in split-K's workspace and reduction (``_splitk``,
-launched by the plan).
+sums meet in SMEM at the end, the K slices in split-K's workspace, summed by the last slice of
+each tile to finish (``_splitk``).
 
 Shapes: A ``(M, K)`` in layout N or T (read element by element into SMEM: it is small), B
 ``(K, N)`` row-major (layout N), C ``(M, N)``, float32, batches of strided matrices as the
@@ -36,6 +36,7 @@ from numba import cuda, float32
 from ..launch import tile_grid
 from ..registry import Stage
 from ..vecmem import SMEM_ALIGN, load4, rows_view, store4
+from . import _splitk
 from . import _tunable as tun
 from ._common import device_jit, kernel_jit, load_b4, store_c4, unroll
 
@@ -170,8 +171,9 @@ def _make_kernel(items: tuple, vec: bool, layout: str = "NN"):
     put_rows = unroll(RM, _put)
 
     @device_jit
-    def _pass(p, acc, red, Cg, tid, kg, cg, m0, n0, c_row0, M, N, alpha, beta):
-        # C[m0 + p*RM + r, n0 + c] = alpha * sum over k-groups + beta * C (128-bit when aligned)
+    def _pass(p, acc, red, Cg, tid, kg, cg, m0, n0, z0, M, N, alpha, beta):
+        # C[z0 + m0 + p*RM + r, n0 + c] = alpha * sum over k-groups + beta * C (128-bit when
+        # aligned); z0 > 0: this K slice's rows of the split-K workspace
         cuda.syncthreads()  # the previous pass has read red (the first: the last chunk is done)
         put_rows(acc, red, kg, cg, p)
         cuda.syncthreads()  # every k-group's partial sums of rows p*RM .. are in red
@@ -185,17 +187,18 @@ def _make_kernel(items: tuple, vec: bool, layout: str = "NN"):
                 s1 += x1
                 s2 += x2
                 s3 += x3
-            store_c4(Cg, c_row0 + m0 + p * RM + r, n0 + col, s0, s1, s2, s3, alpha, beta,
-                     c_row0 + M, N, vec)
+            store_c4(Cg, z0 + m0 + p * RM + r, n0 + col, s0, s1, s2, s3, alpha, beta, z0 + M,
+                     N, vec)
 
     reduce_store = unroll(MT // RM, _pass)
+    fixup = _splitk.make_fixup(MT, BN, NT, SPLITK)
 
     @kernel_jit(launch_bounds=(NT, MINB) if MINB else None)
-    def sgemm_skinny(A, B, C, alpha, beta):
+    def sgemm_skinny(A, B, C, W, L, alpha, beta):
         # A (batch, M, K), B (batch, K, N), C (batch, M, N): strided batches, grid z = batch
-        # (or, with SPLITK > 1, the K slice: its partial sums go to rows c_row0 + [0, M))
+        # (or, with SPLITK > 1, the K slice: W, L are split-K's workspace and tile counters)
         M, K, N = A.shape[1], A.shape[2], B.shape[2]
-        bz, k_begin, k_end, c_row0 = tun.block_work(M, K, KC, SPLITK)
+        bz, k_begin, k_end = tun.block_work(K, KC, SPLITK)
         tid = cuda.threadIdx.x
         cg = tid % CG  # this thread's columns: n0 + 4*cg .. +3
         kg = tid // CG  # and its rows of each chunk: kg, kg + KG, ...
@@ -227,9 +230,15 @@ def _make_kernel(items: tuple, vec: bool, layout: str = "NN"):
                 # --- SMEM (A, broadcast) x registers (B) -> accumulators
                 fma_chunk(acc, breg, As, kg, kc - ks)
 
-        # --- epilogue: sum the k-groups' partials through SMEM, RM rows at a time; write C
-        Cg = rows_view(C, bz)
-        reduce_store(acc, red, Cg, tid, kg, cg, m0, n0, c_row0, M, N, alpha, beta)
+        # --- epilogue: sum the k-groups' partials through SMEM, RM rows at a time; write C, or
+        # with SPLITK > 1 this slice's rows of the workspace, and the tile's last slice sums
+        if SPLITK == 1:
+            reduce_store(acc, red, rows_view(C, bz), tid, kg, cg, m0, n0, 0, M, N, alpha, beta)
+        else:
+            Wg = rows_view(W, 0)
+            reduce_store(acc, red, Wg, tid, kg, cg, m0, n0, cuda.blockIdx.z * M, M, N,
+                         float32(1.0), float32(0.0))
+            fixup(Wg, L, rows_view(C, 0), m0, n0, M, N, alpha, beta, vec)
 
     return sgemm_skinny
 
@@ -261,7 +270,7 @@ def make_stage(config: Mapping[str, int]) -> Stage:
         scalar_kernel=_make_kernel(items, False, "NN"),
         launch_config=launch_config_for(cfg),
         supports=supports,
-        args="SSSff",
+        args=tun.SPLIT_ARGS,
         layouts=LAYOUTS,
         layout_kernel=functools.partial(_make_kernel, items),
         config=cfg,
