@@ -49,7 +49,7 @@ def main() -> None:
         pass
     print(f"size {n}^3, host us per call (best of 5 loops of {args.calls})")
     for kind, (a, b, c) in kinds.items():
-        A, B, C = api._validate(a, b, c)
+        A, B, C = api._validate(a, b, c)[:3]
         p = numba_gemm.explain(a, b, out=c)
         rows = {
             "operand(a)": lambda a=a: operand(a),
@@ -62,6 +62,16 @@ def main() -> None:
         print(f"{kind:>6}: " + "  ".join(f"{k} {per_call_us(f, args.calls):.2f}"
                                         for k, f in rows.items()))
     print(repr(p))
+    try:
+        import torch
+
+        ta, tb, tc = kinds["torch"]
+        print(f"torch.mm {per_call_us(lambda: torch.mm(ta, tb, out=tc), args.calls):.2f}")
+    except Exception as e:  # noqa: BLE001
+        print("torch.mm:", e)
+    if p.stage.args != "AAAff":
+        print(f"launch pieces: skipped (spec {p.stage.args}: the pieces below pack A, B, C only)")
+        return
     # the launch's own pieces, on the last kind's operands
     import ctypes
 
@@ -95,13 +105,6 @@ def main() -> None:
     }
     print("launch pieces: " + "  ".join(f"{n} {per_call_us(f, args.calls):.2f}"
                                         for n, f in pieces.items()))
-    try:
-        import torch
-
-        ta, tb, tc = kinds["torch"]
-        print(f"torch.mm {per_call_us(lambda: torch.mm(ta, tb, out=tc), args.calls):.2f}")
-    except Exception as e:  # noqa: BLE001
-        print("torch.mm:", e)
 
 
 if __name__ == "__main__":
