@@ -540,12 +540,12 @@ def scale_kernel(dev: DeviceInfo) -> Any:
     return k
 
 
-def split_buffers(rows: int, cols: int, tiles: int, stream: Any, device_id: int
+def split_buffers(rows: int, cols: int, counters: int, stream: Any, device_id: int
                   ) -> tuple[Operand, Operand]:
-    """Split-K's workspace, as a 3-D ``(1, rows, cols)`` :class:`Operand`, and tile counters of
-    this stream (``kernels._splitk.buffers``; memoized with the views, dropped with them when a
-    buffer grows)."""
-    return _splitk.buffers(rows, cols, tiles, stream, device_id, wrap=_split_operand)
+    """Split-K's workspace, as a 3-D ``(1, rows, cols)`` :class:`Operand`, and ``counters`` tile
+    counters of this stream (``kernels._splitk.buffers``; memoized with the views, dropped with
+    them when a buffer grows)."""
+    return _splitk.buffers(rows, cols, counters, stream, device_id, wrap=_split_operand)
 
 
 def _split_operand(x: Any) -> Operand:

@@ -174,21 +174,22 @@ def stream_key(stream: Any) -> tuple:
     return (handle, threading.get_ident() if handle in (0, 1, 2) else 0)
 
 
-def buffers(rows: int, cols: int, tiles: int, stream: Any, device: int = 0,
+def buffers(rows: int, cols: int, counters: int, stream: Any, device: int = 0,
             wrap: Any = None) -> tuple[Any, Any]:
     """``(W, L)`` of this stream on GPU ``device``: W a float32 ``(rows, cols)`` Numba device
-    array (the workspace), L the int32 ``(>= tiles,)`` arrival counters, all 0 between calls.
+    array (the workspace), L at least ``counters`` int32 arrival counters (tiles x
+    :func:`counters_per_tile`), all 0 between calls.
 
     Both come from grow-only buffers (views memoized: a call in steady state allocates and builds
     nothing); with ``wrap``, ``(wrap(W), wrap(L))`` instead, memoized beside the views (and
     dropped with them when a buffer grows)."""
     key = (device, *stream_key(stream))
     entry = _workspaces.get(key)
-    if entry is None or entry[0].size < rows * cols or entry[1].size < tiles:
+    if entry is None or entry[0].size < rows * cols or entry[1].size < counters:
         with _lock, cuda.gpus[device]:
             old = entry
             w = max(rows * cols, 1, 0 if old is None else old[0].size)
-            n = max(tiles, 1, 0 if old is None else old[1].size)
+            n = max(counters, 1, 0 if old is None else old[1].size)
             entry = (cuda.device_array(w, dtype=np.float32),
                      cuda.to_device(np.zeros(n, dtype=np.int32)), {})
             _workspaces[key] = entry
