@@ -28,6 +28,7 @@ from numba_gemm.device import DeviceInfo
 from numba_gemm.kernels import _splitk
 from numba_gemm.kernels import _tunable as tun
 from numba_gemm.kernels import k09_double_buffering as k09
+from numba_gemm.kernels import k16_skinny_n as k16
 
 print("outputs from:", h.machine())
 TUNABLE = ("warptiling", "double_buffering", "multistage")
@@ -73,7 +74,8 @@ h.plot_space({n: (s.space, copies[n]) for n, s in stages.items()},
 #
 # `python -m numba_gemm.tune` times candidates per **shape class** and keeps the winner and a
 # few alternatives of other block-tile shapes. The *regime* classes hold single products that a
-# class by size misprices (few rows: skinny, narrow; deep K); the *area* classes (small, medium,
+# class by size misprices (few rows: skinny, narrow; few columns: gemv_n, skinny_n, narrow_n;
+# deep K); the *area* classes (small, medium,
 # large) split the rest by the number of elements of C; batched holds batches of small matrices.
 # The classes, from `numba_gemm.tuning.CLASSES` (`tuning.shape_class` puts a batch of small
 # matrices in `batched`, and any other product in the first of the others that holds it, a batch
@@ -87,6 +89,7 @@ for cls in tuning.CLASSES:
     elif cls.regime:
         who = "products with " + ", ".join(
             ([f"M <= {cls.max_m}"] if cls.max_m else [])
+            + ([f"N <= {cls.max_n}"] if cls.max_n else [])
             + ([f"K >= {cls.min_depth} max(M, N)"] if cls.min_depth else [])
             + ([f"M*N <= {bound}"] if cls.limit else []))
     elif cls.limit is None:
@@ -95,6 +98,31 @@ for cls in tuning.CLASSES:
         who = f"products with batch*M*N <= {bound}"
     tuned = "x".join(map(str, cls.shape)) + (f", batch {cls.batch}" if cls.batch > 1 else "")
     print(f"{cls.name:<8} {who:<58} tuned at {tuned}")
+
+# %% [markdown]
+# Few rows and few columns are not mirror images for a row-major A. With few rows (stage 15,
+# `skinny`) the large operand is B, read along N: a thread owns four columns and each B element
+# goes through registers once. With few columns (stage 16, `skinny_n`) the large operand is A,
+# and it can only be streamed along K: the 32 lanes of a warp split a row's K (one 128-bit load
+# each), so every output is a sum over the lanes. Stage 16 ends with a *reduce-scatter* over the
+# lanes: at each of five shuffle exchanges (lane `l` with lane `l ^ 16`, then `^ 8`, ...) a lane
+# keeps half of its partial sums, sends the other half and adds what its partner sent: 62
+# shuffles for 64 sums per lane instead of 5 x 64 for a butterfly on each. Which lane ends with
+# which sums, for the H200's tuned configuration of the few-columns class (on the simulator the
+# same exchange runs through SMEM, so a wrong index map fails there too):
+
+# %%
+h.show_source(k16.make_lane_reduce)
+cfg = tuning.winners("skinny_n", device=("", (9, 0)))["skinny_n"]["config"]
+V = cfg["RW"] * cfg["NB"]
+print(f"{h.describe(cfg)}: {V} partial sums per lane, (row, column) = divmod(sum, NB)")
+for lane in range(0, 32, 4):
+    cells = []
+    for q in range(lane, lane + 4):
+        first, count, owner = k16.lane_sums_owned(V, q)
+        sums = [divmod(first + i, cfg["NB"]) for i in range(count)] if owner else "copy"
+        cells.append(f"lane {q:2}: {sums}")
+    print("   ".join(cells))
 
 # %% [markdown]
 # The committed defaults for compute capability 9.0 (`numba_gemm/tuning/sm_90.json`, measured on

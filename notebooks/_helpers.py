@@ -823,6 +823,9 @@ def describe(cfg) -> str:
     out = f"{c.pop('stage')} " if "stage" in c else ""
     if "MT" in c:  # the skinny stage: rows x columns of C per block, threads, K chunk
         out += f"{c['MT']}x{c['BN']} rows x columns, {c['NT']} threads, KC {c['KC']}"
+    elif "NB" in c:  # skinny_n: the same, and rows of A per warp
+        out += (f"{c['NT'] // 32 * c['RW']}x{c['NB']} rows x columns, {c['RW']} rows per warp, "
+                f"{c['NT']} threads, KC {c['KC']}")
     else:
         out += (f"{c['BM']}x{c['BN']}x{c['BK']}, warp {c['WM']}x{c['WN']}, thread {c['TM']}x"
                 f"{c['TN']}, WNITER {c['WNITER']}")

@@ -121,7 +121,7 @@ REDUCE_BYTES_PER_MS = 2.5e9
 
 
 def block_threads(cfg: Mapping[str, int]) -> int:
-    """Threads per block of a tuned FP32 configuration: ``NT`` (skinny), else one warp per
+    """Threads per block of a tuned FP32 configuration: ``NT`` (skinny, skinny_n), else one warp per
     ``WM x WN`` warp tile of the ``BM x BN`` block tile."""
     if "NT" in cfg:
         return int(cfg["NT"])

@@ -1,15 +1,21 @@
 """``python -m numba_gemm.tune``: sweep tile configurations of the tunable stages on this GPU.
 
 For each shape class (``numba_gemm.tuning.CLASSES``: small 1024^3, medium 2048^3, large 4096^3,
-batched 64 x 512^3, and the regimes skinny 16 x 4096 x 4096, narrow 128 x 4096 x 4096, deep
-1024 x 1024 x 16384) and each tunable FP32 stage that takes the class's shape (warptiling,
-double_buffering, multistage; skinny in the skinny class):
+batched 64 x 512^3, and the regimes skinny 16 x 4096 x 4096, narrow 128 x 4096 x 4096, their
+transposes gemv_n 4096 x 1 x 4096, skinny_n 4096 x 16 x 4096 and narrow_n 4096 x 128 x 4096,
+deep 1024 x 1024 x 16384) and each tunable FP32 stage that takes the class's shape (warptiling,
+double_buffering, multistage; skinny and skinny_n in the classes of few rows or columns):
 
 1. tiles: the stage's ``SPACE`` (every configuration of a grid of BM, BN, BK, WM, WN, WNITER, TM,
    TN that passes the stage's own ``check_config``), most register reuse first, timed until the
    (class, stage) share of ``--budget`` is spent;
 2. knobs: for the ``--top`` fastest, ``MINB`` (launch bounds) 1 and 2 and, in the classes of
    ``SPLIT_K_CLASSES`` (all but large and batched), ``SPLITK`` 2 and 4.
+
+With ``--jobs N`` (N > 1) the candidates of each (class, stage) are first compiled into the
+kernel cache by N worker processes (``numba_gemm.precompile``; NVVM and ptxas are CPU-bound:
+16 cores compile a few hundred in minutes, and a re-run finds them cached), so the budget goes
+to timing, not to compiling one candidate at a time.
 
 Every configuration is validated before it is timed (``numba_gemm.check``: relative error
 against cuBLAS FP32 with TF32 forced off, through CuPy or PyTorch, or a float64 NumPy product
@@ -174,11 +180,13 @@ def evaluate(stage, prob: check.Problem, reps: int, warmup: int) -> dict:
 #: Share of the budget per class: the large class decides the headline numbers and compiles
 #: most kernels, which the smaller classes then reuse.
 CLASS_WEIGHT = {"large": 0.4, "medium": 0.2, "small": 0.2, "batched": 0.2, "skinny": 0.2,
-                "narrow": 0.2, "deep": 0.2}
+                "narrow": 0.2, "deep": 0.2, "gemv_n": 0.2, "skinny_n": 0.2, "narrow_n": 0.2}
 #: Classes whose phase 2 tries split-K (bench/NOTES.md: the large class's model mispriced it).
-SPLIT_K_CLASSES = ("small", "medium", "skinny", "narrow", "deep")
+SPLIT_K_CLASSES = ("small", "medium", "skinny", "narrow", "deep", "gemv_n", "skinny_n",
+                   "narrow_n")
 #: The order classes are tuned in: large first, its compiled kernels are reused by the others.
-CLASS_ORDER = ("large", "medium", "small", "batched", "narrow", "deep", "skinny")
+CLASS_ORDER = ("large", "medium", "small", "batched", "narrow", "narrow_n", "deep", "skinny",
+               "skinny_n", "gemv_n")
 ALTERNATIVES = 6
 
 
@@ -190,13 +198,18 @@ def _alternatives(
     twin: check.Problem | None = None,
     reps: int = 10,
     warmup: int = 2,
+    jobs: int = 1,
 ) -> list[dict]:
     """Best result per (BM, BN, SPLITK), fastest first, with the occupancy of its vector and
     scalar kernels and, given the unaligned ``twin`` problem (each dimension one less: the scalar
     kernel, same tile counts), its time there (``ms_scalar``): the candidates that
     ``plan_for`` chooses among for other shapes of the class (wave quantization).
     Split-K results are kept only in the classes that tried them (``SPLIT_K_CLASSES``).
-    Occupancy comes from the kernels the plans load (CUDA occupancy API)."""
+    Occupancy comes from the kernels the plans load (CUDA occupancy API); a configuration whose
+    vector or scalar kernel cannot launch (0 blocks per SM: too many registers for its threads)
+    is dropped (the plan would reject it; an H200 tuning of skinny_n had such a winner, 512
+    threads whose scalar kernel took 163 registers). With ``jobs`` > 1
+    the kept configurations' scalar kernels are compiled first, in parallel."""
     best: dict[tuple, tuple[dict, dict]] = {}
     for cfg, res in results:
         if cls not in SPLIT_K_CLASSES and cfg["SPLITK"] > 1:
@@ -204,13 +217,20 @@ def _alternatives(
         key = (*tuning.tile_of(cfg)[:2], cfg["SPLITK"])
         if key not in best or res["ms"] < best[key][1]["ms"]:
             best[key] = (cfg, res)
+    kept = sorted(best.values(), key=lambda cr: cr[1]["ms"])[:ALTERNATIVES]
+    if jobs > 1 and stage.scalar_kernel is not None:
+        cc = tuning.current_device()[1]
+        compile_ahead(stage.name, [cfg for cfg, _ in kept], cc, jobs, "scalar")
     out = []
-    for cfg, res in sorted(best.values(), key=lambda cr: cr[1]["ms"])[:ALTERNATIVES]:
+    for cfg, res in kept:
         st = stage.with_config(cfg)
         occ = {}
         for key, aligned in (("blocks_per_sm", True), ("blocks_per_sm_scalar", False)):
             plan = plan_of(st, prob, aligned)
             occ[key] = plan.kernels().blocks_per_sm(int(np.prod(plan.block)))
+        if min(occ.values()) < 1:  # a variant that cannot launch (registers): unusable
+            print(f"{cls} {stage.name}: {cfg} dropped, occupancy {occ}", file=sys.stderr)
+            continue
         alt = dict(config=cfg, ms=res["ms"], shape=res["shape"], **occ)
         if "batch" in res:
             alt["batch"] = res["batch"]
@@ -220,6 +240,20 @@ def _alternatives(
                 alt["ms_scalar"] = t["ms"]
         out.append(alt)
     return out
+
+
+def compile_ahead(name: str, configs: Sequence[dict], cc: tuple[int, int], jobs: int,
+                  variant: str = "vector") -> None:
+    """Compile the ``variant`` kernels of ``configs`` of stage ``name`` into the kernel cache in
+    ``jobs`` processes (``numba_gemm.precompile``)."""
+    from . import precompile
+
+    todo = [precompile.Job(name, tuple(sorted(c.items())), variant, tuple(cc)) for c in configs]
+    t0 = time.monotonic()
+    res = precompile.run(todo, jobs)
+    failed = sum(status == "failed" for _, status, _, _ in res)
+    print(f"{name}: {len(res)} {variant} kernels compiled ahead in {time.monotonic() - t0:.0f} s "
+          f"({failed} failed)", file=sys.stderr)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -252,8 +286,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--budget",
         type=float,
         default=480.0,
-        help="seconds for the whole sweep, compilation included (default 480); "
-        "the large class gets 40 %%, the others 20 %% each, split among the stages",
+        help="seconds for the whole sweep, compilation included (default 480; with --jobs, "
+        "compiling ahead comes on top); the large class gets 40 %%, the others 20 %% each, "
+        "split among the stages",
     )
     ap.add_argument("--top", type=int, default=3, help="configs refined in phase 2 (default 3)")
     ap.add_argument("--reps", type=int, default=10, help="timed repeats per config (default 10)")
@@ -271,6 +306,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="also write every evaluation (config, time, error) to this CSV file",
     )
     ap.add_argument("--seed", type=int, default=0, help="seed of the random operands")
+    ap.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        help="compile each (class, stage)'s candidates first in this many processes (default 1: "
+        "each is compiled when it is first timed)",
+    )
+    ap.add_argument(
+        "--max-compile",
+        type=int,
+        default=400,
+        help="with --jobs: compile at most this many candidates per (class, stage) ahead "
+        "(default 400)",
+    )
     ap.add_argument(
         "--configs",
         type=Path,
@@ -301,7 +350,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         spec = next(c for c in tuning.CLASSES if c.name == cls)
         M, N, K = spec.shape
         prob = Problem(M, N, K, rng, blas, spec.batch)
-        twin = Problem(M - 1, N - 1, K - 1, rng, blas, spec.batch)
+        twin = Problem(max(M - 1, 1), max(N - 1, 1), max(K - 1, 1), rng, blas, spec.batch)
+        # the kernels the class's shape runs: 128-bit ones only if its rows are 16-byte aligned
+        variant = "vector" if N % 4 == 0 and K % 4 == 0 else "scalar"
         share = args.budget * weight[cls] / total_w / len(args.stages)
         for name in args.stages:
             base = get_stage(name)
@@ -309,12 +360,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                 continue  # the skinny stage outside the few-rows classes
             extra = json.loads(args.configs.read_text()) if args.configs else []
             results: list[tuple[dict, dict]] = []
-            t_end = time.monotonic() + 0.7 * share
             # known winners, then configs compiled for a larger class, then the rest of the space
             first = extra + known_configs(gpu, cc, cls, name, data, defaults) + tried[name]
             first = [c for c in {str(c): c for c in first}.values() if _valid_for(base, c)]
             seen = set(map(str, first))
             cands = first + [c for c in _order(base.space) if str(c) not in seen]
+            if args.jobs > 1:
+                compile_ahead(name, cands[: args.max_compile], cc, args.jobs, variant)
+            t_end = time.monotonic() + 0.7 * share
             bar = tqdm(cands, desc=f"{cls} {name}", unit="cfg", leave=False)
             for cfg in bar:
                 if time.monotonic() > t_end:
@@ -346,11 +399,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             results.sort(key=lambda cr: -cr[1]["gflops"])
             tile_only = [dict(c, MINB=0, SPLITK=1) for c, _ in results]
             tried[name] = list({str(c): c for c in tile_only + tried[name]}.values())[:24]
-            alts = _alternatives(results, base, prob, cls, twin, args.reps, args.warmup)
+            alts = _alternatives(results, base, prob, cls, twin, args.reps, args.warmup,
+                                 args.jobs)
             if not alts:
                 print(
-                    f"{cls} {name}: only split-K configurations timed; none kept for the "
-                    "large class",
+                    f"{cls} {name}: no configuration kept (only split-K ones timed for a "
+                    "class without split-K, or none could launch)",
                     file=sys.stderr,
                 )
                 continue

@@ -39,9 +39,10 @@ class ShapeClass(NamedTuple):
     """A shape class: the products whose C has at most ``limit`` elements (None: no bound), tuned
     at ``batch`` x ``shape`` (``(M, N, K)``); the batched class bounds one matrix of a batch.
 
-    A *regime* class (``max_m`` or ``min_depth`` set) holds single products of a shape that the
-    area classes misprice whatever their size: few rows (``M <= max_m``) or a deep K
-    (``K >= min_depth * max(M, N)``); ``limit`` then also bounds C."""
+    A *regime* class (``max_m``, ``max_n`` or ``min_depth`` set) holds single products of a shape
+    that the area classes misprice whatever their size: few rows (``M <= max_m``), few columns
+    (``N <= max_n``) or a deep K (``K >= min_depth * max(M, N)``); ``limit`` then also bounds
+    C."""
 
     name: str
     limit: int | None
@@ -49,6 +50,7 @@ class ShapeClass(NamedTuple):
     batch: int = 1
     max_m: int | None = None
     min_depth: int | None = None
+    max_n: int | None = None
 
     def holds(self, M: int, N: int, K: int, batch: int = 1) -> bool:
         """Whether this class holds ``batch`` products ``(M, K) @ (K, N)``."""
@@ -56,14 +58,15 @@ class ShapeClass(NamedTuple):
             return batch > 1 and M * N <= self.limit
         if self.regime:
             return (batch == 1 and (self.max_m is None or M <= self.max_m)
+                    and (self.max_n is None or N <= self.max_n)
                     and (self.min_depth is None or K >= self.min_depth * max(M, N))
                     and (self.limit is None or M * N <= self.limit))
         return self.limit is None or batch * M * N <= self.limit
 
     @property
     def regime(self) -> bool:
-        """Whether this is a regime class (few rows or deep K), not an area class."""
-        return self.max_m is not None or self.min_depth is not None
+        """Whether this is a regime class (few rows or columns, or deep K), not an area class."""
+        return self.max_m is not None or self.max_n is not None or self.min_depth is not None
 
 
 #: The classes, most specific first. Area classes split by the number of C elements, upper bounds
@@ -76,11 +79,18 @@ class ShapeClass(NamedTuple):
 #: "skinny" (M <= 64: the bandwidth-bound regime, where the skinny stage reads B once), "deep"
 #: (K >= 8 max(M, N) up to 3072^2 outputs: 1024 x 1024 x 16384 ran at 55 % of cuBLAS when priced
 #: from the small class, the best stage at 87 %) and "narrow" (M <= 256: 128 x 4096 x 4096 at 43 %,
-#: best 74 %).
+#: best 74 %); and their transposes, few columns: "gemv_n" (N <= 4, a matrix-vector product:
+#: tuned at N = 16, the skinny_n stage computes 8 or 16 columns per block, 4 would waste less) and
+#: "skinny_n" (N <= 64), where the skinny_n stage reads A once, and "narrow_n" (N <= 256:
+#: 4096 x 128 x 4096 priced from the area classes ran at 48 %, the best tuned configuration of
+#: another class at 90 %).
 CLASSES = (
     ShapeClass("skinny", None, (16, 4096, 4096), max_m=64),
+    ShapeClass("gemv_n", None, (4096, 1, 4096), max_n=4),
+    ShapeClass("skinny_n", None, (4096, 16, 4096), max_n=64),
     ShapeClass("deep", 3072 * 3072, (1024, 1024, 16384), min_depth=8),
     ShapeClass("narrow", None, (128, 4096, 4096), max_m=256),
+    ShapeClass("narrow_n", None, (4096, 128, 4096), max_n=256),
     ShapeClass("small", 1536 * 1536, (1024, 1024, 1024)),
     ShapeClass("medium", 3072 * 3072, (2048, 2048, 2048)),
     ShapeClass("large", None, (4096, 4096, 4096)),
@@ -108,8 +118,11 @@ def fallback_class(M: int, N: int, K: int, batch: int = 1) -> str:
 
 
 def tile_of(cfg: Mapping[str, int]) -> tuple[int, int, int]:
-    """``(rows, columns, K step)`` of a block of a tuned configuration: ``(BM, BN, BK)``, or for
-    the skinny stage ``(MT, BN, KC)`` (what the plan's wave model counts)."""
+    """``(rows, columns, K step)`` of a block of a tuned configuration: ``(BM, BN, BK)``, for
+    the skinny stage ``(MT, BN, KC)``, for skinny_n ``(NT / 32 * RW, NB, KC)`` (what the plan's
+    wave model counts)."""
+    if "NB" in cfg:
+        return cfg["NT"] // 32 * cfg["RW"], cfg["NB"], cfg["KC"]
     return (cfg["BM"] if "BM" in cfg else cfg["MT"], cfg["BN"],
             cfg["BK"] if "BK" in cfg else cfg["KC"])
 

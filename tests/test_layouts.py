@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from helpers import randn
+from helpers import randn, sim_sized
 from numba import cuda
 
 import numba_gemm
@@ -325,3 +325,21 @@ def test_cupy_in_cupy_out(rng):
     c = sgemm(cupy.asarray(a).T.copy().T, cupy.asarray(b))
     assert isinstance(c, cupy.ndarray)
     assert_close(cupy.asnumpy(c), ref(a, b))
+
+
+@pytest.mark.parametrize("name, layout", [("skinny", "TN"), ("skinny_n", "NT"),
+                                          ("skinny_n", "NN")])
+@pytest.mark.parametrize("M, N, K, pitch", [(5, 12, 150, 0), (8, 8, 136, 0), (6, 10, 140, 3)])
+def test_regime_stages_layouts(name, layout, M, N, K, pitch, rng):
+    """The few-rows and few-columns stages in the layouts they declare (the small operand staged
+    element-wise: either storage order, with row pitches), ragged (scalar) and aligned (vector)."""
+    st = sim_sized(get_stage(name))
+    assert layout in st.layouts
+    a, b = randn(rng, (M, K)), randn(rng, (K, N))
+    da = stored(a, layout[0] == "T", pitch)
+    db = stored(b, layout[1] == "T", pitch)
+    plan = numba_gemm.explain(da, db, stage=st)
+    assert plan.geometry.layout == layout
+    d_c = cuda.to_device(np.full((M, N), np.nan, np.float32))
+    sgemm(da, db, stage=st, out=d_c, alpha=1.5)
+    assert_close(d_c.copy_to_host(), ref(a, b, alpha=1.5))

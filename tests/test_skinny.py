@@ -1,6 +1,8 @@
-"""The skinny stage (few rows of A) on configurations that exercise its index maps: one to 16 rows
-per block, row blocks past MT, K split over the grid and over the k-groups, several super-chunks
-of A in SMEM, ragged N (scalar variant); and the launch layer's split-K choice."""
+"""The skinny stages on configurations that exercise their index maps. Stage 15 (few rows of A):
+one to 16 rows per block, row blocks past MT, K split over the grid and over the k-groups,
+several super-chunks of A in SMEM, ragged N (scalar variant); and the launch layer's split-K
+choice. Stage 16 (few columns of B): column blocks past NB, K chunks and slices, the lanes'
+reduce-scatter for 4 to 64 sums per lane."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ import pytest
 from helpers import check_sgemm
 
 import numba_gemm
-from numba_gemm.kernels import k15_skinny
+from numba_gemm.kernels import k15_skinny, k16_skinny_n
 from numba_gemm.plan import split_options
 
 CASES = [
@@ -50,3 +52,70 @@ def test_split_options_only_for_idle_sms():
     assert split_options(cand, 256, 256, 512, sms=132) == (1, 2, 4)  # slices >= 8 x BK deep
     assert split_options(dict(cand, config=dict(cfg, SPLITK=4)), 1024, 1024, 16384,
                          sms=132) == (4,)  # 64 tiles x 4: more than half the SMs busy
+
+
+# --- stage 16, skinny N: the transpose (few columns of B, A streamed along K)
+
+CASES_N = [
+    (dict(NB=4, RW=1, NT=32, KC=128, SPLITK=1, MINB=0), (3, 5, 200)),  # 2 column blocks of 4
+    (dict(NB=4, RW=2, NT=64, KC=128, SPLITK=2, MINB=0), (9, 4, 300)),  # 3 chunks over 2 slices
+    (dict(NB=8, RW=4, NT=64, KC=128, SPLITK=3, MINB=0), (5, 12, 260)),  # N ragged: scalar loads
+    (dict(NB=16, RW=2, NT=128, KC=256, SPLITK=1, MINB=0), (7, 16, 132)),  # 32 sums per lane
+    (dict(NB=16, RW=4, NT=64, KC=128, SPLITK=1, MINB=0), (4, 16, 64)),  # 64 sums, 2 per lane
+    (dict(NB=4, RW=1, NT=64, KC=128, SPLITK=18, MINB=0), (3, 8, 2304)),  # 2 levels: 5+5+5+3
+]
+
+
+@pytest.mark.parametrize("cfg, shape", CASES_N,
+                         ids=[f"NB{c['NB']}-RW{c['RW']}-S{c['SPLITK']}" for c, _ in CASES_N])
+@pytest.mark.parametrize("beta", [0.0, 0.5])
+def test_skinny_n_configs(cfg, shape, beta, rng):
+    stage = numba_gemm.get_stage("skinny_n").with_config(cfg)
+    err, out = check_sgemm(stage, rng, *shape, alpha=1.5, beta=beta)
+    assert np.isfinite(out).all() and err <= 1e-5, f"{cfg} {shape}: rel. error {err:.3g}"
+
+
+@pytest.mark.parametrize("V", [4, 8, 16, 32, 64])
+def test_skinny_n_lane_map_sums_every_value_once(V):
+    """The reduce-scatter's index map, replayed in NumPy with the kernel's own exchange rule: the
+    lanes that own totals cover each of the V sums exactly once, and each equals the sum over the
+    32 lanes (a wrong ``lane_sums_owned`` or exchange order fails here, as in the kernel)."""
+    rng = np.random.default_rng(V)
+    vals = rng.integers(-1000, 1000, size=(32, V)).astype(np.int64)
+    v = vals.copy()
+    length = V
+    for s in range(5):
+        o = 16 >> s
+        w = v.copy()
+        for lane in range(32):
+            p = lane ^ o
+            if length >= 2:
+                half = length // 2
+                up = bool(lane & o)
+                for i in range(half):
+                    keep = w[lane, i + half] if up else w[lane, i]
+                    got = w[p, i + half] if up else w[p, i]  # what the partner sends
+                    v[lane, i] = keep + got
+            else:
+                v[lane, 0] = w[lane, 0] + w[p, 0]
+        length = max(length // 2, 1)
+    seen = np.zeros(V, int)
+    for lane in range(32):
+        first, count, owner = k16_skinny_n.lane_sums_owned(V, lane)
+        assert count == max(V // 32, 1)
+        if owner:
+            seen[first:first + count] += 1
+            assert (v[lane, :count] == vals[:, first:first + count].sum(axis=0)).all()
+    assert (seen == 1).all(), seen
+
+
+def test_skinny_n_rejects_bad_configs():
+    st = numba_gemm.get_stage("skinny_n")
+    for change, msg in [(dict(NB=2), "NB must be"), (dict(KC=192), "multiple of 128"),
+                        (dict(RW=8, NB=16), "64 partial sums"), (dict(RW=4, KC=512), "8 loads"),
+                        (dict(NT=64, KC=512), "8 float4s of the B tile"),
+                        (dict(SPLITK=65), "SPLITK"), (dict(BM=64), "unknown")]:
+        with pytest.raises(ValueError, match=msg):
+            st.with_config(dict(st.config, **change))
+    assert not k16_skinny_n.supports(8, k16_skinny_n.MAX_N + 1, 8)
+    assert all(st.with_config(c).config == c for c in st.space)

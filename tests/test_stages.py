@@ -10,11 +10,11 @@ from numba import cuda
 
 import numba_gemm
 from numba_gemm import STAGES, tuning
-from numba_gemm.kernels import k15_skinny
+from numba_gemm.kernels import k15_skinny, k16_skinny_n
 
 stage_ids = [s.name for s in STAGES]
-#: Stages that take a bounded number of rows.
-M_LIMIT = {"skinny": k15_skinny.MAX_M}
+#: Stages that take a bounded number of rows or columns.
+LIMIT = {"skinny": f"M > {k15_skinny.MAX_M}", "skinny_n": f"N > {k16_skinny_n.MAX_N}"}
 
 
 @pytest.mark.parametrize("stage", STAGES, ids=stage_ids)
@@ -22,7 +22,7 @@ M_LIMIT = {"skinny": k15_skinny.MAX_M}
 def test_stage_matches_reference(stage, shape, rng):
     M, N, K = shape
     if not stage.supports(M, N, K):
-        pytest.skip(f"{stage.name} does not take {shape} (M > {M_LIMIT.get(stage.name)})")
+        pytest.skip(f"{stage.name} does not take {shape} ({LIMIT.get(stage.name)})")
     err, out = check_sgemm(sim_sized(stage), rng, M, N, K)
     assert np.isfinite(out).all(), "unwritten (NaN) or non-finite elements in C"
     assert err <= stage.rtol, f"{stage.name} {shape}: rel. error {err:.3g} > {stage.rtol}"
@@ -98,9 +98,10 @@ def test_stage_4096_matches_cublas(stage, rng):
     cp = pytest.importorskip("cupy", reason="CuPy (cuBLAS) is needed for this check")
     from numba_gemm.reference import rel_error
 
-    n = 4096
-    m = n if stage.supports(n, n, n) else 16  # the skinny stage: a few rows
-    a, b = randn(rng, (m, n)), randn(rng, (n, n))
+    m = n = k = 4096
+    if not stage.supports(m, n, k):  # the skinny stages: a few rows, or a few columns
+        m, n = (16, n) if stage.supports(16, n, k) else (m, 16)
+    a, b = randn(rng, (m, k)), randn(rng, (k, n))
     if stage.precision == "fp16":  # hgemm on FP16 operands; the reference: their FP32 product
         a, b = a.astype(np.float16), b.astype(np.float16)
         out = numba_gemm.hgemm(cuda.to_device(a), cuda.to_device(b), stage=stage).copy_to_host()

@@ -140,6 +140,7 @@ def test_split_k_matches_reference(splits, rng):
     ("double_buffering", 5, (300, 260, 6000)),  # ragged tiles, uneven slices
     ("multistage", 16, (256, 512, 16384)),
     ("skinny", 16, (16, 4096, 4096)),
+    ("skinny_n", 8, (4096, 16, 4096)),
 ])
 def test_split_k_is_deterministic_on_the_gpu(name, splits, shape, rng):
     """Many tiles whose slices race for the counters: the last slice of each tile (or group)
@@ -178,6 +179,17 @@ def test_shape_classes():
     assert tuning.shape_class(1024, 1024, 16384) == "deep"
     assert tuning.shape_class(256, 256, 65536) == "deep"
     assert tuning.shape_class(4096, 4096, 65536) == "large"  # deep, but too many outputs
+    # and few columns: the transposes of skinny and narrow (few rows come first)
+    assert tuning.shape_class(4096, 1, 4096) == "gemv_n"
+    assert tuning.shape_class(4096, 4, 4096) == "gemv_n"
+    assert tuning.shape_class(4096, 5, 4096) == "skinny_n"
+    assert tuning.shape_class(4096, 64, 4096) == "skinny_n"
+    assert tuning.shape_class(1024, 16, 16384) == "skinny_n"
+    assert tuning.shape_class(4096, 128, 4096) == "narrow_n"
+    assert tuning.shape_class(10**6, 256, 8) == "narrow_n"
+    assert tuning.shape_class(16, 16, 4096) == "skinny"
+    assert tuning.shape_class(128, 64, 4096) == "skinny_n"
+    assert tuning.fallback_class(4096, 128, 4096) == "small"
     assert tuning.shape_class(16, 4096, 4096, batch=4) == "batched"
     assert tuning.fallback_class(16, 4096, 4096) == "small"
     assert tuning.fallback_class(1024, 1024, 16384) == "small"

@@ -16,6 +16,7 @@ from . import (
     k13_tf32x3_mma,
     k14_hgemm_mma,
     k15_skinny,
+    k16_skinny_n,
 )
 
 #: Every stage, slowest first. Adding a stage = one module + one line here.
@@ -35,6 +36,7 @@ STAGES = (
     k13_tf32x3_mma.STAGE,
     k14_hgemm_mma.STAGE,
     k15_skinny.STAGE,
+    k16_skinny_n.STAGE,
 )
 
 

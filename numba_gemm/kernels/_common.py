@@ -7,6 +7,8 @@ from numba import cuda, float32
 from ..device import SIMULATOR
 from ..vecmem import load4, store4
 
+FULL_MASK = 0xFFFFFFFF
+
 #: Options the CUDA simulator's ``cuda.jit`` does not accept; they only tune code generation.
 _GPU_ONLY = ("launch_bounds", "max_registers", "forceinline", "lineinfo")
 
@@ -37,6 +39,28 @@ def store_c(C, row, col, acc, alpha, beta):
         C[row, col] = alpha * acc + beta * C[row, col]
 
 
+if SIMULATOR:
+
+    def shfl_xor(x, offset, scratch):
+        """Simulator path of :func:`shfl_xor`: the same lane exchange through SMEM (``scratch``,
+        one float32 per thread of the block). Every thread of the block must call it, as every
+        lane of a warp must call the shuffle."""
+        tid = cuda.threadIdx.x
+        scratch[tid] = x
+        cuda.syncthreads()  # every thread's value is in SMEM
+        y = scratch[tid ^ offset]
+        cuda.syncthreads()  # everyone has read before the next exchange overwrites
+        return y
+
+else:
+
+    @device_jit
+    def shfl_xor(x, offset, scratch):
+        """The value ``x`` of lane ``lane ^ offset`` of this warp (``shfl.sync.bfly``, every lane
+        active); ``scratch`` is only used by the simulator's model of the exchange."""
+        return cuda.shfl_xor_sync(FULL_MASK, x, offset)
+
+
 def unroll(n, body, start=0):
     """A device function ``f(*args)`` that runs ``body(start, *args); ...; body(n - 1, *args)``.
 
@@ -50,6 +74,14 @@ def unroll(n, body, start=0):
     index first.
     """
     return _span(start, n, body)
+
+
+def sequence(*fns):
+    """A device function ``f(*args)`` that runs ``fns[0](*args); fns[1](*args); ...``."""
+    if not fns:
+        return _no_op
+    mid = len(fns) // 2
+    return fns[0] if len(fns) == 1 else _seq(sequence(*fns[:mid]), sequence(*fns[mid:]))
 
 
 def _span(lo, hi, body):

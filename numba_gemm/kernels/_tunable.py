@@ -95,6 +95,36 @@ def layout_problem(cfg: Mapping[str, int], layout: str) -> str | None:
     return None
 
 
+def check_keys(cfg: Mapping[str, int], keys: tuple[str, ...]) -> None:
+    """Raise ``ValueError`` unless ``cfg`` has exactly ``keys``, each an int."""
+    missing, unknown = set(keys) - set(cfg), set(cfg) - set(keys)
+    if missing or unknown:
+        raise ValueError(
+            f"config keys must be {keys}; missing {sorted(missing)}, unknown {sorted(unknown)}"
+        )
+    if not all(isinstance(cfg[k], int) and not isinstance(cfg[k], bool) for k in keys):
+        raise ValueError(f"config values must be ints, got {dict(cfg)}")
+
+
+def check_rules(cfg: Mapping[str, int], rules: list[tuple[bool, str]]) -> None:
+    """Raise ``ValueError`` naming the first ``(holds, message)`` rule that does not hold."""
+    for ok, msg in rules:
+        if not ok:
+            raise ValueError(f"invalid config {dict(cfg)}: {msg}")
+
+
+def valid_configs(check: Callable[[Mapping[str, int]], None], configs) -> tuple[dict, ...]:
+    """The configurations of the iterable ``configs`` that ``check`` accepts, in order."""
+    out = []
+    for cfg in configs:
+        try:
+            check(cfg)
+        except ValueError:
+            continue
+        out.append(cfg)
+    return tuple(out)
+
+
 def check_config(
     cfg: Mapping[str, int],
     *,
@@ -109,14 +139,7 @@ def check_config(
         smem_copies: copies of the A and B tiles the kernel keeps in SMEM.
         smem_limit: SMEM bytes per block available to the kernel.
     """
-    keys = TILE_KEYS + COMMON_KEYS + tuple(extra_keys)
-    missing, unknown = set(keys) - set(cfg), set(cfg) - set(keys)
-    if missing or unknown:
-        raise ValueError(
-            f"config keys must be {keys}; missing {sorted(missing)}, unknown {sorted(unknown)}"
-        )
-    if not all(isinstance(cfg[k], int) and not isinstance(cfg[k], bool) for k in keys):
-        raise ValueError(f"config values must be ints, got {dict(cfg)}")
+    check_keys(cfg, TILE_KEYS + COMMON_KEYS + tuple(extra_keys))
     if not all(cfg[k] > 0 for k in TILE_KEYS):
         raise ValueError(f"tile sizes must be positive, got {dict(cfg)}")
     BM, BN, BK, WM, WN, WNITER, TM, TN = (cfg[k] for k in TILE_KEYS)
@@ -285,4 +308,44 @@ def build_stage(
         split_k=splits,
         min_cc=min_cc,
         tile=(BM, BN),
+    )
+
+
+def build_regime_stage(
+    name: str,
+    label: str,
+    cfg: Mapping[str, int],
+    make_kernel: Callable[[tuple, bool, str], object],
+    factory: Callable[[Mapping[str, int]], Stage],
+    space: tuple[dict, ...],
+    check: Callable[[Mapping[str, int]], None],
+    supports: Callable[[int, int, int], bool],
+    layouts: tuple[str, ...],
+    tile: tuple[int, int],
+    launch_config: Callable[[int, int, int], tuple],
+) -> Stage:
+    """A ``Stage`` for one configuration of a stage built for one regime of shapes (skinny,
+    skinny_n): ``tile = (rows, columns)`` of C per block, the module's ``launch_config``, kernel
+    arguments :data:`SPLIT_ARGS`; chosen by the plan only at its tuned price
+    (``general=False``)."""
+    cfg = dict(cfg)
+    check(cfg)
+    items = tuple(sorted(cfg.items()))
+    return Stage(
+        name=name,
+        label=label,
+        kernel=make_kernel(items, True, "NN"),
+        scalar_kernel=make_kernel(items, False, "NN"),
+        launch_config=launch_config,
+        supports=supports,
+        args=SPLIT_ARGS,
+        layouts=layouts,
+        layout_kernel=functools.partial(make_kernel, items),
+        config=cfg,
+        factory=factory,
+        space=space,
+        check_config=check,
+        split_k=cfg["SPLITK"],
+        tile=tile,
+        general=False,
     )

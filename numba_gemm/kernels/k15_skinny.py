@@ -67,14 +67,9 @@ def derived(cfg: Mapping[str, int]) -> dict:
 
 def check_config(cfg: Mapping[str, int]) -> None:
     """Raise ``ValueError`` naming the first constraint ``cfg`` violates."""
-    missing, unknown = set(KEYS) - set(cfg), set(cfg) - set(KEYS)
-    if missing or unknown:
-        raise ValueError(f"config keys must be {KEYS}; missing {sorted(missing)}, "
-                         f"unknown {sorted(unknown)}")
-    if not all(isinstance(cfg[k], int) and not isinstance(cfg[k], bool) for k in KEYS):
-        raise ValueError(f"config values must be ints, got {dict(cfg)}")
+    tun.check_keys(cfg, KEYS)
     d = derived(cfg)
-    rules = [
+    tun.check_rules(cfg, [
         (cfg["MT"] in (1, 2, 4, 8, 16), "MT must be 1, 2, 4, 8 or 16"),
         (cfg["BN"] >= 4 and cfg["BN"] % 4 == 0, "BN must be a positive multiple of 4"),
         (cfg["NT"] % tun.WARP_SIZE == 0 and 32 <= cfg["NT"] <= 1024,
@@ -87,28 +82,15 @@ def check_config(cfg: Mapping[str, int]) -> None:
         (1 <= cfg["SPLITK"] <= 64, "SPLITK must be 1-64"),
         (0 <= cfg["MINB"] <= 8 and cfg["MINB"] * cfg["NT"] <= 2048,
          "MINB must be 0-8 and MINB * NT <= 2048"),
-    ]
-    for ok, msg in rules:
-        if not ok:
-            raise ValueError(f"invalid config {dict(cfg)}: {msg}")
+    ])
 
 
-def _space() -> tuple[dict, ...]:
-    out = []
-    for mt in (1, 2, 4, 8, 16):
-        for bn, nt in ((128, 128), (128, 256), (256, 256), (64, 256)):
-            for kc in (32, 64):
-                for s in (4, 8, 16):
-                    cfg = dict(MT=mt, BN=bn, NT=nt, KC=kc, SPLITK=s, MINB=0)
-                    try:
-                        check_config(cfg)
-                    except ValueError:
-                        continue
-                    out.append(cfg)
-    return tuple(out)
-
-
-SPACE = _space()
+SPACE = tun.valid_configs(check_config, (
+    dict(MT=mt, BN=bn, NT=nt, KC=kc, SPLITK=s, MINB=0)
+    for mt in (1, 2, 4, 8, 16)
+    for bn, nt in ((128, 128), (128, 256), (256, 256), (64, 256))
+    for kc in (32, 64)
+    for s in (4, 8, 16)))
 
 
 @functools.cache
@@ -261,26 +243,11 @@ LAYOUTS = ("NN", "TN")  # A in either layout (read element-wise); B row-major
 def make_stage(config: Mapping[str, int]) -> Stage:
     """The skinny stage for one configuration (validated by :func:`check_config`)."""
     cfg = dict(config)
-    check_config(cfg)
-    items = tuple(sorted(cfg.items()))
-    return Stage(
-        name="skinny",
-        label="15: skinny M (split-K, B read once)",
-        kernel=_make_kernel(items, True, "NN"),
-        scalar_kernel=_make_kernel(items, False, "NN"),
-        launch_config=launch_config_for(cfg),
-        supports=supports,
-        args=tun.SPLIT_ARGS,
-        layouts=LAYOUTS,
-        layout_kernel=functools.partial(_make_kernel, items),
-        config=cfg,
-        factory=make_stage,
-        space=SPACE,
-        check_config=check_config,
-        split_k=cfg["SPLITK"],
-        tile=(cfg["MT"], cfg["BN"]),
-        general=False,  # chosen by its tuned price only: it serves one regime of shapes
-    )
+    check_config(cfg)  # before the tile is read from it
+    return tun.build_regime_stage(
+        "skinny", "15: skinny M (split-K, B read once)", cfg, _make_kernel, make_stage, SPACE,
+        check_config, supports, LAYOUTS, tile=(cfg["MT"], cfg["BN"]),
+        launch_config=launch_config_for(cfg))
 
 
 STAGE = make_stage(DEFAULT_CONFIG)
