@@ -8,8 +8,8 @@ split K: lane ``l`` reads ``A[m, k + 4l : k + 4l + 4]`` (one 128-bit load; a war
 contiguous bytes of a row), ``KSTEP = KC / 128`` such loads per row and chunk, all in flight,
 issued for the next chunk before this chunk's FMAs (two register buffers, as stage 9). The
 block's ``NB`` columns of B are staged in SMEM per chunk of ``KC`` rows, transposed
-(``Bs[n, k]``: a lane's four k are one 128-bit broadcast-free read, conflict-free across the warp,
-reused by the warp's ``RW`` rows). Each lane keeps ``RW x NB`` partial sums over its own k; at the
+(``Bs[n, k]``: a lane's four k are one 128-bit read, conflict-free across the warp, reused by
+the warp's ``RW`` rows). Each lane keeps ``RW x NB`` partial sums over its own k; at the
 end the warp sums them over its lanes by a *reduce-scatter* of shuffles (each exchange halves the
 values a lane holds: 62 shuffles for 64 sums, not 5 x 64), and each lane writes the sums it ends
 with. When ``M / BM`` blocks are too few to keep the DRAM busy, K is split over the grid
