@@ -79,11 +79,11 @@ class ShapeClass(NamedTuple):
 #: "skinny" (M <= 64: the bandwidth-bound regime, where the skinny stage reads B once), "deep"
 #: (K >= 8 max(M, N) up to 3072^2 outputs: 1024 x 1024 x 16384 ran at 55 % of cuBLAS when priced
 #: from the small class, the best stage at 87 %) and "narrow" (M <= 256: 128 x 4096 x 4096 at 43 %,
-#: best 74 %); and their transposes, few columns: "gemv_n" (N <= 4, a matrix-vector product:
-#: tuned at N = 16, the skinny_n stage computes 8 or 16 columns per block, 4 would waste less) and
-#: "skinny_n" (N <= 64), where the skinny_n stage reads A once, and "narrow_n" (N <= 256:
-#: 4096 x 128 x 4096 priced from the area classes ran at 48 %, the best tuned configuration of
-#: another class at 90 %).
+#: best 74 %); and their transposes, few columns: "skinny_n" (N <= 64, where the skinny_n stage
+#: reads A once; its configurations tuned at N = 16 compute 8 or 16 columns per block), "gemv_n"
+#: (N <= 4, a matrix-vector product, tuned apart so that 4-column blocks can win) and "narrow_n"
+#: (N <= 256: 4096 x 128 x 4096 priced from the area classes ran at 48 %, the best tuned
+#: configuration of another class at 90 %).
 CLASSES = (
     ShapeClass("skinny", None, (16, 4096, 4096), max_m=64),
     ShapeClass("gemv_n", None, (4096, 1, 4096), max_n=4),

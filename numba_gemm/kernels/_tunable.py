@@ -271,25 +271,36 @@ def build_stage(
     check: Callable[[Mapping[str, int]], None],
     smem: Callable[[Mapping[str, int], str], int] | None = None,
     min_cc: tuple[int, int] = (0, 0),
+    *,
+    tile_of: Callable[[Mapping[str, int]], tuple[int, int]] | None = None,
+    launch_config_for: Callable[[Mapping[str, int]], Callable] | None = None,
+    supports: Callable[[int, int, int], bool] | None = None,
+    layouts: tuple[str, ...] | None = None,
+    general: bool = True,
 ) -> Stage:
-    """A ``Stage`` for one configuration of a tunable stage.
+    """A ``Stage`` for one configuration of a tunable stage (validated by ``check`` first).
 
     ``make_kernel(items, vec, layout)`` builds the kernel from the sorted config items;
-    ``smem(cfg, layout)`` is its dynamic SMEM (None: static SMEM only). The launch grid is
-    ``(N/BN, M/BM, SPLITK)`` blocks of NUM_THREADS (``(N/BN, M/BM, batch)`` for a batch); the
-    kernel takes :data:`SPLIT_ARGS`.
+    ``smem(cfg, layout)`` is its dynamic SMEM (None: static SMEM only). By default the block tile
+    is ``(BM, BN)``, the launch grid ``(N/BN, M/BM, SPLITK)`` blocks of NUM_THREADS
+    (``(N/BN, M/BM, batch)`` for a batch), the layouts those whose tiles the threads split evenly
+    (:func:`layout_problem`); a stage built for one regime of shapes (skinny, skinny_n) gives its
+    own ``tile_of(cfg)``, ``launch_config_for(cfg)``, ``supports`` and ``layouts``, and
+    ``general=False`` (chosen by the plan only at its tuned price). The kernel takes
+    :data:`SPLIT_ARGS`.
     """
     cfg = dict(cfg)
     check(cfg)
-    nt = derived(cfg)["NUM_THREADS"]
-    BM, BN, splits = cfg["BM"], cfg["BN"], cfg["SPLITK"]
     items = tuple(sorted(cfg.items()))
+    if launch_config_for is None:
+        nt, splits = derived(cfg)["NUM_THREADS"], cfg["SPLITK"]
 
-    def launch_config(M, N, K):
-        gx, gy = tile_grid(M, N, BM, BN)
-        return (gx, gy, splits), (nt,)
-
-    layouts = tuple(lay for lay in LAYOUTS if layout_problem(cfg, lay) is None)
+        def launch_config(M, N, K):
+            return (*tile_grid(M, N, cfg["BM"], cfg["BN"]), splits), (nt,)
+    else:
+        launch_config = launch_config_for(cfg)
+    if layouts is None:
+        layouts = tuple(lay for lay in LAYOUTS if layout_problem(cfg, lay) is None)
     return Stage(
         name=name,
         label=label,
@@ -300,52 +311,14 @@ def build_stage(
         layout_kernel=functools.partial(make_kernel, items),
         layout_smem={lay: smem(cfg, lay) for lay in layouts} if smem else {},
         launch_config=launch_config,
+        **({} if supports is None else {"supports": supports}),
         config=cfg,
         factory=factory,
         space=space,
         check_config=check,
         dynamic_smem=smem(cfg, "NN") if smem else 0,
-        split_k=splits,
-        min_cc=min_cc,
-        tile=(BM, BN),
-    )
-
-
-def build_regime_stage(
-    name: str,
-    label: str,
-    cfg: Mapping[str, int],
-    make_kernel: Callable[[tuple, bool, str], object],
-    factory: Callable[[Mapping[str, int]], Stage],
-    space: tuple[dict, ...],
-    check: Callable[[Mapping[str, int]], None],
-    supports: Callable[[int, int, int], bool],
-    layouts: tuple[str, ...],
-    tile: tuple[int, int],
-    launch_config: Callable[[int, int, int], tuple],
-) -> Stage:
-    """A ``Stage`` for one configuration of a stage built for one regime of shapes (skinny,
-    skinny_n): ``tile = (rows, columns)`` of C per block, the module's ``launch_config``, kernel
-    arguments :data:`SPLIT_ARGS`; chosen by the plan only at its tuned price
-    (``general=False``)."""
-    cfg = dict(cfg)
-    check(cfg)
-    items = tuple(sorted(cfg.items()))
-    return Stage(
-        name=name,
-        label=label,
-        kernel=make_kernel(items, True, "NN"),
-        scalar_kernel=make_kernel(items, False, "NN"),
-        launch_config=launch_config,
-        supports=supports,
-        args=SPLIT_ARGS,
-        layouts=layouts,
-        layout_kernel=functools.partial(make_kernel, items),
-        config=cfg,
-        factory=factory,
-        space=space,
-        check_config=check,
         split_k=cfg["SPLITK"],
-        tile=tile,
-        general=False,
+        min_cc=min_cc,
+        tile=(cfg["BM"], cfg["BN"]) if tile_of is None else tile_of(cfg),
+        general=general,
     )

@@ -242,12 +242,10 @@ LAYOUTS = ("NN", "TN")  # A in either layout (read element-wise); B row-major
 
 def make_stage(config: Mapping[str, int]) -> Stage:
     """The skinny stage for one configuration (validated by :func:`check_config`)."""
-    cfg = dict(config)
-    check_config(cfg)  # before the tile is read from it
-    return tun.build_regime_stage(
-        "skinny", "15: skinny M (split-K, B read once)", cfg, _make_kernel, make_stage, SPACE,
-        check_config, supports, LAYOUTS, tile=(cfg["MT"], cfg["BN"]),
-        launch_config=launch_config_for(cfg))
+    return tun.build_stage(
+        "skinny", "15: skinny M (split-K, B read once)", config, _make_kernel, make_stage, SPACE,
+        check_config, tile_of=lambda cfg: (cfg["MT"], cfg["BN"]),
+        launch_config_for=launch_config_for, supports=supports, layouts=LAYOUTS, general=False)
 
 
 STAGE = make_stage(DEFAULT_CONFIG)

@@ -360,12 +360,10 @@ LAYOUTS = ("NN", "NT")  # A row-major (streamed along K); B in either layout (st
 
 def make_stage(config: Mapping[str, int]) -> Stage:
     """The skinny-N stage for one configuration (validated by :func:`check_config`)."""
-    cfg = dict(config)
-    check_config(cfg)  # before derived() reads it
-    return tun.build_regime_stage(
-        "skinny_n", "16: skinny N (split-K, A read once)", cfg, _make_kernel, make_stage, SPACE,
-        check_config, supports, LAYOUTS, tile=(derived(cfg)["BM"], cfg["NB"]),
-        launch_config=launch_config_for(cfg))
+    return tun.build_stage(
+        "skinny_n", "16: skinny N (split-K, A read once)", config, _make_kernel, make_stage,
+        SPACE, check_config, tile_of=lambda cfg: (derived(cfg)["BM"], cfg["NB"]),
+        launch_config_for=launch_config_for, supports=supports, layouts=LAYOUTS, general=False)
 
 
 STAGE = make_stage(DEFAULT_CONFIG)
