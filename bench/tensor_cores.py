@@ -4,16 +4,17 @@ For each ``--sizes`` N (M = N = K): cuBLAS FP32 (``torch.mm``, TF32 off), cuBLAS
 cuBLAS FP16 (``torch.mm`` on float16 tensors: FP32 accumulation, reduced-precision split-K
 reductions off; FP16 output, and FP32 output through ``out_dtype`` where this PyTorch has it),
 then ``sgemm`` with ``compute="fp32"`` (the SIMT ladder's automatic pick), ``"tf32"`` and
-``"3xtf32"``, ``hgemm`` with FP32 and FP16 output, and each tensor-core stage by name. Every
+``"3xtf32"``, ``hgemm`` with FP32 and FP16 output, and each tensor-core stage by name (the FP16
+ones through ``hgemm``). Every
 implementation is first checked against a float64 product of its own inputs (relative Frobenius
 error; NaN-poisoned output), then timed: kernel time (CUDA events behind a hold kernel, median,
 ``check.time_kernel``) and end-to-end time of the call made back to back
 (``timing.time_calls``). Each row names its baseline (the cuBLAS of the same precision) and its
 share of it, in the same timing.
 
-With ``--sweep``, every configuration of the three tensor-core stages' spaces
-(``k12_tf32_mma_multistage.space``; ``--where KEY=VALUE ...`` keeps those that match) is compiled
-first in parallel processes
+With ``--sweep``, every configuration of the tunable tensor-core stages' spaces (``SWEPT``;
+``--stages`` names a subset, ``--where KEY=VALUE ...`` keeps the configurations that match) is
+compiled first in parallel processes
 (``numba_gemm.precompile``, ``--jobs``) and then timed (kernel time) at the first size.
 Writes ``tensor_cores.csv`` (and ``sweep.csv``) under ``--out`` and prints the rows.
 
@@ -31,7 +32,9 @@ from pathlib import Path
 #: Which cuBLAS row each implementation is compared with (same inputs, same arithmetic).
 FP32, TF32, FP16, FP16_OUT16 = ("cuBLAS FP32", "cuBLAS TF32", "cuBLAS FP16 (FP32 out)",
                                 "cuBLAS FP16 (FP16 out)")
-SWEPT = {"tf32": "tf32_mma_multistage", "3xtf32": "tf32x3_mma", "fp16": "hgemm_mma"}
+#: The tunable tensor-core stages ``--sweep`` times, by arithmetic.
+SWEPT = {"tf32": ("tf32_mma_multistage",), "3xtf32": ("tf32x3_mma",),
+         "fp16": ("hgemm_mma", "hgemm_wgmma")}
 BASELINE_OF = {"tf32": TF32, "3xtf32": FP32, "fp16": FP16}
 
 
@@ -44,23 +47,33 @@ def _write(path: Path, rows: list[dict]) -> None:
         w.writerows(rows)
 
 
-def swept(mode: str, where: list[str]) -> list[dict]:
-    """The configurations of ``mode``'s space that match every ``KEY=VALUE`` of ``where``."""
-    from numba_gemm.kernels import k12_tf32_mma_multistage as k12
+def swept(name: str, where: list[str]) -> list[dict]:
+    """The configurations of stage ``name``'s space that match every ``KEY=VALUE`` of ``where``
+    (keys the stage's configurations lack do not filter)."""
+    from numba_gemm import get_stage
 
     want = dict(w.split("=") for w in where)
-    return [c for c in k12.space(mode) if all(str(c[k]) == v for k, v in want.items())]
+    return [c for c in get_stage(name).space
+            if all(str(c[k]) == v for k, v in want.items() if k in c)]
 
 
-def precompile_sweep(jobs: int, where: list[str]) -> None:
+def sweep_stages(only: list[str] | None, cc) -> list[tuple[str, str]]:
+    """``(mode, stage name)`` of every swept stage that runs on ``cc`` (and is in ``only``)."""
+    from numba_gemm import get_stage
+
+    return [(m, n) for m, names in SWEPT.items() for n in names
+            if (not only or n in only) and get_stage(n).runs_on(cc)]
+
+
+def precompile_sweep(jobs: int, where: list[str], only: list[str] | None) -> None:
     """Compile every swept configuration into the kernel cache, ``jobs`` processes at once."""
     import torch
 
     from numba_gemm import precompile
 
     cc = torch.cuda.get_device_capability()
-    todo = [precompile.Job(SWEPT[m], tuple(sorted(c.items())), "vector", cc)
-            for m in SWEPT for c in swept(m, where)]
+    todo = [precompile.Job(n, tuple(sorted(c.items())), "vector", cc)
+            for _, n in sweep_stages(only, cc) for c in swept(n, where)]
     res = precompile.run(todo, jobs)
     failed = [r for r in res if r[1] == "failed"]
     print(f"precompiled {len(res)} kernels, {len(failed)} failed", flush=True)
@@ -76,6 +89,8 @@ def main(argv=None) -> int:
     p.add_argument("--sweep", action="store_true")
     p.add_argument("--where", nargs="*", default=[], metavar="KEY=VALUE",
                    help="sweep only the configurations with these values (e.g. WN=32 MINB=2)")
+    p.add_argument("--stages", nargs="*", default=None, metavar="NAME",
+                   help="sweep only these stages (default: every tunable tensor-core stage)")
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
                    help="compile processes for --sweep (default: all cores)")
     args = p.parse_args(argv)
@@ -85,12 +100,11 @@ def main(argv=None) -> int:
 
     import numba_gemm
     from numba_gemm.check import time_kernel
-    from numba_gemm.kernels import k12_tf32_mma_multistage as k12
     from numba_gemm.reference import rel_error
     from numba_gemm.timing import time_calls
 
     if args.sweep:
-        precompile_sweep(args.jobs, args.where)
+        precompile_sweep(args.jobs, args.where, args.stages)
     torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = False
     gpu = torch.cuda.get_device_name()
     gen = torch.Generator(device="cuda").manual_seed(0)
@@ -168,12 +182,18 @@ def main(argv=None) -> int:
                     lambda plan=plan, out=out: plan.launch(a16, b16, out),
                     lambda out=out: numba_gemm.hgemm(a16, b16, out=out), out, ref16,
                     f"{plan.stage.name} {dict(plan.stage.config)}")
+        for st in numba_gemm.STAGES:  # every FP16 stage by name, FP32 C
+            if st.precision == "fp16" and st.runs_on(torch.cuda.get_device_capability()):
+                plan = numba_gemm.plan_for(n, n, n, stage=st.name, compute="fp16")
+                measure(f"stage {st.name}", FP16, lambda plan=plan: plan.launch(a16, b16, c),
+                        lambda st=st: numba_gemm.hgemm(a16, b16, out=c, stage=st.name), c,
+                        ref16, f"{dict(st.config)}")
 
         if args.sweep and n == args.sizes[0]:
-            for mode, name in SWEPT.items():
+            for mode, name in sweep_stages(args.stages, torch.cuda.get_device_capability()):
                 x, y, want = (a16, b16, ref16) if mode == "fp16" else (a, b, ref)
-                for cfg in swept(mode, args.where):
-                    st = k12.make_stage(cfg, mode)  # the space holds valid configurations only
+                for cfg in swept(name, args.where):
+                    st = numba_gemm.get_stage(name).with_config(cfg)  # the space: valid ones
                     try:
                         plan = numba_gemm.plan_for(n, n, n, stage=st,
                                                    compute="fp16" if mode == "fp16" else None)

@@ -47,7 +47,9 @@ class DeviceInfo:
     simulated: bool = False
 
 
-SIMULATED = DeviceInfo(0, "simulator", (99, 99), 1, 227 * 1024, simulated=True)
+#: The compute capability the simulator pretends to have: every stage runs there.
+SIMULATED_CC = (99, 99)
+SIMULATED = DeviceInfo(0, "simulator", SIMULATED_CC, 1, 227 * 1024, simulated=True)
 
 
 def gpu_available() -> bool:

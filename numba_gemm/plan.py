@@ -274,7 +274,7 @@ def _choose(g: Geometry, stage: str | Stage | None, aligned: bool, dev: DeviceIn
                                        f"fastest for the {cls} class ({src})")
             return st, None, f"stage {stage!r} by name; its default tiles (no tuning data)"
         return st, None, f"stage {stage!r} by name (fixed tiles)"
-    usable = [s for s in STAGES if s.precision == compute and tuple(s.min_cc) <= tuple(dev.cc)]
+    usable = [s for s in STAGES if s.precision == compute and s.runs_on(dev.cc)]
     if not usable:
         need = min((s.min_cc for s in STAGES if s.precision == compute), default=None)
         raise ValueError(f"compute={compute!r} needs compute capability {need[0]}.{need[1]}+; "
@@ -508,10 +508,10 @@ def plan_for(M: int, N: int, K: int, *, stage: str | Stage | None = None, aligne
     why_not = serves(st, g)
     if why_not is not None:
         raise ValueError(why_not)
-    if tuple(dev.cc) < tuple(st.min_cc):
+    if not st.runs_on(dev.cc):
         raise ValueError(
-            f"stage {st.name!r} needs compute capability {st.min_cc[0]}.{st.min_cc[1]}+, this GPU "
-            f"({dev.name}) is {dev.cc[0]}.{dev.cc[1]}"
+            f"stage {st.name!r} needs {st.needs()}, this GPU ({dev.name}) is "
+            f"{dev.cc[0]}.{dev.cc[1]}"
         )
     variant = "vector" if aligned or st.scalar_kernel is None else "scalar"
     if not aligned and st.scalar_kernel is not None:

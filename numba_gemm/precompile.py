@@ -83,7 +83,7 @@ def plan(
     """The jobs for a GPU: defaults and tuned configurations of every stage it can run.
 
     Args:
-        cc: compute capability; stages with a higher ``min_cc`` are skipped.
+        cc: compute capability; stages that do not run on it (``Stage.runs_on``) are skipped.
         device_name: the GPU's name, to find its entry in the user's tuning cache; with ``""``
             only the committed defaults for ``cc`` are read.
         stages: stage names to keep (default: all).
@@ -103,7 +103,7 @@ def plan(
     wanted = None if stages is None else [get_stage(n).name for n in stages]
     configs: dict[str, list[dict]] = {}
     for st in STAGES:
-        if (wanted is None or st.name in wanted) and tuple(st.min_cc) <= tuple(cc):
+        if (wanted is None or st.name in wanted) and st.runs_on(cc):
             configs[st.name] = [dict(st.config)]
     device = (device_name, tuple(cc))
     for cls in tuning.CLASSES:

@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from .device import SIMULATED_CC
+
 Dims = tuple[int, ...]
 LaunchConfig = tuple[Dims, Dims]
 
@@ -68,6 +70,9 @@ class Stage:
             finish sums them into C (``kernels._splitk``; one kernel, the plan passes the
             workspace and the tile counters).
         min_cc: the lowest compute capability the kernel compiles for (``cp.async``: (8, 0)).
+        arch: for kernels with architecture-specific instructions (``wgmma``: ``sm_90a``), the
+            one compute capability they run on; None: any from ``min_cc`` up (see
+            :meth:`runs_on`).
         tile: ``(BM, BN)``, the rows and columns of C one block computes (``launch_config``'s
             grid is ``(cdiv(N, BN), cdiv(M, BM), split_k)``).
         args: the kernel's argument spec (``launch.numba_signature``): ``"AAAff"``, 2-D
@@ -96,6 +101,7 @@ class Stage:
     dynamic_smem: int = 0
     split_k: int = 1
     min_cc: tuple[int, int] = (0, 0)
+    arch: tuple[int, int] | None = None
     tile: tuple[int, int] | None = None
     args: str = "AAAff"
     layouts: tuple[str, ...] = ("NN",)
@@ -124,6 +130,21 @@ class Stage:
         if self.check_config is not None:
             self.check_config(config)
         return self.factory(config)
+
+    def runs_on(self, cc: tuple[int, ...]) -> bool:
+        """Whether the kernel runs on a device of compute capability ``cc`` (the simulator's
+        pretend ``(99, 99)`` runs every stage)."""
+        cc = tuple(cc)[:2]
+        if cc == SIMULATED_CC:
+            return True
+        return cc >= tuple(self.min_cc) and (self.arch is None or cc == tuple(self.arch))
+
+    def needs(self) -> str:
+        """The compute capability the kernel needs, in words (``"9.0 exactly (sm_90a)"``)."""
+        if self.arch is not None:
+            return f"compute capability {self.arch[0]}.{self.arch[1]} exactly " \
+                   f"(sm_{self.arch[0]}{self.arch[1]}a instructions)"
+        return f"compute capability {self.min_cc[0]}.{self.min_cc[1]}+"
 
     @property
     def batched(self) -> bool:

@@ -62,6 +62,7 @@ class KernelResources:
     ptx_local: int  # ld.local + st.local in the PTX
     ptx_mma: int = 0  # mma.sync instructions in the PTX
     ptx_ldmatrix: int = 0  # ldmatrix instructions in the PTX
+    ptx_wgmma: int = 0  # wgmma.mma_async instructions in the PTX
 
     @property
     def uses_local_memory(self) -> bool:
@@ -112,7 +113,7 @@ def _offline_device(cc: tuple[int, int]) -> Iterator[None]:
     import numba.cuda.dispatcher as dispatcher
 
     class _Device:
-        compute_capability = cc
+        compute_capability = tuple(cc[:2])
 
     saved = dispatcher.get_current_device
     dispatcher.get_current_device = lambda: _Device()
@@ -122,7 +123,7 @@ def _offline_device(cc: tuple[int, int]) -> Iterator[None]:
         dispatcher.get_current_device = saved
 
 
-def compile_kernel_ptx(kernel: Any, cc: tuple[int, int] = (9, 0), sig: str = KERNEL_SIGNATURE
+def compile_kernel_ptx(kernel: Any, cc: tuple = (9, 0), sig: str = KERNEL_SIGNATURE
                        ) -> str:
     """PTX of a kernel (a ``cuda.jit`` dispatcher) for compute capability ``cc``; ``sig``: its
     Numba signature (default: the stage kernels')."""
@@ -192,11 +193,21 @@ def ptx_counts(ptx: str) -> dict:
         ptx_ld_global_v4=count(r"ld\.global(?:\.nc)?\.v4\.f32"),
         ptx_mma=count(r"\bmma\.sync\."),
         ptx_ldmatrix=count(r"\bldmatrix\.sync\."),
+        ptx_wgmma=count(r"\bwgmma\.mma_async\."),
         ptx_ld_shared_v4=count(r"ld\.shared\.v4\.f32"),
         ptx_st_global_v4=count(r"st\.global\.v4\.f32"),
         ptx_st_shared_v4=count(r"st\.shared\.v4\.f32"),
         ptx_local=count(r"\b(?:ld|st)\.local\."),
     )
+
+
+def target_of(stage: Any) -> tuple[tuple, str]:
+    """``(cc, ptxas arch)`` a stage's kernels are compiled for offline: sm_90, or sm_90a for a
+    stage with architecture-specific instructions (``Stage.arch``, e.g. wgmma)."""
+    if getattr(stage, "arch", None) is not None:
+        major, minor = stage.arch
+        return (major, minor, "a"), f"sm_{major}{minor}a"
+    return (9, 0), "sm_90"
 
 
 def kernel_resources(stage: Any, kernel: Any, variant: str, layout: str = "NN"
@@ -206,8 +217,10 @@ def kernel_resources(stage: Any, kernel: Any, variant: str, layout: str = "NN"
     from .launch import numba_signature
     from .registry import variant_key
 
-    ptx = compile_kernel_ptx(kernel, sig=numba_signature(stage.args))
-    rep = ptxas_report(ptx, max_registers=getattr(kernel, "targetoptions", {}).get("max_registers"))
+    cc, arch = target_of(stage)
+    ptx = compile_kernel_ptx(kernel, cc=cc, sig=numba_signature(stage.args))
+    rep = ptxas_report(ptx, arch=arch,
+                       max_registers=getattr(kernel, "targetoptions", {}).get("max_registers"))
     _, block = stage.launch_config(4096, 4096, 4096)
     threads = 1
     for b in block:
@@ -243,7 +256,7 @@ def format_table(rows: Sequence[KernelResources]) -> str:
     head = (
         f"{'stage':<20} {'variant':<10} {'regs':>4} {'spill':>9} {'stack':>5} {'smem':>7} "
         f"{'thr':>4} {'blk/SM':>6} {'occ':>5} {'ldg.v4':>6} {'lds.v4':>6} {'stg.v4':>6} "
-        f"{'sts.v4':>6} {'local':>5} {'mma':>4} {'ldsm':>4}"
+        f"{'sts.v4':>6} {'local':>5} {'mma':>4} {'ldsm':>4} {'wgmma':>5}"
     )
     lines = [head, "-" * len(head)]
     for r in rows:
@@ -253,7 +266,7 @@ def format_table(rows: Sequence[KernelResources]) -> str:
             f"{r.smem_static + r.smem_dynamic:>7} "
             f"{r.threads:>4} {r.blocks_per_sm:>6} {r.occupancy:>5.0%} {r.ptx_ld_global_v4:>6} "
             f"{r.ptx_ld_shared_v4:>6} {r.ptx_st_global_v4:>6} {r.ptx_st_shared_v4:>6} "
-            f"{r.ptx_local:>5} {r.ptx_mma:>4} {r.ptx_ldmatrix:>4}"
+            f"{r.ptx_local:>5} {r.ptx_mma:>4} {r.ptx_ldmatrix:>4} {r.ptx_wgmma:>5}"
         )
     return "\n".join(lines)
 

@@ -21,6 +21,9 @@ TC_SIM_CONFIG = dict(BM=32, BN=32, BK=8, WM=32, WN=32, NBUF=3, MINB=1)
 TC_SIM_CONFIG_F16 = dict(TC_SIM_CONFIG, BK=16)  # m16n8k16: K steps of 16
 
 
+#: The wgmma stages on the simulator: one warpgroup, 64 x 64 x 64 tiles (whole swizzled rows).
+WGMMA_SIM_CONFIG = dict(BM=64, BN=64, BK=64, NBUF=3)
+
 #: The skinny stage on the simulator: 64 threads (its default has 256 and 8 K slices).
 SKINNY_SIM_CONFIG = dict(MT=8, BN=32, NT=64, KC=16, SPLITK=2, MINB=0)
 #: The skinny_n stage on the simulator: two warps (its default has eight).
@@ -29,13 +32,16 @@ SKINNY_N_SIM_CONFIG = dict(NB=8, RW=2, NT=64, KC=128, SPLITK=2, MINB=0)
 
 def sim_sized(stage):
     """``stage``, or on the simulator a tunable tensor-core stage with :data:`TC_SIM_CONFIG`
-    and the skinny stages with :data:`SKINNY_SIM_CONFIG` and :data:`SKINNY_N_SIM_CONFIG`."""
+    (:data:`WGMMA_SIM_CONFIG` for the wgmma stages) and the skinny stages with
+    :data:`SKINNY_SIM_CONFIG` and :data:`SKINNY_N_SIM_CONFIG`."""
     from numba_gemm.device import SIMULATOR
 
     if SIMULATOR and stage.name == "skinny":
         return stage.with_config(SKINNY_SIM_CONFIG)
     if SIMULATOR and stage.name == "skinny_n":
         return stage.with_config(SKINNY_N_SIM_CONFIG)
+    if SIMULATOR and stage.arch is not None:
+        return stage.with_config(WGMMA_SIM_CONFIG)
     if SIMULATOR and stage.tunable and stage.precision != "fp32":
         return stage.with_config(TC_SIM_CONFIG_F16 if stage.precision == "fp16"
                                  else TC_SIM_CONFIG)

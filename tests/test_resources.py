@@ -64,13 +64,17 @@ def test_vector_stages_emit_128bit_accesses(report, stage):
 @pytest.mark.parametrize("stage", [s.name for s in STAGES])
 def test_tensor_cores_only_in_tensor_core_stages(report, stage):
     """The report's evidence: mma.sync in every kernel of a tensor-core stage (ldmatrix from
-    stage 12 on), none in the FP32 (FFMA) stages."""
+    stage 12 on) or wgmma in the Hopper stages (operands from SMEM: no ldmatrix), none in the
+    FP32 (FFMA) stages."""
     st = numba_gemm.get_stage(stage)
     for (name, variant), r in report.items():
         if name != stage:
             continue
         if st.precision == "fp32":
             assert r["ptx_mma"] == 0 and r["ptx_ldmatrix"] == 0, f"{name}/{variant}: {r}"
+            assert r["ptx_wgmma"] == 0, f"{name}/{variant}: {r}"
+        elif st.arch is not None:
+            assert r["ptx_wgmma"] > 0 and r["ptx_mma"] == 0, f"{name}/{variant}: {r}"
         else:
             assert r["ptx_mma"] > 0, f"{name}/{variant}: no mma.sync in the PTX"
             assert r["ptx_ldmatrix"] > 0 or name == "tf32_mma", f"{name}/{variant}: no ldmatrix"

@@ -18,7 +18,8 @@ from numba_gemm.tune import Problem, _order, evaluate, knob_variants
 #: The tiled stages the tuner sweeps (FP32 with the ``_tunable`` keys; the tensor-core stages
 #: and the skinny stage have other configuration keys).
 TUNABLE = [s for s in STAGES if s.tunable and s.precision == "fp32" and "BM" in s.config]
-TENSOR_CORE = [s for s in STAGES if s.tunable and s.precision != "fp32"]
+#: The mma.sync stages (warp tiles); the wgmma stages' configurations: tests/test_wgmma.py.
+TENSOR_CORE = [s for s in STAGES if s.tunable and s.precision != "fp32" and s.arch is None]
 
 #: One warp: 32x32 block tile, 2x1 sub-tiles of 16x32, 4x4 per thread.
 TINY = dict(BM=32, BN=32, BK=8, WM=32, WN=32, WNITER=1, TM=4, TN=4, MINB=0, SPLITK=1)

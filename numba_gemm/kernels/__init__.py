@@ -17,6 +17,7 @@ from . import (
     k14_hgemm_mma,
     k15_skinny,
     k16_skinny_n,
+    k17_hgemm_wgmma,
 )
 
 #: Every stage, slowest first. Adding a stage = one module + one line here.
@@ -37,6 +38,7 @@ STAGES = (
     k14_hgemm_mma.STAGE,
     k15_skinny.STAGE,
     k16_skinny_n.STAGE,
+    k17_hgemm_wgmma.STAGE,
 )
 
 
