@@ -140,7 +140,8 @@ class Stage:
         return cc >= tuple(self.min_cc) and (self.arch is None or cc == tuple(self.arch))
 
     def needs(self) -> str:
-        """The compute capability the kernel needs, in words (``"9.0 exactly (sm_90a)"``)."""
+        """The compute capability the kernel needs, in words (``"compute capability 8.0+"``, or
+        ``"... 9.0 exactly (sm_90a instructions)"`` for an architecture-specific stage)."""
         if self.arch is not None:
             return f"compute capability {self.arch[0]}.{self.arch[1]} exactly " \
                    f"(sm_{self.arch[0]}{self.arch[1]}a instructions)"
