@@ -214,8 +214,6 @@ if SIMULATOR:
             raise IndexError(f"smem_desc element [{r}, {c}] outside {arr.shape}")
         return int64(encode_desc((r * arr.shape[1] + c) * arr.itemsize, lbo, sbo))
 
-    SWIZZLE_128B = int64(SWIZZLE_128B)
-
     def fence():
         """Simulator path: the products are synchronous."""
 

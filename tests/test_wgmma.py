@@ -17,7 +17,7 @@ import pytest
 from numba import cuda, float32
 from numba.core.types import float16
 
-from numba_gemm import device, get_stage, mma, wgmma
+from numba_gemm import device, get_stage, mma, plan_for, wgmma
 from numba_gemm.reference import rel_error
 
 
@@ -283,3 +283,17 @@ def test_hgemm_wgmma_configs_rejected(change, message):
         st.with_config(dict(st.config, **change))
     assert st.space and all(st.with_config(c).config == c for c in st.space)
     assert st.config in st.space
+
+
+def test_wgmma_stage_runs_on_hopper_only(fake_gpu):
+    st = get_stage("hgemm_wgmma")
+    assert st.runs_on((9, 0)) and st.runs_on(device.SIMULATED_CC)
+    assert not st.runs_on((8, 0)) and not st.runs_on((10, 0)) and not st.runs_on((9, 1))
+    assert get_stage("hgemm_mma").runs_on((10, 0))
+    for cc in ((8, 0), (10, 0)):  # elsewhere hgemm falls back to the mma.sync stage...
+        fake_gpu(f"Fake sm_{cc[0]}{cc[1]}", cc)
+        assert plan_for(256, 256, 256, compute="fp16").stage.name == "hgemm_mma"
+        with pytest.raises(ValueError, match=r"9\.0 exactly"):  # ...and refuses stage 17
+            plan_for(256, 256, 256, stage="hgemm_wgmma", compute="fp16")
+    fake_gpu("Fake H100", (9, 0))
+    assert plan_for(256, 256, 256, compute="fp16").stage.name == "hgemm_wgmma"

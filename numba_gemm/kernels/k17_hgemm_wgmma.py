@@ -86,14 +86,13 @@ KEYS = tuple(DEFAULT_CONFIG)
 
 
 def derived(cfg: Mapping[str, int]) -> dict:
-    """Constants that follow from a configuration: threads, 16-byte chunks per tile row and per
-    tile, descriptor offsets (bytes) and the SMEM footprint."""
+    """Constants that follow from a configuration: threads, 16-byte chunks per tile, B's
+    descriptor ``lbo`` (bytes between its 64-column blocks) and the SMEM footprint. (Both
+    descriptors' ``sbo`` is one 1024-byte swizzle atom: 8 rows of 128 bytes.)"""
     BM, BN, BK, NBUF = (cfg[k] for k in KEYS)
     return dict(
-        WARPGROUPS=BM // WG_M, NUM_THREADS=BM // WG_M * WARPGROUP, KCH=BK // T, NCH=BN // T,
-        A_CHUNKS=BM * BK // T, B_CHUNKS=BK * BN // T,
-        SBO_A=SW_ATOM, SBO_B=SW_ATOM, LBO_B=BK * SW_ROW,
-        SMEM_BYTES=2 * NBUF * (BM * BK + BK * BN),
+        NUM_THREADS=BM // WG_M * WARPGROUP, A_CHUNKS=BM * BK // T, B_CHUNKS=BK * BN // T,
+        LBO_B=BK * SW_ROW, SMEM_BYTES=2 * NBUF * (BM * BK + BK * BN),
     )
 
 
@@ -169,8 +168,8 @@ def _make_kernel(items: tuple):
     cfg = dict(items)
     BM, BN, BK, NBUF = (cfg[k] for k in KEYS)
     d = derived(cfg)
-    NT, A_CHUNKS, B_CHUNKS = d["NUM_THREADS"], d["A_CHUNKS"], d["B_CHUNKS"]
-    SBO_A, LBO_B, SBO_B = d["SBO_A"], d["LBO_B"], d["SBO_B"]
+    NT, A_CHUNKS, B_CHUNKS, LBO_B = (d[k] for k in ("NUM_THREADS", "A_CHUNKS", "B_CHUNKS",
+                                                    "LBO_B"))
     DIST = NBUF - 2  # tiles of copies in flight
     PENDING = DIST - 1  # copy groups allowed in flight when tile t must have landed
     STEPS = BK // MMA_K
@@ -238,8 +237,9 @@ def _make_kernel(items: tuple):
             cuda.syncthreads()  # everyone's; and every warpgroup has waited for tile t - 2
             # --- SMEM -> tensor cores: BK / 16 products of 64 x BN x 16, left running
             fence()
-            products(acc, As[cb], smem_desc(As[cb], a_chunk, 0, CORE_BYTES, SBO_A) | SWIZZLE_128B,
-                     Bs[cb], smem_desc(Bs[cb], 0, 0, LBO_B, SBO_B) | SWIZZLE_128B)
+            # (A's lbo is unused by a K-major swizzled operand; 16, the smallest, is passed)
+            products(acc, As[cb], smem_desc(As[cb], a_chunk, 0, CORE_BYTES, SW_ATOM) | SWIZZLE_128B,
+                     Bs[cb], smem_desc(Bs[cb], 0, 0, LBO_B, SW_ATOM) | SWIZZLE_128B)
             commit()
             # --- GMEM -> SMEM: tile t + DIST into tile t - 2's buffer (past K: zero-filled,
             # never read), while the products run
