@@ -33,7 +33,7 @@ from pathlib import Path
 FP32, TF32, FP16, FP16_OUT16 = ("cuBLAS FP32", "cuBLAS TF32", "cuBLAS FP16 (FP32 out)",
                                 "cuBLAS FP16 (FP16 out)")
 #: The tunable tensor-core stages ``--sweep`` times, by arithmetic.
-SWEPT = {"tf32": ("tf32_mma_multistage",), "3xtf32": ("tf32x3_mma",),
+SWEPT = {"tf32": ("tf32_mma_multistage", "tf32_wgmma"), "3xtf32": ("tf32x3_mma", "tf32x3_wgmma"),
          "fp16": ("hgemm_mma", "hgemm_wgmma")}
 BASELINE_OF = {"tf32": TF32, "3xtf32": FP32, "fp16": FP16}
 
@@ -168,8 +168,10 @@ def main(argv=None) -> int:
 
         calls = [(f"sgemm compute={m}", BASELINE_OF.get(m, FP32), dict(compute=m))
                  for m in ("fp32", "tf32", "3xtf32")]
-        calls += [(f"stage {s}", BASELINE_OF.get(numba_gemm.get_stage(s).precision, FP32),
-                   dict(stage=s)) for s in ("tf32_mma", "tf32_mma_multistage", "tf32x3_mma")]
+        cc = torch.cuda.get_device_capability()
+        calls += [(f"stage {s.name}", BASELINE_OF[s.precision], dict(stage=s.name))
+                  for s in numba_gemm.STAGES  # every FP32-input tensor-core stage by name
+                  if s.precision in ("tf32", "3xtf32") and s.runs_on(cc)]
         for label, baseline, kw in calls:
             plan = numba_gemm.explain(a, b, out=c, **kw)
             measure(label, baseline, lambda plan=plan: plan.launch(a, b, c),
@@ -183,7 +185,7 @@ def main(argv=None) -> int:
                     lambda out=out: numba_gemm.hgemm(a16, b16, out=out), out, ref16,
                     f"{plan.stage.name} {dict(plan.stage.config)}")
         for st in numba_gemm.STAGES:  # every FP16 stage by name, FP32 C
-            if st.precision == "fp16" and st.runs_on(torch.cuda.get_device_capability()):
+            if st.precision == "fp16" and st.runs_on(cc):
                 plan = numba_gemm.plan_for(n, n, n, stage=st.name, compute="fp16")
                 measure(f"stage {st.name}", FP16, lambda plan=plan: plan.launch(a16, b16, c),
                         lambda st=st: numba_gemm.hgemm(a16, b16, out=c, stage=st.name), c,

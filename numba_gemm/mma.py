@@ -37,7 +37,8 @@ ties away from zero) and return its bit pattern. ``split_tf32(x)``: ``(big, smal
 integer operations (``(bits + 0x1000) & ~0x1FFF``: the same rounding for finite values and
 infinities; one integer add in SASS, as ptxas drops the mask the mma ignores, where
 ``cvt.rna.tf32.f32`` costs a compare and a predicated add on sm_90); ``float_bits(x)`` is the bit
-pattern of a float32 (a bitcast) for them.
+pattern of a float32 (a bitcast) for them, ``bits_float(bits)`` the reverse (the float32 whose
+bit pattern is the int32 ``bits``).
 ``pack_half2(x, y)`` packs two values as FP16 (x low).
 
 Warp-collective asm calls carry LLVM's ``convergent`` attribute, and ``ldmatrix`` is marked
@@ -275,6 +276,10 @@ if SIMULATOR:
         """Simulator model of :func:`float_bits`."""
         return int32(_bits(np.float32(x)))
 
+    def bits_float(bits):
+        """Simulator model of :func:`bits_float`."""
+        return _float(np.int64(bits).astype(np.int32))
+
     def round_tf32_bits(bits):
         """Simulator model of :func:`round_tf32_bits`."""
         return int32(_bits(tf32_round(_float(bits))))
@@ -377,6 +382,18 @@ else:
 
         def codegen(context, builder, sig, args):
             return builder.bitcast(_f32(context, builder, args[0], sig.args[0]), _I32)
+
+        return sig, codegen
+
+    @intrinsic
+    def bits_float(typingctx, bits):
+        """The float32 whose bit pattern is int32 ``bits`` (a bitcast: no instruction)."""
+        if not isinstance(bits, types.Integer):
+            return None
+        sig = types.float32(bits)
+
+        def codegen(context, builder, sig, args):
+            return builder.bitcast(_i32(context, builder, args[0], sig.args[0]), _F32)
 
         return sig, codegen
 
@@ -509,7 +526,7 @@ else:
     ldmatrix_x4_trans.__doc__ = "``ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16`` (see module)."
 
 
-__all__ = ["MMA_F16", "MMA_TF32", "float_bits", "ldmatrix_x2_trans", "ldmatrix_x4",
+__all__ = ["MMA_F16", "MMA_TF32", "bits_float", "float_bits", "ldmatrix_x2_trans", "ldmatrix_x4",
            "ldmatrix_x4_trans", "mma_f16", "mma_tf32",
            "pack_half2", "round_tf32_bits", "split_tf32", "split_tf32_bits", "tf32_round",
            "to_tf32"]

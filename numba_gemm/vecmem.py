@@ -8,6 +8,7 @@ helpers take a 2D C-contiguous float32 array (GMEM or SMEM) and an element index
 - ``load4(arr, r, c) -> (x0, x1, x2, x3)``: an LLVM ``load <4 x float>, align 16``; NVVM infers the
   address space, so it becomes ``ld.global.v4.f32`` on GMEM and ``ld.shared.v4.f32`` on SMEM.
 - ``store4(arr, r, c, x0, x1, x2, x3)``: the matching ``st.global.v4.f32`` / ``st.shared.v4.f32``.
+- ``load2`` / ``store2``: the same for ``arr[r, c:c+2]`` in 64 bits (``.v2.f32``; 8-byte aligned).
 
 Precondition (the caller's, unchecked on the GPU): the address of ``arr[r, c]`` is a multiple of 16
 bytes, i.e. the array base is 16-byte aligned, the row pitch (``arr.shape[1]``) is a multiple of 4
@@ -43,6 +44,15 @@ if SIMULATOR:
     def load4(arr, r, c):
         """Simulator path of :func:`load4`: four scalar loads of ``arr[r, c:c+4]``."""
         return arr[r, c], arr[r, c + 1], arr[r, c + 2], arr[r, c + 3]
+
+    def load2(arr, r, c):
+        """Simulator path of :func:`load2`: two scalar loads of ``arr[r, c:c+2]``."""
+        return arr[r, c], arr[r, c + 1]
+
+    def store2(arr, r, c, x0, x1):
+        """Simulator path of :func:`store2`: two scalar stores to ``arr[r, c:c+2]``."""
+        arr[r, c] = x0
+        arr[r, c + 1] = x1
 
     def store4(arr, r, c, x0, x1, x2, x3):
         """Simulator path of :func:`store4`: four scalar stores to ``arr[r, c:c+4]``."""
@@ -85,47 +95,68 @@ else:
         if not (isinstance(r, types.Integer) and isinstance(c, types.Integer)):
             raise TypeError(f"{name} needs integer indices, got {r}, {c}")
 
-    def _vector_pointer(context, builder, aryty, ary, rty, r, cty, c):
-        """Pointer to ``ary[r, c]`` cast to ``<4 x float>*``."""
+    def _vector_pointer(context, builder, aryty, ary, rty, r, cty, c, vty=_V4):
+        """Pointer to ``ary[r, c]`` cast to ``<4 x float>*`` (or ``vty*``)."""
         ary = context.make_array(aryty)(context, builder, value=ary)
         r = context.cast(builder, r, rty, types.intp)
         c = context.cast(builder, c, cty, types.intp)
         ptr = cgutils.get_item_pointer(context, builder, aryty, ary, [r, c], wraparound=False)
-        return builder.bitcast(ptr, _V4.as_pointer())
+        return builder.bitcast(ptr, vty.as_pointer())
 
-    @intrinsic
-    def load4(typingctx, arr, r, c):
-        """``arr[r, c:c+4]`` as a 4-tuple of float32, in one 128-bit load (16-byte aligned)."""
-        _check("load4", arr, r, c)
-        sig = types.UniTuple(types.float32, 4)(arr, r, c)
+    def _loader(name, width):
+        vty = ir.VectorType(ir.FloatType(), width)
+
+        def typer(typingctx, arr, r, c):
+            _check(name, arr, r, c)
+            sig = types.UniTuple(types.float32, width)(arr, r, c)
+
+            def codegen(context, builder, sig, args):
+                aryty, rty, cty = sig.args
+                vptr = _vector_pointer(context, builder, aryty, args[0], rty, args[1], cty,
+                                       args[2], vty)
+                vec = builder.load(vptr, align=4 * width)
+                items = [builder.extract_element(vec, ir.Constant(ir.IntType(32), i))
+                         for i in range(width)]
+                return context.make_tuple(builder, sig.return_type, items)
+
+            return sig, codegen
+
+        typer.__name__ = name
+        return intrinsic(typer)
+
+    def _store_codegen(width):
+        vty = ir.VectorType(ir.FloatType(), width)
 
         def codegen(context, builder, sig, args):
-            aryty, rty, cty = sig.args
-            vptr = _vector_pointer(context, builder, aryty, args[0], rty, args[1], cty, args[2])
-            vec = builder.load(vptr, align=16)
-            items = [builder.extract_element(vec, ir.Constant(ir.IntType(32), i)) for i in range(4)]
-            return context.make_tuple(builder, sig.return_type, items)
+            aryty, rty, cty = sig.args[:3]
+            vptr = _vector_pointer(context, builder, aryty, args[0], rty, args[1], cty,
+                                   args[2], vty)
+            vec = ir.Constant(vty, ir.Undefined)
+            for i, (val, valty) in enumerate(zip(args[3:], sig.args[3:], strict=True)):
+                val = context.cast(builder, val, valty, types.float32)
+                vec = builder.insert_element(vec, val, ir.Constant(ir.IntType(32), i))
+            builder.store(vec, vptr, align=4 * width)
+            return context.get_dummy_value()
 
-        return sig, codegen
+        return codegen
 
     @intrinsic
     def store4(typingctx, arr, r, c, x0, x1, x2, x3):
         """Store four float32 values to ``arr[r, c:c+4]`` in one 128-bit store (16-byte aligned)."""
         _check("store4", arr, r, c)
-        sig = types.void(arr, r, c, x0, x1, x2, x3)
+        return types.void(arr, r, c, x0, x1, x2, x3), _store_codegen(4)
 
-        def codegen(context, builder, sig, args):
-            aryty, rty, cty = sig.args[:3]
-            vptr = _vector_pointer(context, builder, aryty, args[0], rty, args[1], cty, args[2])
-            vec = ir.Constant(_V4, ir.Undefined)
-            for i, (val, valty) in enumerate(zip(args[3:], sig.args[3:], strict=True)):
-                val = context.cast(builder, val, valty, types.float32)
-                vec = builder.insert_element(vec, val, ir.Constant(ir.IntType(32), i))
-            builder.store(vec, vptr, align=16)
-            return context.get_dummy_value()
+    @intrinsic
+    def store2(typingctx, arr, r, c, x0, x1):
+        """Store two float32 values to ``arr[r, c:c+2]`` in one 64-bit store (8-byte aligned)."""
+        _check("store2", arr, r, c)
+        return types.void(arr, r, c, x0, x1), _store_codegen(2)
 
-        return sig, codegen
-
+    load4 = _loader("load4", 4)
+    load4.__doc__ = ("``arr[r, c:c+4]`` as a 4-tuple of float32, in one 128-bit load (16-byte "
+                     "aligned).")
+    load2 = _loader("load2", 2)
+    load2.__doc__ = "``arr[r, c:c+2]`` as a pair of float32, in one 64-bit load (8-byte aligned)."
 
     @intrinsic
     def tile_view(typingctx, buf, offset, shape):
@@ -214,4 +245,5 @@ else:
         return _matrix_view(typingctx, x, b, 2)
 
 
-__all__ = ["SIMULATOR", "SMEM_ALIGN", "cols_view", "load4", "rows_view", "store4", "tile_view"]
+__all__ = ["SIMULATOR", "SMEM_ALIGN", "cols_view", "load2", "load4", "rows_view", "store2",
+           "store4", "tile_view"]

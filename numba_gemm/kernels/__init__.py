@@ -18,6 +18,8 @@ from . import (
     k15_skinny,
     k16_skinny_n,
     k17_hgemm_wgmma,
+    k18_tf32_wgmma,
+    k19_tf32x3_wgmma,
 )
 
 #: Every stage, slowest first. Adding a stage = one module + one line here.
@@ -39,6 +41,8 @@ STAGES = (
     k15_skinny.STAGE,
     k16_skinny_n.STAGE,
     k17_hgemm_wgmma.STAGE,
+    k18_tf32_wgmma.STAGE,
+    k19_tf32x3_wgmma.STAGE,
 )
 
 

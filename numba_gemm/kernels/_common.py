@@ -5,7 +5,7 @@ the C epilogue ``C = alpha * acc + beta * C``.
 from numba import cuda, float32
 
 from ..device import SIMULATOR
-from ..vecmem import load4, store4
+from ..vecmem import load2, load4, store2, store4
 
 FULL_MASK = 0xFFFFFFFF
 
@@ -164,6 +164,29 @@ def load_b4(B, k, c, K, N, vec):
         B[k, min(c + 2, N - 1)],
         B[k, min(c + 3, N - 1)],
     )
+
+
+@device_jit
+def store_c2(C, r, c, x0, x1, alpha, beta, M, N, vec):
+    """Epilogue for ``C[r, c:c+2]`` (``c % 2 == 0``): ``alpha * x + beta * C``, inside (M, N) only.
+
+    ``vec``: 64-bit load/store (rows of C 16-byte aligned, so N is even); else two scalar
+    elements, each checked against N. C is not read when ``beta == 0``.
+    """
+    if r >= M:
+        return
+    if vec:
+        if c < N:
+            if beta == 0:
+                store2(C, r, c, alpha * x0, alpha * x1)
+            else:
+                c0, c1 = load2(C, r, c)
+                store2(C, r, c, alpha * x0 + beta * c0, alpha * x1 + beta * c1)
+        return
+    if c < N:
+        store_c(C, r, c, x0, alpha, beta)
+    if c + 1 < N:
+        store_c(C, r, c + 1, x1, alpha, beta)
 
 
 @device_jit

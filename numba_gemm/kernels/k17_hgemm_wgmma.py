@@ -141,26 +141,44 @@ SPACE = tuple(
 )
 
 
-def make_swizzled_copier(rows: int, cols: int, threads: int, k_major: bool):
-    """``copy(Xs, X, r0, c0, R, C, tid)``: this thread's 16-byte cp.async copies of the
-    ``rows x cols`` tile of ``X`` (``R x C``) at ``(r0, c0)`` into ``Xs`` (``(chunks, 8)``
-    halves) in the 128-byte swizzled layout: chunk ``c`` of tile row ``r`` goes to chunk
+def make_swizzled_copier(rows: int, cols: int, threads: int, k_major: bool, t: int = T,
+                         vec: bool = True):
+    """``copy(Xs, X, r0, c0, R, C, tid)``: this thread's cp.async copies of the ``rows x cols``
+    tile of ``X`` (``R x C``) at ``(r0, c0)`` into ``Xs`` (``(chunks, t)``: 16-byte chunks of
+    ``t`` elements) in the 128-byte swizzled layout: chunk ``c`` of tile row ``r`` goes to chunk
     ``(c // 8) * rows * 8 + r * 8 + ((c % 8) ^ (r % 8))``. Consecutive threads copy
-    consecutive chunks of a row. ``k_major`` (A): the columns are K, zero-filled past its end,
-    rows (M) clamped into X; else (B) the rows are K, zero-filled, columns (N) clamped."""
-    cpr = cols // T
-    per_thread = rows * cols // T // threads
+    consecutive chunks of a row (``vec``: 16 bytes each; else 4-byte copies of single FP32
+    elements, for rows not 16-byte aligned). ``k_major`` (A): the columns are K, zero-filled
+    past its end, rows (M) clamped into X; else (B) the rows are K, zero-filled, columns (N)
+    clamped."""
+    cpr = cols // t
+
+    def _dst(r, c):  # the swizzled chunk of tile row r's chunk c
+        return (c // ROW_CHUNKS) * rows * ROW_CHUNKS + r * ROW_CHUNKS + ((c % ROW_CHUNKS) ^ (r % 8))
+
+    dst_chunk = device_jit(_dst)
 
     @device_jit
     def _copy(j, Xs, X, r0, c0, R, C, tid):
         i = tid + j * threads
         r, c = i // cpr, i % cpr
-        dst = (c // ROW_CHUNKS) * rows * ROW_CHUNKS + r * ROW_CHUNKS + ((c % ROW_CHUNKS) ^ (r % 8))
-        src_r, src_c = r0 + r, c0 + c * T
+        src_r, src_c = r0 + r, c0 + c * t
         ok = src_c < C if k_major else src_r < R
-        cpasync.copy_async(Xs, dst, 0, X, min(src_r, R - 1), min(src_c, C - T), 16, ok)
+        cpasync.copy_async(Xs, dst_chunk(r, c), 0, X, min(src_r, R - 1), min(src_c, C - t), 16,
+                           ok)
 
-    return unroll(per_thread, _copy)
+    @device_jit
+    def _copy1(j, Xs, X, r0, c0, R, C, tid):
+        i = tid + j * threads
+        r, e = i // cols, i % cols
+        src_r, src_c = r0 + r, c0 + e
+        ok = src_c < C if k_major else src_r < R
+        cpasync.copy_async(Xs, dst_chunk(r, e // t), e % t, X, min(src_r, R - 1),
+                           min(src_c, C - 1), 4, ok)
+
+    if vec:
+        return unroll(rows * cols // t // threads, _copy)
+    return unroll(rows * cols // threads, _copy1)
 
 
 @functools.cache
