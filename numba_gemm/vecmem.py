@@ -8,7 +8,8 @@ helpers take a 2D C-contiguous float32 array (GMEM or SMEM) and an element index
 - ``load4(arr, r, c) -> (x0, x1, x2, x3)``: an LLVM ``load <4 x float>, align 16``; NVVM infers the
   address space, so it becomes ``ld.global.v4.f32`` on GMEM and ``ld.shared.v4.f32`` on SMEM.
 - ``store4(arr, r, c, x0, x1, x2, x3)``: the matching ``st.global.v4.f32`` / ``st.shared.v4.f32``.
-- ``load2`` / ``store2``: the same for ``arr[r, c:c+2]`` in 64 bits (``.v2.f32``; 8-byte aligned).
+- ``load2`` / ``store2``: the same for ``arr[r, c:c+2]`` of a float32 (64 bits, 8-byte aligned)
+  or float16 array (32 bits, 4-byte aligned).
 
 Precondition (the caller's, unchecked on the GPU): the address of ``arr[r, c]`` is a multiple of 16
 bytes, i.e. the array base is 16-byte aligned, the row pitch (``arr.shape[1]``) is a multiple of 4
@@ -103,42 +104,55 @@ else:
         ptr = cgutils.get_item_pointer(context, builder, aryty, ary, [r, c], wraparound=False)
         return builder.bitcast(ptr, vty.as_pointer())
 
-    def _loader(name, width):
-        vty = ir.VectorType(ir.FloatType(), width)
+    def _check_pair(name, arr, r, c):
+        if not (isinstance(arr, types.Array) and arr.ndim == 2 and arr.layout == "C"
+                and arr.dtype in (types.float32, types.float16)):
+            raise TypeError(f"{name} needs a 2D C-contiguous float32 or float16 array, got {arr}")
+        if not (isinstance(r, types.Integer) and isinstance(c, types.Integer)):
+            raise TypeError(f"{name} needs integer indices, got {r}, {c}")
 
-        def typer(typingctx, arr, r, c):
-            _check(name, arr, r, c)
-            sig = types.UniTuple(types.float32, width)(arr, r, c)
+    def _vty(context, aryty, width):
+        return ir.VectorType(context.get_value_type(aryty.dtype), width)
 
-            def codegen(context, builder, sig, args):
-                aryty, rty, cty = sig.args
-                vptr = _vector_pointer(context, builder, aryty, args[0], rty, args[1], cty,
-                                       args[2], vty)
-                vec = builder.load(vptr, align=4 * width)
-                items = [builder.extract_element(vec, ir.Constant(ir.IntType(32), i))
-                         for i in range(width)]
-                return context.make_tuple(builder, sig.return_type, items)
+    def _load_codegen(width):
+        def codegen(context, builder, sig, args):
+            aryty, rty, cty = sig.args
+            vty = _vty(context, aryty, width)
+            vptr = _vector_pointer(context, builder, aryty, args[0], rty, args[1], cty,
+                                   args[2], vty)
+            vec = builder.load(vptr, align=aryty.dtype.bitwidth // 8 * width)
+            items = [builder.extract_element(vec, ir.Constant(ir.IntType(32), i))
+                     for i in range(width)]
+            return context.make_tuple(builder, sig.return_type, items)
 
-            return sig, codegen
-
-        typer.__name__ = name
-        return intrinsic(typer)
+        return codegen
 
     def _store_codegen(width):
-        vty = ir.VectorType(ir.FloatType(), width)
-
         def codegen(context, builder, sig, args):
             aryty, rty, cty = sig.args[:3]
+            vty = _vty(context, aryty, width)
             vptr = _vector_pointer(context, builder, aryty, args[0], rty, args[1], cty,
                                    args[2], vty)
             vec = ir.Constant(vty, ir.Undefined)
             for i, (val, valty) in enumerate(zip(args[3:], sig.args[3:], strict=True)):
-                val = context.cast(builder, val, valty, types.float32)
+                val = context.cast(builder, val, valty, aryty.dtype)
                 vec = builder.insert_element(vec, val, ir.Constant(ir.IntType(32), i))
-            builder.store(vec, vptr, align=4 * width)
+            builder.store(vec, vptr, align=aryty.dtype.bitwidth // 8 * width)
             return context.get_dummy_value()
 
         return codegen
+
+    @intrinsic
+    def load4(typingctx, arr, r, c):
+        """``arr[r, c:c+4]`` as a 4-tuple of float32, in one 128-bit load (16-byte aligned)."""
+        _check("load4", arr, r, c)
+        return types.UniTuple(types.float32, 4)(arr, r, c), _load_codegen(4)
+
+    @intrinsic
+    def load2(typingctx, arr, r, c):
+        """``arr[r, c:c+2]`` (float32 or float16) as a pair, in one 64-bit (32-bit) load."""
+        _check_pair("load2", arr, r, c)
+        return types.UniTuple(arr.dtype, 2)(arr, r, c), _load_codegen(2)
 
     @intrinsic
     def store4(typingctx, arr, r, c, x0, x1, x2, x3):
@@ -148,15 +162,10 @@ else:
 
     @intrinsic
     def store2(typingctx, arr, r, c, x0, x1):
-        """Store two float32 values to ``arr[r, c:c+2]`` in one 64-bit store (8-byte aligned)."""
-        _check("store2", arr, r, c)
+        """Store two values to ``arr[r, c:c+2]`` (float32 or float16, converted to its dtype) in
+        one 64-bit (32-bit) store."""
+        _check_pair("store2", arr, r, c)
         return types.void(arr, r, c, x0, x1), _store_codegen(2)
-
-    load4 = _loader("load4", 4)
-    load4.__doc__ = ("``arr[r, c:c+4]`` as a 4-tuple of float32, in one 128-bit load (16-byte "
-                     "aligned).")
-    load2 = _loader("load2", 2)
-    load2.__doc__ = "``arr[r, c:c+2]`` as a pair of float32, in one 64-bit load (8-byte aligned)."
 
     @intrinsic
     def tile_view(typingctx, buf, offset, shape):

@@ -285,15 +285,19 @@ def test_hgemm_wgmma_configs_rejected(change, message):
     assert st.config in st.space
 
 
-def test_wgmma_stage_runs_on_hopper_only(fake_gpu):
+def test_wgmma_stages_run_on_hopper_only(fake_gpu):
     st = get_stage("hgemm_wgmma")
     assert st.runs_on((9, 0)) and st.runs_on(device.SIMULATED_CC)
     assert not st.runs_on((8, 0)) and not st.runs_on((10, 0)) and not st.runs_on((9, 1))
     assert get_stage("hgemm_mma").runs_on((10, 0))
-    for cc in ((8, 0), (10, 0)):  # elsewhere hgemm falls back to the mma.sync stage...
+    wgmma = {"fp16": "hgemm_wgmma", "tf32": "tf32_wgmma", "3xtf32": "tf32x3_wgmma"}
+    mma = {"fp16": "hgemm_mma", "tf32": "tf32_mma_multistage", "3xtf32": "tf32x3_mma"}
+    for cc in ((8, 0), (10, 0)):  # elsewhere each arithmetic falls back to its mma.sync stage...
         fake_gpu(f"Fake sm_{cc[0]}{cc[1]}", cc)
-        assert plan_for(256, 256, 256, compute="fp16").stage.name == "hgemm_mma"
-        with pytest.raises(ValueError, match=r"9\.0 exactly"):  # ...and refuses stage 17
-            plan_for(256, 256, 256, stage="hgemm_wgmma", compute="fp16")
+        for compute, name in wgmma.items():
+            assert plan_for(256, 256, 256, compute=compute).stage.name == mma[compute]
+            with pytest.raises(ValueError, match=r"9\.0 exactly"):  # ...and refuses wgmma's
+                plan_for(256, 256, 256, stage=name, compute=compute)
     fake_gpu("Fake H100", (9, 0))
-    assert plan_for(256, 256, 256, compute="fp16").stage.name == "hgemm_wgmma"
+    for compute, name in wgmma.items():
+        assert plan_for(256, 256, 256, compute=compute).stage.name == name

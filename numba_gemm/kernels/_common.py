@@ -170,8 +170,8 @@ def load_b4(B, k, c, K, N, vec):
 def store_c2(C, r, c, x0, x1, alpha, beta, M, N, vec):
     """Epilogue for ``C[r, c:c+2]`` (``c % 2 == 0``): ``alpha * x + beta * C``, inside (M, N) only.
 
-    ``vec``: 64-bit load/store (rows of C 16-byte aligned, so N is even); else two scalar
-    elements, each checked against N. C is not read when ``beta == 0``.
+    ``vec``: one 64-bit (float16 C: 32-bit) load/store (rows of C 16-byte aligned, so N is
+    even); else two scalar elements, each checked against N. C is not read when ``beta == 0``.
     """
     if r >= M:
         return

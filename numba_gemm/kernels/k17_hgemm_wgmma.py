@@ -66,8 +66,7 @@ from ..wgmma import (
     smem_desc,
     wait,
 )
-from ._common import device_jit, kernel_jit, unroll
-from .k11_tf32_mma import store_fragment
+from ._common import device_jit, kernel_jit, store_c2, unroll
 
 WG_M, MMA_K = WGMMA_F16  # rows of C per warpgroup (64), K per product (16)
 T = CORE_BYTES // 2  # FP16 elements per 16-byte chunk
@@ -213,8 +212,10 @@ def _make_kernel(items: tuple):
 
     @device_jit
     def _store(i, C, acc, r, c0, alpha, beta, M, N):
-        store_fragment(C, r, c0 + 8 * i, acc[4 * i], acc[4 * i + 1], acc[4 * i + 2],
-                       acc[4 * i + 3], alpha, beta, M, N)
+        # columns c, c + 1 of rows r and r + 8: one 64-bit (FP16 C: 32-bit) store each
+        c = c0 + 8 * i
+        store_c2(C, r, c, acc[4 * i], acc[4 * i + 1], alpha, beta, M, N, True)
+        store_c2(C, r + 8, c, acc[4 * i + 2], acc[4 * i + 3], alpha, beta, M, N, True)
 
     store_all = unroll(BN // 8, _store)
 
