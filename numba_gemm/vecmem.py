@@ -83,33 +83,23 @@ else:
     from numba.cuda import cgutils
     from numba.cuda.extending import intrinsic
 
-    _V4 = ir.VectorType(ir.FloatType(), 4)
-
-    def _check(name, arr, r, c):
-        if not (
-            isinstance(arr, types.Array)
-            and arr.ndim == 2
-            and arr.dtype == types.float32
-            and arr.layout == "C"
-        ):
-            raise TypeError(f"{name} needs a 2D C-contiguous float32 array, got {arr}")
+    def _check(name, arr, r, c, dtypes=(types.float32,)):
+        if not (isinstance(arr, types.Array) and arr.ndim == 2 and arr.layout == "C"
+                and arr.dtype in dtypes):
+            kinds = " or ".join(str(t) for t in dtypes)
+            raise TypeError(f"{name} needs a 2D C-contiguous {kinds} array, got {arr}")
         if not (isinstance(r, types.Integer) and isinstance(c, types.Integer)):
             raise TypeError(f"{name} needs integer indices, got {r}, {c}")
 
-    def _vector_pointer(context, builder, aryty, ary, rty, r, cty, c, vty=_V4):
-        """Pointer to ``ary[r, c]`` cast to ``<4 x float>*`` (or ``vty*``)."""
+    def _vector_pointer(context, builder, aryty, ary, rty, r, cty, c, vty):
+        """Pointer to ``ary[r, c]`` cast to ``vty*`` (an LLVM vector type)."""
         ary = context.make_array(aryty)(context, builder, value=ary)
         r = context.cast(builder, r, rty, types.intp)
         c = context.cast(builder, c, cty, types.intp)
         ptr = cgutils.get_item_pointer(context, builder, aryty, ary, [r, c], wraparound=False)
         return builder.bitcast(ptr, vty.as_pointer())
 
-    def _check_pair(name, arr, r, c):
-        if not (isinstance(arr, types.Array) and arr.ndim == 2 and arr.layout == "C"
-                and arr.dtype in (types.float32, types.float16)):
-            raise TypeError(f"{name} needs a 2D C-contiguous float32 or float16 array, got {arr}")
-        if not (isinstance(r, types.Integer) and isinstance(c, types.Integer)):
-            raise TypeError(f"{name} needs integer indices, got {r}, {c}")
+    _PAIR_TYPES = (types.float32, types.float16)
 
     def _vty(context, aryty, width):
         return ir.VectorType(context.get_value_type(aryty.dtype), width)
@@ -151,7 +141,7 @@ else:
     @intrinsic
     def load2(typingctx, arr, r, c):
         """``arr[r, c:c+2]`` (float32 or float16) as a pair, in one 64-bit (32-bit) load."""
-        _check_pair("load2", arr, r, c)
+        _check("load2", arr, r, c, _PAIR_TYPES)
         return types.UniTuple(arr.dtype, 2)(arr, r, c), _load_codegen(2)
 
     @intrinsic
@@ -164,7 +154,7 @@ else:
     def store2(typingctx, arr, r, c, x0, x1):
         """Store two values to ``arr[r, c:c+2]`` (float32 or float16, converted to its dtype) in
         one 64-bit (32-bit) store."""
-        _check_pair("store2", arr, r, c)
+        _check("store2", arr, r, c, _PAIR_TYPES)
         return types.void(arr, r, c, x0, x1), _store_codegen(2)
 
     @intrinsic

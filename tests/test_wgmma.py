@@ -274,7 +274,7 @@ def test_mma_tf32_register_a_product(n, arrangement, rng):
         (dict(NBUF=2), "NBUF"),
         (dict(BM=256, BN=256), "accumulators per thread"),
         (dict(BK=128, NBUF=4), "SMEM"),
-        (dict(WM=64), "exactly the keys"),
+        (dict(WM=64), "config keys must be"),
     ],
 )
 def test_hgemm_wgmma_configs_rejected(change, message):
@@ -301,3 +301,24 @@ def test_wgmma_stages_run_on_hopper_only(fake_gpu):
     fake_gpu("Fake H100", (9, 0))
     for compute, name in wgmma.items():
         assert plan_for(256, 256, 256, compute=compute).stage.name == name
+
+
+@pytest.mark.parametrize(
+    "name, change, message",
+    [
+        ("tf32_wgmma", dict(BN=96), "BN must be 64, 128, 192 or 256"),
+        ("tf32_wgmma", dict(BM=320), "BM in 64..256"),
+        ("tf32_wgmma", dict(BK=16), "multiple of 32"),
+        ("tf32_wgmma", dict(NBUF=2), "NBUF"),
+        ("tf32_wgmma", dict(BM=256, BN=256), "accumulators per thread"),
+        ("tf32_wgmma", dict(BK=64), "SMEM"),
+        ("tf32x3_wgmma", dict(BM=256), "accumulators per thread"),  # two sets of BM / 2
+        ("tf32x3_wgmma", dict(WM=64), "config keys must be"),
+    ],
+)
+def test_tf32_wgmma_configs_rejected(name, change, message):
+    st = get_stage(name)
+    with pytest.raises(ValueError, match=message):
+        st.with_config(dict(st.config, **change))
+    assert st.space and all(st.with_config(c).config == c for c in st.space)
+    assert st.config in st.space

@@ -167,6 +167,12 @@ def load_b4(B, k, c, K, N, vec):
 
 
 @device_jit
+def zero_at(i, acc):
+    """``acc[i] = 0`` in FP32: the body of ``unroll(n, zero_at)``, which zeroes ``acc[0:n]``."""
+    acc[i] = float32(0.0)
+
+
+@device_jit
 def store_c2(C, r, c, x0, x1, alpha, beta, M, N, vec):
     """Epilogue for ``C[r, c:c+2]`` (``c % 2 == 0``): ``alpha * x + beta * C``, inside (M, N) only.
 

@@ -66,7 +66,8 @@ from ..wgmma import (
     smem_desc,
     wait,
 )
-from ._common import device_jit, kernel_jit, store_c2, unroll
+from ._common import device_jit, kernel_jit, store_c2, unroll, zero_at
+from ._tunable import check_keys, check_rules, valid_configs
 
 WG_M, MMA_K = WGMMA_F16  # rows of C per warpgroup (64), K per product (16)
 T = CORE_BYTES // 2  # FP16 elements per 16-byte chunk
@@ -97,47 +98,33 @@ def derived(cfg: Mapping[str, int]) -> dict:
 
 def check_config(cfg: Mapping[str, int]) -> None:
     """Raise ``ValueError`` naming the violated constraint."""
-    if set(cfg) != set(KEYS):
-        raise ValueError(f"invalid config {dict(cfg)}: need exactly the keys {KEYS}")
-    if not all(isinstance(v, int) and v > 0 for v in cfg.values()):
-        raise ValueError(f"invalid config {dict(cfg)}: values must be positive ints")
+    check_keys(cfg, KEYS)
     BM, BN, BK, NBUF = (cfg[k] for k in KEYS)
+    check_rules(cfg, [
+        (BM > 0 and BM % WG_M == 0 and BM // WG_M <= 4,
+         "BM must be 64, 128, 192 or 256 (one warpgroup per 64 rows)"),
+        (BN % 64 == 0 and 64 <= BN <= 256 and BK > 0 and BK % 64 == 0,
+         "BN in 64..256 and BK multiples of 64 (whole 128-byte swizzled rows; the product's N "
+         "is at most 256)"),
+        (3 <= NBUF <= 8, "NBUF in 3..8 (two buffers are held by the running products)"),
+    ])
     d = derived(cfg)
-    if BM % WG_M or not 1 <= BM // WG_M <= 4:
-        raise ValueError(f"invalid config {dict(cfg)}: BM must be 64, 128, 192 or 256 (one "
-                         "warpgroup per 64 rows)")
-    if BN % 64 or not 64 <= BN <= 256 or BK % 64:
-        raise ValueError(f"invalid config {dict(cfg)}: BN in 64..256 and BK multiples of 64 "
-                         "(whole 128-byte swizzled rows; the product's N is at most 256)")
     nt = d["NUM_THREADS"]
-    if BN // 2 + REG_OVERHEAD > min(255, 65536 // nt):
-        raise ValueError(f"invalid config {dict(cfg)}: {BN // 2} accumulators per thread do not "
-                         f"fit the {65536 // nt} registers a block of {nt} threads may use")
-    if d["A_CHUNKS"] % nt or d["B_CHUNKS"] % nt:
-        raise ValueError(f"invalid config {dict(cfg)}: the {nt} threads must split both tiles "
-                         "into 16-byte copies evenly")
-    if not 3 <= NBUF <= 8:
-        raise ValueError(f"invalid config {dict(cfg)}: NBUF in 3..8 (two buffers are held by "
-                         "the running products)")
-    if d["SMEM_BYTES"] > SMEM_LIMIT:
-        raise ValueError(f"invalid config {dict(cfg)}: {d['SMEM_BYTES']} B of SMEM > {SMEM_LIMIT}")
-
-
-def _valid(cfg: Mapping[str, int]) -> bool:
-    try:
-        check_config(cfg)
-    except ValueError:
-        return False
-    return True
+    check_rules(cfg, [
+        (BN // 2 + REG_OVERHEAD <= min(255, 65536 // nt),
+         f"{BN // 2} accumulators per thread do not fit the {65536 // nt} registers a block of "
+         f"{nt} threads may use"),
+        (d["A_CHUNKS"] % nt == 0 and d["B_CHUNKS"] % nt == 0,
+         f"the {nt} threads must split both tiles into 16-byte copies evenly"),
+        (d["SMEM_BYTES"] <= SMEM_LIMIT, f"{d['SMEM_BYTES']} B of SMEM > {SMEM_LIMIT}"),
+    ])
 
 
 #: Candidates: block tiles of 1-4 warpgroups x BN x BK x NBUF, the valid ones.
-SPACE = tuple(
-    c for c in (dict(BM=bm, BN=bn, BK=bk, NBUF=nbuf)
-                for bm in (64, 128, 192, 256) for bn in (64, 128, 192, 256)
-                for bk in (64, 128) for nbuf in (3, 4, 5, 6))
-    if _valid(c)
-)
+SPACE = valid_configs(check_config, (
+    dict(BM=bm, BN=bn, BK=bk, NBUF=nbuf)
+    for bm in (64, 128, 192, 256) for bn in (64, 128, 192, 256)
+    for bk in (64, 128) for nbuf in (3, 4, 5, 6)))
 
 
 def make_swizzled_copier(rows: int, cols: int, threads: int, k_major: bool, t: int = T,
@@ -204,11 +191,7 @@ def _make_kernel(items: tuple):
 
     products = unroll(STEPS, _product)
 
-    @device_jit
-    def _zero(i, acc):
-        acc[i] = float32(0.0)
-
-    zero_all = unroll(ACC, _zero)
+    zero_all = unroll(ACC, zero_at)
 
     @device_jit
     def _store(i, C, acc, r, c0, alpha, beta, M, N):

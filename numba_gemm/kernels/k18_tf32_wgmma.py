@@ -69,7 +69,8 @@ from ..wgmma import (
     smem_desc,
     wait,
 )
-from ._common import device_jit, kernel_jit, store_c2, unroll
+from ._common import device_jit, kernel_jit, store_c2, unroll, zero_at
+from ._tunable import check_keys, check_rules, valid_configs
 from .k12_tf32_mma_multistage import make_copier
 from .k17_hgemm_wgmma import make_swizzled_copier
 
@@ -106,50 +107,35 @@ def derived(cfg: Mapping[str, int], mode: str = "tf32") -> dict:
 
 def check_config(cfg: Mapping[str, int], mode: str = "tf32") -> None:
     """Raise ``ValueError`` naming the violated constraint (for arithmetic ``mode``)."""
-    if set(cfg) != set(KEYS):
-        raise ValueError(f"invalid config {dict(cfg)}: need exactly the keys {KEYS}")
-    if not all(isinstance(v, int) and v > 0 for v in cfg.values()):
-        raise ValueError(f"invalid config {dict(cfg)}: values must be positive ints")
+    check_keys(cfg, KEYS)
     BM, BN, BK, NBUF = (cfg[k] for k in KEYS)
+    check_rules(cfg, [
+        (BN > 0 and BN % WG_N == 0 and BN // WG_N <= 4,
+         "BN must be 64, 128, 192 or 256 (one warpgroup per 64 columns)"),
+        (BM % 64 == 0 and 64 <= BM <= 256 and BK > 0 and BK % 32 == 0,
+         "BM in 64..256 by 64 (the product's N) and BK a multiple of 32 (whole 128-byte "
+         "swizzled rows)"),
+        (3 <= NBUF <= 8, "NBUF in 3..8 (two buffers are held by the running products)"),
+    ])
     d = derived(cfg, mode)
-    if BN % WG_N or not 1 <= BN // WG_N <= 4:
-        raise ValueError(f"invalid config {dict(cfg)}: BN must be 64, 128, 192 or 256 (one "
-                         "warpgroup per 64 columns)")
-    if BM % 64 or not 64 <= BM <= 256 or BK % 32:
-        raise ValueError(f"invalid config {dict(cfg)}: BM in 64..256 by 64 (the product's N) "
-                         "and BK a multiple of 32 (whole 128-byte swizzled rows)")
-    nt = d["NUM_THREADS"]
-    if d["REGS"] + REG_OVERHEAD > min(255, 65536 // nt):
-        raise ValueError(f"invalid config {dict(cfg)}: {d['REGS']} accumulators per thread do "
-                         f"not fit the {min(255, 65536 // nt)} registers a block of {nt} threads "
-                         "may use")
-    if d["A_CHUNKS"] % nt or (BK * BN // T) % nt:
-        raise ValueError(f"invalid config {dict(cfg)}: the {nt} threads must split both tiles "
-                         "into 16-byte copies evenly")
-    if not 3 <= NBUF <= 8:
-        raise ValueError(f"invalid config {dict(cfg)}: NBUF in 3..8 (two buffers are held by "
-                         "the running products)")
-    if d["SMEM_BYTES"] > SMEM_LIMIT:
-        raise ValueError(f"invalid config {dict(cfg)}: {d['SMEM_BYTES']} B of SMEM > {SMEM_LIMIT}")
-
-
-def _valid(cfg: Mapping[str, int], mode: str) -> bool:
-    try:
-        check_config(cfg, mode)
-    except ValueError:
-        return False
-    return True
+    nt, limit = d["NUM_THREADS"], min(255, 65536 // d["NUM_THREADS"])
+    check_rules(cfg, [
+        (d["REGS"] + REG_OVERHEAD <= limit,
+         f"{d['REGS']} accumulators per thread do not fit the {limit} registers a block of "
+         f"{nt} threads may use"),
+        (d["A_CHUNKS"] % nt == 0 and (BK * BN // T) % nt == 0,
+         f"the {nt} threads must split both tiles into 16-byte copies evenly"),
+        (d["SMEM_BYTES"] <= SMEM_LIMIT, f"{d['SMEM_BYTES']} B of SMEM > {SMEM_LIMIT}"),
+    ])
 
 
 @functools.cache
 def space(mode: str = "tf32") -> tuple:
     """Candidate configurations for ``mode``: BM x 1-4 warpgroups x BK x NBUF, the valid ones."""
-    return tuple(
-        c for c in (dict(BM=bm, BN=bn, BK=bk, NBUF=nbuf)
-                    for bm in (64, 128, 192, 256) for bn in (64, 128, 192, 256)
-                    for bk in (32, 64) for nbuf in (3, 4, 5, 6))
-        if _valid(c, mode)
-    )
+    return valid_configs(functools.partial(check_config, mode=mode), (
+        dict(BM=bm, BN=bn, BK=bk, NBUF=nbuf)
+        for bm in (64, 128, 192, 256) for bn in (64, 128, 192, 256)
+        for bk in (32, 64) for nbuf in (3, 4, 5, 6)))
 
 
 SPACE = space("tf32")
@@ -223,11 +209,7 @@ def _make_kernel(items: tuple, vec: bool, mode: str):
 
     split_all = unroll(LO_PER_THREAD, _split)
 
-    @device_jit
-    def _zero(i, acc):
-        acc[i] = float32(0.0)
-
-    zero_all = unroll(ACC, _zero)
+    zero_all = unroll(ACC, zero_at)
 
     @device_jit
     def _add(i, acc, part):
