@@ -28,8 +28,8 @@ from . import device as _device
 from . import tuning
 from .devarray import F32, Operand, operand
 from .device import DeviceInfo, cdiv
-from .kernels import STAGES, _splitk, get_stage
-from .kernels._tunable import SPLIT_ARGS
+from .kernels import STAGES, _splitk, _streamk, get_stage
+from .kernels._tunable import SPLIT_ARGS, STREAM_K
 from .launch import Kernel, gemm_launcher, load_kernel, stream_handle
 from .registry import Stage, variant_key
 
@@ -100,8 +100,8 @@ def serves(st: Stage, g: Geometry) -> str | None:
                 + ", ".join(repr(s.name) for s in STAGES if s.batched))
     if g.layout not in st.layouts:
         return f"stage {st.name!r} with config {dict(st.config)} serves layouts {st.layouts}"
-    if st.split_k > 1 and g.batch > 1:
-        return "split-K is for one matrix, not a batch"
+    if st.split_k != 1 and g.batch > 1:
+        return "split-K and stream-K are for one matrix, not a batch"
     return None
 
 
@@ -139,6 +139,13 @@ def reduce_ms(splits: int, M: int, N: int, cfg: Mapping[str, int]) -> float:
     rounds = cdiv(gs, _splitk.FIXUP_DEPTH) + (cdiv(g, _splitk.FIXUP_DEPTH) if g > 1 else 0)
     return ((1 if g == 1 else 2) * REDUCE_LEVEL_MS + rounds * items * REDUCE_ROUND_MS
             + 2 * splits * M * N * 4 / REDUCE_BYTES_PER_MS)
+
+
+#: Warps per SM a stream-K grid first assumes (``Plan``): the kernel's loop over units keeps the
+#: tile's bookkeeping live, and the tuned tiles' kernels grow to 255 registers with it (8 warps of
+#: 255 registers fill the 64 K register file). The grid is then clamped to the loaded kernel's
+#: occupancy: a grid past the resident blocks would run a second wave.
+STREAM_K_WARPS_PER_SM = 8
 
 
 def estimate_ms(
@@ -200,7 +207,12 @@ MIN_SLICE_TILES = 8
 def split_options(cand: Mapping[str, Any], M: int, N: int, K: int, sms: int) -> tuple[int, ...]:
     """The ``SPLITK`` values to price for candidate ``cand`` at ``(M, N, K)``: its own, and when
     its blocks occupy fewer than half of the ``sms`` SMs, every one of :data:`SPLITS` that keeps
-    each K slice ``MIN_SLICE_TILES`` steps deep and at most one block per SM."""
+    each K slice ``MIN_SLICE_TILES`` steps deep and at most one block per SM.
+
+    Not stream-K (``STREAM_K``, run by naming a configuration with it): this wave model prices
+    each K tile of a block at its cost in the tuned full waves, so it takes a part-filled wave of
+    blocks (each alone on its SM, running faster) for a full one, and on an H200 it picked
+    stream-K where it lost 5-25 % (1000^3, 1024^3, 4097^3: bench/NOTES.md)."""
     cfg = cand["config"]
     own = cfg.get("SPLITK", 1)
     bm, bn, bk = tuning.tile_of(cfg)
@@ -309,7 +321,7 @@ class Plan:
         stage: the configured :class:`~numba_gemm.registry.Stage`.
         variant: ``"vector"`` (128-bit GMEM accesses) or ``"scalar"`` (rows not 16-byte aligned).
         split_k: K slices (>1: partial products into a workspace, summed by the last slice of
-            each tile in the same kernel).
+            each tile in the same kernel); ``STREAM_K`` (0): stream-K on ``grid[0]`` blocks.
         device: the GPU (``numba_gemm.device.DeviceInfo``).
         grid, block: 3-D launch geometry of the main kernel; ``smem``: its dynamic SMEM, bytes.
         predicted_ms: the cost model's time, or None when no tuning data priced it.
@@ -317,12 +329,16 @@ class Plan:
     """
 
     def __init__(self, geometry: Geometry, stage: Stage, variant: str, device: DeviceInfo,
-                 predicted_ms: float | None, reason: str) -> None:
+                 predicted_ms: float | None, reason: str, slots: int | None = None) -> None:
         g = self.geometry = geometry
         M, N, K = self.M, self.N, self.K = g.M, g.N, g.K
         self.stage, self.variant, self.device = stage, variant, device
         self.predicted_ms, self.reason = predicted_ms, reason
-        grid, block = stage.launch_config(M, N, K)
+        if stage.split_k == STREAM_K:  # one block per resident slot (clamped when loaded)
+            bps = STREAM_K_WARPS_PER_SM * 32 // max(32, stage.launch_config(M, N, K)[1][0])
+            grid, block = stage.launch_config(M, N, K, slots or device.sm_count * max(1, bps))
+        else:
+            grid, block = stage.launch_config(M, N, K)
         grid = (tuple(grid) + (1, 1))[:3]
         self.grid = (grid[0], grid[1], grid[2] * g.batch)
         self.block = (tuple(block) + (1, 1))[:3]
@@ -331,8 +347,10 @@ class Plan:
         self.strided = stage.batched  # kernel arguments: strided batches (spec S), else 2-D
         #: the kernel takes split-K's workspace and tile counters after C (spec SSSSIff)
         self.split_args = stage.args == SPLIT_ARGS
-        #: tiles of the grid's x-y plane: split-K's counters
-        self.tiles = self.grid[0] * self.grid[1]
+        #: C tiles: split-K's and stream-K's counters
+        bm, bn = stage.tile if stage.tile else (1, 1)
+        self.tiles = (cdiv(M, bm) * cdiv(N, bn) if self.split_k == STREAM_K
+                      else self.grid[0] * self.grid[1])
         check_grid(self.grid, f"{stage.name} at {g.batch}x{M}x{N}x{K}")
         self._kernels: tuple | None = None
         self._lock = threading.Lock()
@@ -348,6 +366,9 @@ class Plan:
                                        config=dict(st.config),
                                        variant=variant_key(self.variant, layout), spec=st.args,
                                        smem=self.smem, device=self.device)
+                    if self.split_k == STREAM_K:  # no more blocks than can be resident
+                        fit = self.device.sm_count * main.blocks_per_sm(self.block[0])
+                        self.grid = (max(1, min(self.grid[0], fit)), 1, 1)
                     if isinstance(main, Kernel):
                         # from now on ``plan.run`` is the bound fast launcher (instance
                         # attribute over the method): pointers, scalars, stream, one call
@@ -360,15 +381,20 @@ class Plan:
                             W, L = self._buffers(0)
                             shapes += [W, L]
                         self.run = gemm_launcher(main, st.args, shapes, self.grid, self.block,
-                                                 self._buffers if self.split_k > 1 else None)
+                                                 self._buffers if self.split_k != 1 else None)
                     self._kernels = main
                 k = self._kernels
         return k
 
     def _buffers(self, stream: Any) -> tuple[Operand, Operand]:
-        """Split-K's workspace (3-D ``(1, SPLITK*M, N)``) and tile counters on ``stream``; without
-        split-K, the smallest such pair (the kernel does not touch them)."""
+        """Split-K's workspace (3-D ``(1, SPLITK*M, N)``) and tile counters on ``stream``; for
+        stream-K, ``(1, slots*BM, BN)`` (``_streamk.partial_slots``) and a counter per tile;
+        without either, the smallest such pair (the kernel does not touch them)."""
         s, M, N = self.split_k, self.M, self.N
+        if s == STREAM_K:
+            bm, bn = self.stage.tile
+            return split_buffers(_streamk.partial_slots(self.tiles, self.grid[0]) * bm, bn,
+                                 self.tiles, stream, self.device.id)
         if s == 1:
             M = N = 1
         counters = self.tiles * _splitk.counters_per_tile(s) if s > 1 else 1

@@ -45,7 +45,7 @@ def test_space_is_valid_and_nonempty(stage):
         (dict(TM=6), "multiples of 4"),
         (dict(WNITER=3), "WNITER must divide WN"),
         (dict(BM=512, BN=512, WM=32, WN=32), "NUM_THREADS"),
-        (dict(SPLITK=0), "SPLITK"),
+        (dict(SPLITK=-1), "SPLITK"),
         (dict(MINB=9), "MINB"),
         (dict(BK=0), "positive"),
     ],

@@ -51,11 +51,12 @@ FIXUP_DEPTH = 16
 
 
 @device_jit
-def _fetch(u, part, Wg, z_first, z_step, u0, n, row, col, M, rows, N, vec):
-    # the partial sums of the (u0 + u)-th slice summed (zeros past the n-th)
-    z = z_first + (u0 + u) * z_step if u0 + u < n else rows  # rows: past the workspace
-    part[u, 0], part[u, 1], part[u, 2], part[u, 3] = load_b4(Wg, z * M + row, col, rows, N,
-                                                             vec)
+def _fetch(u, part, Wg, z_first, z_step, u0, n, zrows, prow, pcol, wrows, wcols, vec):
+    # the (u0 + u)-th summed partial (zeros past the n-th): slice z's element at row
+    # z * zrows + prow, column pcol of the workspace (wrows x wcols)
+    z = z_first + (u0 + u) * z_step if u0 + u < n else wrows  # wrows: past the workspace
+    part[u, 0], part[u, 1], part[u, 2], part[u, 3] = load_b4(Wg, z * zrows + prow, pcol, wrows,
+                                                             wcols, vec)
 
 
 @device_jit
@@ -64,6 +65,58 @@ def _add(u, part, acc):
     acc[1] += part[u, 1]
     acc[2] += part[u, 2]
     acc[3] += part[u, 3]
+
+
+@device_jit
+def arrive(L, c, count):
+    """1 in every thread of the block if the block is the last of ``count`` to arrive at counter
+    ``L[c]`` (which it then sets back to 0), else 0. Every thread calls it after its partial
+    writes; the writes of every block that arrived before are visible to the last one after."""
+    cuda.threadfence()  # this thread's writes are visible GPU-wide...
+    cuda.syncthreads()  # ...every thread's, before...
+    last = int32(0)
+    if cuda.threadIdx.x == 0:  # ...the block counts itself in
+        if cuda.atomic.add(L, c, int32(1)) == count - 1:
+            last = int32(1)
+            L[c] = int32(0)  # the next call (stream-ordered after this one) counts from 0
+    last = cuda.syncthreads_or(last)
+    cuda.threadfence()  # the others' writes are visible to this block's reads
+    return last
+
+
+def make_tile_sum(BM: int, BN: int, NT: int, depth: int):
+    """``sum_tile(Wg, Dg, z_first, z_step, n, zrows, wr0, wc0, wrows, wcols, d_row0, row0, col0,
+    M, N, alpha, beta, vec)``: over a ``BM x BN`` C tile at ``(row0, col0)``, rows
+    ``d_row0 + [0, M)`` of ``Dg`` = ``alpha * (sum of n partials) + beta * Dg`` (Dg not read when
+    ``beta == 0``), the partials of slices ``z_first, z_first + z_step, ...`` summed in that
+    order. Slice z's value of element ``(row, col)`` is at ``Wg[z * zrows + row - wr0, col -
+    wc0]`` (``Wg``: ``wrows x wcols``): split-K keeps whole ``M x N`` slices (``zrows = M``,
+    ``wr0 = wc0 = 0``), stream-K one ``BM x BN`` tile per slot (``zrows = BM``, ``wr0, wc0 =
+    row0, col0``). ``NT`` threads, four columns each per item, ``depth`` partials loaded before
+    they are added."""
+    CG = BN // 4  # threads per row of the tile: four columns each
+    ITEMS = BM * CG
+    fetch, add = unroll(depth, _fetch), unroll(depth, _add)
+
+    @device_jit
+    def sum_tile(Wg, Dg, z_first, z_step, n, zrows, wr0, wc0, wrows, wcols, d_row0, row0, col0,
+                 M, N, alpha, beta, vec):
+        part = cuda.local.array((depth, 4), float32)  # registers: every index is a constant
+        acc = cuda.local.array(4, float32)
+        for o in range(cuda.threadIdx.x, ITEMS, NT):
+            r = o // CG
+            row = row0 + r
+            col = col0 + 4 * (o - r * CG)
+            if row < M and col < N:
+                acc[0] = acc[1] = acc[2] = acc[3] = float32(0.0)
+                for u0 in range(0, n, depth):
+                    fetch(part, Wg, z_first, z_step, u0, n, zrows, row - wr0, col - wc0, wrows,
+                          wcols, vec)
+                    add(part, acc)
+                store_c4(Dg, d_row0 + row, col, acc[0], acc[1], acc[2], acc[3], alpha, beta,
+                         d_row0 + M, N, vec)
+
+    return sum_tile
 
 
 def groups(SPLITK: int) -> tuple[int, int]:
@@ -99,45 +152,16 @@ def make_fixup(BM: int, BN: int, NT: int, SPLITK: int):
     and step (128-bit when ``vec``: rows of W and C 16-byte aligned). Each counter is set back to
     0 by its last arrival. ``L`` holds :func:`counters_per_tile` counters per tile.
     """
-    CG = BN // 4  # threads per row of the tile: four columns each
-    ITEMS = BM * CG
     GS, G = groups(SPLITK)
     PER_TILE = counters_per_tile(SPLITK)
-    DEPTH = min(max(GS, G), FIXUP_DEPTH)
-    fetch, add = unroll(DEPTH, _fetch), unroll(DEPTH, _add)
-
-    @device_jit
-    def arrive(L, c, count):
-        # 1 in every thread of the block if it is the last of ``count`` to arrive at L[c]
-        cuda.threadfence()  # this thread's writes are visible GPU-wide...
-        cuda.syncthreads()  # ...every thread's, before...
-        last = int32(0)
-        if cuda.threadIdx.x == 0:  # ...the block counts itself in
-            if cuda.atomic.add(L, c, int32(1)) == count - 1:
-                last = int32(1)
-                L[c] = int32(0)  # the next call (stream-ordered after this one) counts from 0
-        last = cuda.syncthreads_or(last)
-        cuda.threadfence()  # the others' writes are visible to this block's reads
-        return last
+    sum_tile = make_tile_sum(BM, BN, NT, min(max(GS, G), FIXUP_DEPTH))
 
     @device_jit
     def sum_slices(Wg, Dg, z_first, z_step, n, d_row0, row0, col0, M, N, alpha, beta, vec):
         # rows d_row0 + [0, M) of Dg = alpha * (sum of the partials of slices z_first,
         # z_first + z_step, ... (n of them), in that order) + beta * Dg, over the tile
-        rows = SPLITK * M
-        part = cuda.local.array((DEPTH, 4), float32)  # registers: every index is a constant
-        acc = cuda.local.array(4, float32)
-        for o in range(cuda.threadIdx.x, ITEMS, NT):
-            r = o // CG
-            row = row0 + r
-            col = col0 + 4 * (o - r * CG)
-            if row < M and col < N:
-                acc[0] = acc[1] = acc[2] = acc[3] = float32(0.0)
-                for u0 in range(0, n, DEPTH):
-                    fetch(part, Wg, z_first, z_step, u0, n, row, col, M, rows, N, vec)
-                    add(part, acc)
-                store_c4(Dg, d_row0 + row, col, acc[0], acc[1], acc[2], acc[3], alpha, beta,
-                         d_row0 + M, N, vec)
+        sum_tile(Wg, Dg, z_first, z_step, n, M, 0, 0, SPLITK * M, N, d_row0, row0, col0, M, N,
+                 alpha, beta, vec)
 
     @device_jit
     def fixup(Wg, L, Cg, row0, col0, M, N, alpha, beta, vec):

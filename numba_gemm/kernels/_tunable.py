@@ -9,7 +9,8 @@ A configuration is a plain dict of ints:
 - ``SPLITK``: number of K slices (1: none). With SPLITK > 1 each block computes a partial product
   over its slice of K into a workspace, and the last slice of each C tile to finish sums them
   into C (``_splitk.py``, one kernel): more blocks for shapes whose M x N has too few tiles to
-  fill the GPU;
+  fill the GPU. ``SPLITK = STREAM_K`` (0): stream-K (``_streamk.py``), a grid of one block per
+  resident slot sharing the product's MAC iterations evenly across tile boundaries;
 - stage-specific keys (``NBUF``: SMEM buffers of the multistage pipeline).
 
 ``check_config`` raises ``ValueError`` naming the first violated constraint; the tuner relies on it
@@ -34,17 +35,20 @@ from collections.abc import Callable, Mapping
 
 from numba import cuda, float32
 
-from ..launch import tile_grid
+from ..launch import cdiv, tile_grid
 from ..registry import Stage
 from ..vecmem import rows_view
-from . import _splitk
-from ._common import device_jit
+from . import _splitk, _streamk
+from ._common import device_jit, kernel_jit
 
 WARP_SIZE = 32
 A_PAD = 4  # floats of padding per row of the transposed A tile (keeps rows 16-byte aligned)
 SMEM_STATIC_LIMIT = 48 * 1024  # static SMEM per block (more needs dynamic SMEM + opt-in)
 SMEM_DYNAMIC_LIMIT = 227 * 1024  # sm_90 maximum per block, with the opt-in attribute
 MAX_ACCUMULATORS = 128  # per thread: more cannot stay in 255 registers with the fragments
+
+#: ``SPLITK`` of a stream-K configuration (``_streamk``).
+STREAM_K = 0
 
 TILE_KEYS = ("BM", "BN", "BK", "WM", "WN", "WNITER", "TM", "TN")
 COMMON_KEYS = ("MINB", "SPLITK")
@@ -167,7 +171,7 @@ def check_config(
          f"more than {MAX_ACCUMULATORS} accumulators per thread"),
         (0 <= cfg["MINB"] <= 4 and cfg["MINB"] * nt <= 2048,
          "MINB (min. blocks per SM) must be 0-4 and MINB * NUM_THREADS <= 2048"),
-        (1 <= cfg["SPLITK"] <= 64, "SPLITK must be 1-64"),
+        (0 <= cfg["SPLITK"] <= 64, "SPLITK must be 1-64 K slices, or 0 (STREAM_K: stream-K)"),
     ]
     for ok, msg in rules:
         if not ok:
@@ -233,30 +237,96 @@ def block_work(K, BK, SPLITK):
     return 0, k_begin, min(K, k_begin + per)
 
 
-#: The tunable stages' kernel arguments: A, B, C (strided batches), W (split-K's workspace, 3-D
-#: ``(1, SPLITK*M, N)``), L (its int32 tile counters), alpha, beta. W and L are not touched when
-#: SPLITK == 1 (the plan passes C and a small counter buffer there).
+def make_work(BM: int, BN: int, BK: int, SPLITK: int):
+    """``work(u, M, N, K)``: a block's ``u``-th unit of work as the *job* tuple ``(bz, row0,
+    col0, k_begin, k_end, slot, first, count, counter)``: matrix ``bz`` of the batch, the C tile
+    at ``(row0, col0)``, its K range; the last four say how the epilogue ends it
+    (:func:`make_epilogue`). Without stream-K a block has one unit, the grid's tile (x: BN
+    columns, y: BM rows, z: batch or K slice); with it, ``_streamk.unit``."""
+    if SPLITK == STREAM_K:
+        @device_jit
+        def stream_k_work(u, M, N, K):
+            tn = (N + BN - 1) // BN
+            t, ib, ie, slot, first, count, counter = _streamk.unit_dev(
+                cuda.blockIdx.x, u, ((M + BM - 1) // BM) * tn, (K + BK - 1) // BK, cuda.gridDim.x)
+            return (0, (t // tn) * BM, (t % tn) * BN, ib * BK, min(K, ie * BK), slot, first,
+                    count, counter)
+
+        return stream_k_work
+
+    @device_jit
+    def grid_work(u, M, N, K):
+        bz, k_begin, k_end = block_work(K, BK, SPLITK)
+        return (bz, cuda.blockIdx.y * BM, cuda.blockIdx.x * BN, k_begin, k_end, 0, 0, SPLITK, 0)
+
+    return grid_work
+
+
+def unit_kernel(name: str, unit: Callable, cfg: Mapping[str, int]):
+    """The kernel ``name(A, B, C, W, L, alpha, beta)`` of a tunable stage from its body ``unit(u,
+    A, B, C, W, L, alpha, beta)`` (one unit of work, :func:`make_work`): the body once, or with
+    stream-K once per unit of the block (``_streamk.units``). (One body called in a loop only
+    where stream-K needs it: NVVM kept a one-trip loop around the body, which cost registers.)"""
+    BM, BN, BK = cfg["BM"], cfg["BN"], cfg["BK"]
+    if cfg["SPLITK"] == STREAM_K:
+        def kernel(A, B, C, W, L, alpha, beta):
+            M, K, N = A.shape[1], A.shape[2], B.shape[2]
+            tiles = ((M + BM - 1) // BM) * ((N + BN - 1) // BN)
+            for u in range(_streamk.units_dev(cuda.blockIdx.x, tiles, (K + BK - 1) // BK,
+                                              cuda.gridDim.x)):
+                unit(u, A, B, C, W, L, alpha, beta)
+                cuda.syncthreads()  # everyone is done with SMEM before the next unit fills it
+    else:
+        def kernel(A, B, C, W, L, alpha, beta):
+            unit(0, A, B, C, W, L, alpha, beta)
+    kernel.__name__ = kernel.__qualname__ = name
+    return kernel_jit(launch_bounds=launch_bounds(cfg))(kernel)
+
+
+#: The tunable stages' kernel arguments: A, B, C (strided batches), W (split-K's or stream-K's
+#: workspace, 3-D ``(1, rows, cols)``), L (its int32 tile counters), alpha, beta. W and L are not
+#: touched when SPLITK == 1 (the plan passes C and a small counter buffer there).
 SPLIT_ARGS = "SSSSIff"
 
 
 def make_epilogue(store_results: Callable, BM: int, BN: int, NT: int, SPLITK: int):
-    """``epilogue(C, W, L, bz, acc, r0, c0, row0, col0, M, N, alpha, beta, vec)``: write a block's
-    results. ``store_results(Cg, acc, r0, c0, alpha, beta, M, N, vec)`` is the stage's own
-    writer of one thread's results at C row ``r0``, column ``c0`` (the block tile's origin is
-    ``row0, col0``). Without split-K it writes C of matrix ``bz``; with it, the block's partial
+    """``epilogue(C, W, L, job, acc, r0, c0, M, N, alpha, beta, vec)``: write the results of one
+    unit of work (``job``, from :func:`make_work`'s ``work``). ``store_results(Cg, acc, r0, c0,
+    alpha, beta, M, N, vec)`` is the stage's own writer of one thread's results at C row ``r0``,
+    column ``c0``. Without split-K it writes C of matrix ``bz``; with it, the block's partial
     sums go unscaled to rows ``z*M + [0, M)`` of the workspace and :func:`_splitk.make_fixup`
-    ends the tile."""
+    ends the tile; with stream-K a unit that computed a whole tile writes C, others write their
+    tile to their slot of the workspace (rows ``slot*BM + [0, BM)``, BN columns) and
+    :func:`_streamk.make_fixup` ends the tile."""
+    if SPLITK == STREAM_K:
+        sk_fixup = _streamk.make_fixup(BM, BN, NT)
+
+        @device_jit
+        def sk_epilogue(C, W, L, job, acc, r0, c0, M, N, alpha, beta, vec):
+            row0, col0, count = job[1], job[2], job[7]
+            if count == 1:
+                store_results(rows_view(C, 0), acc, r0, c0, alpha, beta, M, N, vec)
+            else:
+                Wg = rows_view(W, 0)
+                s0 = job[5] * BM  # this unit's slot: workspace rows s0 + [0, BM)
+                store_results(Wg, acc, s0 + r0 - row0, c0 - col0, float32(1.0), float32(0.0),
+                              s0 + BM, BN, vec)
+                sk_fixup(Wg, L, rows_view(C, 0), job[6], count, job[8], row0, col0, M, N,
+                         alpha, beta, vec)
+
+        return sk_epilogue
+
     fixup = _splitk.make_fixup(BM, BN, NT, SPLITK)
 
     @device_jit
-    def epilogue(C, W, L, bz, acc, r0, c0, row0, col0, M, N, alpha, beta, vec):
+    def epilogue(C, W, L, job, acc, r0, c0, M, N, alpha, beta, vec):
         if SPLITK == 1:
-            store_results(rows_view(C, bz), acc, r0, c0, alpha, beta, M, N, vec)
+            store_results(rows_view(C, job[0]), acc, r0, c0, alpha, beta, M, N, vec)
         else:
             Wg = rows_view(W, 0)
             z0 = cuda.blockIdx.z * M  # this slice's rows of the workspace
             store_results(Wg, acc, z0 + r0, c0, float32(1.0), float32(0.0), z0 + M, N, vec)
-            fixup(Wg, L, rows_view(C, 0), row0, col0, M, N, alpha, beta, vec)
+            fixup(Wg, L, rows_view(C, 0), job[1], job[2], M, N, alpha, beta, vec)
 
     return epilogue
 
@@ -283,7 +353,8 @@ def build_stage(
     ``make_kernel(items, vec, layout)`` builds the kernel from the sorted config items;
     ``smem(cfg, layout)`` is its dynamic SMEM (None: static SMEM only). By default the block tile
     is ``(BM, BN)``, the launch grid ``(N/BN, M/BM, SPLITK)`` blocks of NUM_THREADS
-    (``(N/BN, M/BM, batch)`` for a batch), the layouts those whose tiles the threads split evenly
+    (``(N/BN, M/BM, batch)`` for a batch; with stream-K ``(G, 1, 1)``, one block per resident
+    slot: ``launch_config(M, N, K, slots)``), the layouts those whose tiles the threads split evenly
     (:func:`layout_problem`); a stage built for one regime of shapes (skinny, skinny_n) gives its
     own ``tile_of(cfg)``, ``launch_config_for(cfg)``, ``supports`` and ``layouts``, and
     ``general=False`` (chosen by the plan only at its tuned price). The kernel takes
@@ -294,9 +365,13 @@ def build_stage(
     items = tuple(sorted(cfg.items()))
     if launch_config_for is None:
         nt, splits = derived(cfg)["NUM_THREADS"], cfg["SPLITK"]
-
-        def launch_config(M, N, K):
-            return (*tile_grid(M, N, cfg["BM"], cfg["BN"]), splits), (nt,)
+        if splits == STREAM_K:
+            def launch_config(M, N, K, slots=1):
+                tiles = cdiv(M, cfg["BM"]) * cdiv(N, cfg["BN"])
+                return (_streamk.blocks(tiles, cdiv(K, cfg["BK"]), slots), 1, 1), (nt,)
+        else:
+            def launch_config(M, N, K, slots=1):
+                return (*tile_grid(M, N, cfg["BM"], cfg["BN"]), splits), (nt,)
     else:
         launch_config = launch_config_for(cfg)
     if layouts is None:

@@ -45,7 +45,7 @@ from numba import cuda, float32
 from ..registry import Stage
 from ..vecmem import SMEM_ALIGN, cols_view, load4, rows_view, store4
 from . import _tunable as tun
-from ._common import device_jit, kernel_jit, load_a4, load_b4, store_c4, unroll
+from ._common import device_jit, load_a4, load_b4, store_c4, unroll
 
 #: Tile configuration used when no tuning result is available (one 128x128 block of 8 warps,
 #: each warp 64x32 as 2x2 sub-tiles of 32x16, each thread 2x2 tiles of 4x4). See ``_tunable``
@@ -235,20 +235,18 @@ def _make_kernel(items: tuple, vec: bool, layout: str = "NN"):
     AS_PITCH, BS_PITCH = pt.d["AS_PITCH"], pt.d["BS_PITCH"]
     A_REGS, B_REGS = 4 * pt.d["A_LOADS"], 4 * pt.d["B_LOADS"]
     RES_M, RES_N = pt.d["WMITER"] * TM, cfg["WNITER"] * TN
+    work = tun.make_work(BM, BN, BK, SPLITK)
     epilogue = tun.make_epilogue(store_results, BM, BN, pt.d["NUM_THREADS"], SPLITK)
 
-    @kernel_jit(launch_bounds=tun.launch_bounds(cfg))
-    def sgemm_warptiling(A, B, C, W, L, alpha, beta):
-        # A (batch, M, K), B (batch, K, N), C (batch, M, N): strided batches, grid z = batch
-        # (or the K slice: W, L are split-K's workspace and tile counters, tun.make_epilogue)
+    @device_jit
+    def sgemm_warptiling_unit(u, A, B, C, W, L, alpha, beta):
+        # The kernel's body for its u-th unit of work: one C tile's K range (one per block,
+        # more with stream-K: tun.unit_kernel). A (batch, M, K), B (batch, K, N), C (batch, M, N):
+        # strided batches; W, L: split-K's or stream-K's workspace and tile counters.
         M, K, N = A.shape[1], A.shape[2], B.shape[2]
-        bz, k_begin, k_end = tun.block_work(K, BK, SPLITK)
-        Ag, Bg = a_view(A, bz), b_view(B, bz)  # 2-D storage views (C's: in the epilogue)
         As = cuda.shared.array((BK, AS_PITCH), float32, alignment=SMEM_ALIGN)  # [k, m]
         Bs = cuda.shared.array((BK, BS_PITCH), float32, alignment=SMEM_ALIGN)  # [k, n]
         tid = cuda.threadIdx.x
-        row0 = cuda.blockIdx.y * BM
-        col0 = cuda.blockIdx.x * BN
         wm0, wn0 = thread_origin(tid)  # first row/column of this thread's tiles in the block
         ap, aq = a_coords(tid)  # this thread's float4s of the GMEM tiles
         bp, bq = b_coords(tid)
@@ -258,6 +256,9 @@ def _make_kernel(items: tuple, vec: bool, layout: str = "NN"):
         reg_m = cuda.local.array(RES_M, float32)
         reg_n = cuda.local.array(RES_N, float32)
         thread_results = cuda.local.array((RES_M, RES_N), float32)
+        job = work(u, M, N, K)  # (batch, tile origin, K range; how the epilogue ends it)
+        bz, row0, col0, k_begin, k_end = job[0], job[1], job[2], job[3], job[4]
+        Ag, Bg = a_view(A, bz), b_view(B, bz)  # 2-D storage views (C's: in the epilogue)
         for m in range(RES_M):
             for n in range(RES_N):
                 thread_results[m, n] = float32(0.0)
@@ -272,11 +273,10 @@ def _make_kernel(items: tuple, vec: bool, layout: str = "NN"):
             mma_tile(As, Bs, reg_m, reg_n, thread_results, wm0, wn0)
             cuda.syncthreads()  # everyone is done reading before the next tiles overwrite SMEM
 
-        # --- epilogue: write C (with SPLITK > 1: the workspace, and the tile's last slice sums)
-        epilogue(C, W, L, bz, thread_results, row0 + wm0, col0 + wn0, row0, col0, M, N, alpha,
-                 beta, vec)
+        # --- epilogue: write C (split-K / stream-K: the workspace; the tile's last sums)
+        epilogue(C, W, L, job, thread_results, row0 + wm0, col0 + wn0, M, N, alpha, beta, vec)
 
-    return sgemm_warptiling
+    return tun.unit_kernel("sgemm_warptiling", sgemm_warptiling_unit, cfg)
 
 
 def make_stage(config: Mapping[str, int]) -> Stage:

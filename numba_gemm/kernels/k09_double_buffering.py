@@ -26,7 +26,7 @@ from ..registry import Stage
 from ..vecmem import SMEM_ALIGN
 from . import _tunable as tun
 from . import k08_warptiling as wt
-from ._common import kernel_jit
+from ._common import device_jit
 
 #: SMEM copies of each tile.
 SMEM_COPIES = 2
@@ -57,20 +57,18 @@ def _make_kernel(items: tuple, vec: bool, layout: str = "NN"):
     AS_PITCH, BS_PITCH = pt.d["AS_PITCH"], pt.d["BS_PITCH"]
     A_REGS, B_REGS = 4 * pt.d["A_LOADS"], 4 * pt.d["B_LOADS"]
     RES_M, RES_N = pt.d["WMITER"] * TM, cfg["WNITER"] * TN
+    work = tun.make_work(BM, BN, BK, SPLITK)
     epilogue = tun.make_epilogue(store_results, BM, BN, pt.d["NUM_THREADS"], SPLITK)
 
-    @kernel_jit(launch_bounds=tun.launch_bounds(cfg))
-    def sgemm_double_buffering(A, B, C, W, L, alpha, beta):
-        # A (batch, M, K), B (batch, K, N), C (batch, M, N): strided batches, grid z = batch
-        # (or the K slice: W, L are split-K's workspace and tile counters, tun.make_epilogue)
+    @device_jit
+    def sgemm_double_buffering_unit(u, A, B, C, W, L, alpha, beta):
+        # The kernel's body for its u-th unit of work: one C tile's K range (one per block,
+        # more with stream-K: tun.unit_kernel). A (batch, M, K), B (batch, K, N), C (batch, M, N):
+        # strided batches; W, L: split-K's or stream-K's workspace and tile counters.
         M, K, N = A.shape[1], A.shape[2], B.shape[2]
-        bz, k_begin, k_end = tun.block_work(K, BK, SPLITK)
-        Ag, Bg = a_view(A, bz), b_view(B, bz)  # 2-D storage views (C's: in the epilogue)
         As = cuda.shared.array((SMEM_COPIES, BK, AS_PITCH), float32, alignment=SMEM_ALIGN)
         Bs = cuda.shared.array((SMEM_COPIES, BK, BS_PITCH), float32, alignment=SMEM_ALIGN)
         tid = cuda.threadIdx.x
-        row0 = cuda.blockIdx.y * BM
-        col0 = cuda.blockIdx.x * BN
         wm0, wn0 = thread_origin(tid)
         ap, aq = a_coords(tid)
         bp, bq = b_coords(tid)
@@ -80,11 +78,15 @@ def _make_kernel(items: tuple, vec: bool, layout: str = "NN"):
         reg_m = cuda.local.array(RES_M, float32)
         reg_n = cuda.local.array(RES_N, float32)
         thread_results = cuda.local.array((RES_M, RES_N), float32)
+        job = work(u, M, N, K)  # (batch, tile origin, K range; how the epilogue ends it)
+        bz, row0, col0, k_begin, k_end = job[0], job[1], job[2], job[3], job[4]
+        Ag, Bg = a_view(A, bz), b_view(B, bz)  # 2-D storage views (C's: in the epilogue)
         for m in range(RES_M):
             for n in range(RES_N):
                 thread_results[m, n] = float32(0.0)
 
-        # --- prologue: first K tile GMEM -> registers -> SMEM copy 0
+        # --- prologue: first K tile GMEM -> registers -> SMEM copy 0 (a unit before this
+        # one last read copy 0 before its last barrier)
         load_tiles(Ag, Bg, ra, rb, k_begin, ap, aq, bp, bq, row0, col0, M, N, k_end, vec)
         store_tiles(As[0], Bs[0], ra, rb, ap, aq, bp, bq)
         cuda.syncthreads()  # copy 0 is complete before anyone reads it
@@ -92,9 +94,10 @@ def _make_kernel(items: tuple, vec: bool, layout: str = "NN"):
         buf = 0
         for k0 in range(k_begin, k_end, BK):
             # --- GMEM -> registers for the next tile: in flight during the math below.
-            # Unconditional (past k_end it loads zeros, and the store below is harmless): a load
-            # under "if there is a next tile" got sunk by the compiler into the store's identical
-            # "if", after the math, exposing its latency (-25% at 4096^3; bench/NOTES.md).
+            # Unconditional (past k_end it loads zeros, and the store below is harmless): a
+            # load under "if there is a next tile" got sunk by the compiler into the store's
+            # identical "if", after the math, exposing its latency (-25% at 4096^3;
+            # bench/NOTES.md).
             load_tiles(Ag, Bg, ra, rb, k0 + BK, ap, aq, bp, bq, row0, col0, M, N, k_end, vec)
             # --- SMEM (copy buf) -> registers, FMA
             mma_tile(As[buf], Bs[buf], reg_m, reg_n, thread_results, wm0, wn0)
@@ -104,11 +107,10 @@ def _make_kernel(items: tuple, vec: bool, layout: str = "NN"):
             cuda.syncthreads()  # copy 1 - buf is complete, and everyone is done with copy buf
             buf = 1 - buf
 
-        # --- epilogue: write C (with SPLITK > 1: the workspace, and the tile's last slice sums)
-        epilogue(C, W, L, bz, thread_results, row0 + wm0, col0 + wn0, row0, col0, M, N, alpha,
-                 beta, vec)
+        # --- epilogue: write C (split-K / stream-K: the workspace; the tile's last sums)
+        epilogue(C, W, L, job, thread_results, row0 + wm0, col0 + wn0, M, N, alpha, beta, vec)
 
-    return sgemm_double_buffering
+    return tun.unit_kernel("sgemm_double_buffering", sgemm_double_buffering_unit, cfg)
 
 
 def make_stage(config: Mapping[str, int]) -> Stage:

@@ -40,7 +40,7 @@ from ..registry import Stage
 from ..vecmem import SMEM_ALIGN, tile_view
 from . import _tunable as tun
 from . import k08_warptiling as wt
-from ._common import device_jit, kernel_jit, unroll
+from ._common import device_jit, unroll
 
 #: Default: the fastest configuration measured at 4096^3 on an H200 (numba_gemm/tuning/sm_90.json):
 #: 128x256x16 block tile, 8 warps of 64x64 (2x2 sub-tiles of 32x32), 8x4 thread tiles (16x8
@@ -167,6 +167,7 @@ def _make_kernel(items: tuple, vec: bool, layout: str = "NN"):
     AS_PITCH, BS_PITCH = pt.d["AS_PITCH"], pt.d["BS_PITCH"]
     A_FLOATS = NBUF * BK * AS_PITCH
     RES_M, RES_N = pt.d["WMITER"] * TM, cfg["WNITER"] * TN
+    work = tun.make_work(BM, BN, BK, SPLITK)
     epilogue = tun.make_epilogue(store_results, BM, BN, NT, SPLITK)
 
     @device_jit
@@ -174,25 +175,25 @@ def _make_kernel(items: tuple, vec: bool, layout: str = "NN"):
         copy_a(As, Ag, k0, tid, row0, M, K, k_end, vec, full)
         copy_b(Bs, Bg, k0, tid, col0, N, K, k_end, vec, full)
 
-    @kernel_jit(launch_bounds=tun.launch_bounds(cfg))
-    def sgemm_multistage(A, B, C, W, L, alpha, beta):
-        # A (batch, M, K), B (batch, K, N), C (batch, M, N): strided batches, grid z = batch
-        # (or the K slice: W, L are split-K's workspace and tile counters, tun.make_epilogue)
+    @device_jit
+    def sgemm_multistage_unit(u, A, B, C, W, L, alpha, beta):
+        # The kernel's body for its u-th unit of work: one C tile's K range (one per block,
+        # more with stream-K: tun.unit_kernel). A (batch, M, K), B (batch, K, N), C (batch, M, N):
+        # strided batches; W, L: split-K's or stream-K's workspace and tile counters.
         M, K, N = A.shape[1], A.shape[2], B.shape[2]
-        bz, k_begin, k_end = tun.block_work(K, BK, SPLITK)
-        Ag, Bg = a_view(A, bz), b_view(B, bz)  # 2-D storage views (C's: in the epilogue)
         # dynamic SMEM: NBUF copies of the A tile (As[k, m], padded), then NBUF of the B tile
         smem = cuda.shared.array(0, float32, alignment=SMEM_ALIGN)
         As = tile_view(smem, 0, (NBUF, BK, AS_PITCH))
         Bs = tile_view(smem, A_FLOATS, (NBUF, BK, BS_PITCH))
         tid = cuda.threadIdx.x
-        row0 = cuda.blockIdx.y * BM
-        col0 = cuda.blockIdx.x * BN
         wm0, wn0 = thread_origin(tid)
 
         reg_m = cuda.local.array(RES_M, float32)
         reg_n = cuda.local.array(RES_N, float32)
         thread_results = cuda.local.array((RES_M, RES_N), float32)
+        job = work(u, M, N, K)  # (batch, tile origin, K range; how the epilogue ends it)
+        bz, row0, col0, k_begin, k_end = job[0], job[1], job[2], job[3], job[4]
+        Ag, Bg = a_view(A, bz), b_view(B, bz)  # 2-D storage views (C's: in the epilogue)
         for m in range(RES_M):
             for n in range(RES_N):
                 thread_results[m, n] = float32(0.0)
@@ -214,7 +215,8 @@ def _make_kernel(items: tuple, vec: bool, layout: str = "NN"):
             cuda.syncthreads()  # ...everyone's; and everyone is done computing on tile t - 1
             # --- GMEM -> SMEM: tile t + NBUF - 1 into the buffer tile t - 1 used
             if k_next + BK <= k_end and interior:
-                copy_tiles(As[nb], Bs[nb], Ag, Bg, k_next, tid, row0, col0, M, N, K, k_end, True)
+                copy_tiles(As[nb], Bs[nb], Ag, Bg, k_next, tid, row0, col0, M, N, K, k_end,
+                           True)
             elif k_next < k_end:
                 copy_tiles(As[nb], Bs[nb], Ag, Bg, k_next, tid, row0, col0, M, N, K, k_end,
                            False)
@@ -224,13 +226,12 @@ def _make_kernel(items: tuple, vec: bool, layout: str = "NN"):
             k_next += BK
             cb = cb + 1 if cb + 1 < NBUF else 0
             nb = nb + 1 if nb + 1 < NBUF else 0
-        wait(0)  # no copy may still be writing SMEM when the block exits
+        wait(0)  # no copy may still be writing SMEM when the block exits (or the unit ends)
 
-        # --- epilogue: write C (with SPLITK > 1: the workspace, and the tile's last slice sums)
-        epilogue(C, W, L, bz, thread_results, row0 + wm0, col0 + wn0, row0, col0, M, N, alpha,
-                 beta, vec)
+        # --- epilogue: write C (split-K / stream-K: the workspace; the tile's last sums)
+        epilogue(C, W, L, job, thread_results, row0 + wm0, col0 + wn0, M, N, alpha, beta, vec)
 
-    return sgemm_multistage
+    return tun.unit_kernel("sgemm_multistage", sgemm_multistage_unit, cfg)
 
 
 def make_stage(config: Mapping[str, int]) -> Stage:
