@@ -146,8 +146,10 @@ def _where(obj) -> str:
 
 
 def kernel_function(stage):
-    """The Python function of a stage's ``@cuda.jit`` kernel (``inspect`` can read its source)."""
-    return getattr(stage.kernel, "py_func", stage.kernel)
+    """The Python function of a stage's ``@cuda.jit`` kernel (``inspect`` can read its source); for
+    the tunable stages, the body it runs for each unit of work (``_tunable.unit_kernel``)."""
+    fn = getattr(stage.kernel, "py_func", stage.kernel)
+    return getattr(fn, "body", fn)
 
 
 def show_source(obj) -> None:
