@@ -7,9 +7,9 @@ against a float64 product on the GPU (relative Frobenius error, NaN-poisoned out
 kernel time (CUDA events behind a hold kernel, median; ``check.time_kernel``) and end-to-end time
 of the public call made back to back (``timing.time_calls``). ``--sweep`` then times every
 candidate the selection could have taken: every configuration of every FP32 stage in the tuning
-data (all classes, winners and alternatives) and, where they take the shape, every configuration
-of the regime stages' spaces (skinny, skinny_n); compiled first in parallel processes
-(``numba_gemm.precompile``).
+data (all classes, winners and alternatives; the tiled stages' also as stream-K) and, where they
+take the shape, every configuration of the regime stages' spaces (skinny, skinny_n); compiled
+first in parallel processes (``numba_gemm.precompile``).
 Rows: ``race.csv`` (one per shape: cuBLAS, auto, best swept, ratios, GB/s of the operands) and
 ``sweep.csv`` (every candidate), under ``--out``.
 
@@ -63,6 +63,7 @@ def candidates(M: int, N: int, K: int) -> list[tuple[str, dict]]:
     """Every ``(stage name, config)`` of the FP32 stages that the sweep times at this shape."""
     import numba_gemm
     from numba_gemm import device, tuning
+    from numba_gemm.kernels._tunable import STREAM_K
 
     dev = device.info(device.current_id())
     out: dict[str, tuple[str, dict]] = {}
@@ -72,7 +73,11 @@ def candidates(M: int, N: int, K: int) -> list[tuple[str, dict]]:
             if st.precision != "fp32" or not st.supports(M, N, K):
                 continue
             for c in tuning.candidates(res):
-                out[f"{name} {sorted(c['config'].items())}"] = (name, dict(c["config"]))
+                cfg = dict(c["config"])
+                out[f"{name} {sorted(cfg.items())}"] = (name, cfg)
+                if cfg.get("SPLITK") == 1 and "BM" in cfg:  # its stream-K twin (tiled stages)
+                    sk = dict(cfg, SPLITK=STREAM_K)
+                    out[f"{name} {sorted(sk.items())}"] = (name, sk)
     for st in numba_gemm.STAGES:  # the regime stages' whole spaces, where they take the shape
         if st.tunable and not st.general and st.precision == "fp32" and st.supports(M, N, K):
             for cfg in st.space:
