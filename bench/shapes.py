@@ -11,9 +11,12 @@ data (all classes, winners and alternatives; the tiled stages' also as stream-K)
 take the shape, every configuration of the regime stages' spaces (skinny, skinny_n); compiled
 first in parallel processes (``numba_gemm.precompile``).
 Rows: ``race.csv`` (one per shape: cuBLAS, auto, best swept, ratios, GB/s of the operands) and
-``sweep.csv`` (every candidate), under ``--out``.
+``sweep.csv`` (every candidate, with the variant that ran and its occupancy), under ``--out``.
+``--fold`` records a sweep's fastest candidates per shape in a tuning file as measured shapes
+(``numba_gemm.tuning.record_shape``), which the plan prices products near them from.
 
     python bench/shapes.py --out DIR [--groups skinny deep] [--sweep] [--jobs 16]
+    python bench/shapes.py --out DIR --fold DIR/sweep.csv --into numba_gemm/tuning/sm_90.json
 """
 
 from __future__ import annotations
@@ -59,33 +62,98 @@ def summary(rows: list[dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def candidates(M: int, N: int, K: int) -> list[tuple[str, dict]]:
-    """Every ``(stage name, config)`` of the FP32 stages that the sweep times at this shape."""
+def candidates(M: int, N: int, K: int, stream_k: bool = True, spaces: bool = True,
+               stages: list[str] | None = None) -> list[tuple[str, dict]]:
+    """Every ``(stage name, config)`` of the FP32 stages that the sweep times at this shape: the
+    tuning data's (every class's winners and alternatives, each with the K splits the plan may
+    give it here, ``plan.split_options``, and the tiled ones' stream-K twins; every measured
+    shape's candidates) and the regime stages' whole spaces (without ``stream_k``: no stream-K
+    twins; without ``spaces``: the regime stages' tuned candidates only; ``stages``: only these
+    stages)."""
     import numba_gemm
-    from numba_gemm import device, tuning
+    from numba_gemm import device, plan, tuning
     from numba_gemm.kernels._tunable import STREAM_K
 
     dev = device.info(device.current_id())
     out: dict[str, tuple[str, dict]] = {}
-    for cls in tuning.CLASSES:
-        for name, res in tuning.winners(cls.name, dev).items():
-            st = numba_gemm.get_stage(name)
-            if st.precision != "fp32" or not st.supports(M, N, K):
-                continue
-            for c in tuning.candidates(res):
-                cfg = dict(c["config"])
-                out[f"{name} {sorted(cfg.items())}"] = (name, cfg)
-                if cfg.get("SPLITK") == 1 and "BM" in cfg:  # its stream-K twin (tiled stages)
-                    sk = dict(cfg, SPLITK=STREAM_K)
-                    out[f"{name} {sorted(sk.items())}"] = (name, sk)
+
+    def add(name, cfg):
+        out[f"{name} {sorted(cfg.items())}"] = (name, dict(cfg))
+
+    tuned = [(name, c) for cls in tuning.CLASSES
+             for name, res in tuning.winners(cls.name, dev).items()
+             for c in tuning.candidates(res)]
+    tuned += [(c["stage"], c) for rec in tuning.measured_shapes(dev) for c in rec["candidates"]]
+    for name, c in tuned:
+        st = numba_gemm.get_stage(name)
+        if st.precision != "fp32" or not st.supports(M, N, K) or name not in (stages or [name]):
+            continue
+        cfg = dict(c["config"])
+        add(name, cfg)
+        if cfg.get("SPLITK") == STREAM_K:
+            continue
+        for s in plan.split_options(c, M, N, K, dev.sm_count):
+            add(name, dict(cfg, SPLITK=s))
+        if stream_k and "BM" in cfg:  # its stream-K twin (tiled stages)
+            add(name, dict(cfg, SPLITK=STREAM_K))
     for st in numba_gemm.STAGES:  # the regime stages' whole spaces, where they take the shape
-        if st.tunable and not st.general and st.precision == "fp32" and st.supports(M, N, K):
+        if (spaces and st.name in (stages or [st.name]) and st.tunable and not st.general
+                and st.precision == "fp32" and st.supports(M, N, K)):
             for cfg in st.space:
                 out[f"{st.name} {sorted(cfg.items())}"] = (st.name, dict(cfg))
     return list(out.values())
 
 
-def precompile(shapes: list[tuple[int, int, int]], jobs: int, sweep: bool) -> None:
+def fold(sweeps: list[Path], into: Path, within: float = 1.05, keep: int = 3) -> str:
+    """Record each swept shape's fastest candidates (within ``within`` x the best, at most
+    ``keep``) as a measured shape (``tuning.record_shape``) in the tuning file ``into``; no GPU.
+
+    A sweep row without ``blocks_per_sm`` (sweeps before it was recorded) takes the occupancy the
+    tuning data in ``into`` records for the same configuration and variant; a stream-K row gets 1
+    (the plan prices stream-K only at its own shape). Rows with neither are skipped. Returns a
+    report, one line per shape."""
+    from numba_gemm import tuning
+    from numba_gemm.kernels._tunable import STREAM_K
+
+    data = tuning.load(into)
+    report = []
+    for gpu, entry in data["gpus"].items():
+        occ = {}
+        for res in (r for cls in entry["classes"].values() for r in cls.values()):
+            for c in tuning.candidates(res):
+                key = str(sorted(c["config"].items()))
+                occ[(key, "vector")] = c.get("blocks_per_sm")
+                occ[(key, "scalar")] = c.get("blocks_per_sm_scalar", c.get("blocks_per_sm"))
+        shapes: dict[tuple, list[dict]] = {}
+        for path in sweeps:
+            with open(path, newline="") as f:
+                for r in csv.DictReader(f):
+                    if r["gpu"] != gpu or not r.get("kernel_ms"):
+                        continue
+                    M, N, K = int(r["M"]), int(r["N"]), int(r["K"])
+                    variant = r.get("variant") or ("scalar" if (N | K) & 3 else "vector")
+                    cfg = eval(r["config"], {})  # noqa: S307 - our own CSV: a dict literal
+                    bps = r.get("blocks_per_sm") or occ.get((str(sorted(cfg.items())), variant))
+                    if not bps and cfg.get("SPLITK") == STREAM_K:
+                        bps = 1
+                    if not bps:
+                        continue
+                    shapes.setdefault(((M, N, K), variant == "vector"), []).append(dict(
+                        stage=r["stage"], config=cfg, ms=float(r["kernel_ms"]),
+                        blocks_per_sm=int(bps)))
+        for (shape, aligned), cands in sorted(shapes.items()):
+            cands.sort(key=lambda c: c["ms"])
+            kept = [c for c in cands if c["ms"] <= within * cands[0]["ms"]][:keep]
+            tuning.record_shape(data, gpu, tuple(entry["compute_capability"]), shape, aligned,
+                                kept)
+            report.append(f"{gpu} {'x'.join(map(str, shape))} {'aligned' if aligned else 'scalar'}"
+                          f": {len(kept)} of {len(cands)}, best {kept[0]['stage']} "
+                          f"{kept[0]['config']} {kept[0]['ms']:.4g} ms")
+    tuning.save(data, into)
+    return "\n".join(report) + "\n"
+
+
+def precompile(shapes: list[tuple[int, int, int]], jobs: int, sweep: bool, **which) -> None:
     """Compile the automatic pick of every shape and, with ``sweep``, every candidate (both
     variants) into the kernel cache."""
     import torch
@@ -98,8 +166,10 @@ def precompile(shapes: list[tuple[int, int, int]], jobs: int, sweep: bool) -> No
     for M, N, K in shapes:
         st = numba_gemm.plan_for(M, N, K).stage
         picks = [(st.name, dict(st.config))]
-        for name, cfg in picks + (candidates(M, N, K) if sweep else []):
-            for variant in ("vector", "scalar"):
+        for name, cfg in picks + (candidates(M, N, K, **which) if sweep else []):
+            # the variant the sweep runs here (torch's allocations are 16-byte aligned)
+            for variant in (("vector", "scalar") if (name, cfg) in picks
+                            else (("scalar",) if (N | K) & 3 else ("vector",))):
                 job = pc.Job(name, tuple(sorted(cfg.items())), variant, cc)
                 todo[str(job)] = job
     t = time.monotonic()
@@ -116,17 +186,32 @@ def main(argv=None) -> int:
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--summarize", type=Path, default=None, metavar="RACE_CSV",
                    help="only write OUT/summary.txt from a race.csv (no GPU)")
+    p.add_argument("--fold", type=Path, nargs="+", default=None, metavar="SWEEP_CSV",
+                   help="only record these sweeps' fastest candidates per shape as measured "
+                        "shapes in the tuning file --into (no GPU); report in OUT/fold.txt")
+    p.add_argument("--into", type=Path, default=None, metavar="TUNING_JSON")
     p.add_argument("--groups", nargs="*", default=None, choices=list(SUITE))
     p.add_argument("--shapes", default=None, help="MxNxK,... instead of the suite")
     p.add_argument("--reps", type=int, default=20)
     p.add_argument("--sweep", action="store_true")
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    p.add_argument("--no-stream-k", dest="stream_k", action="store_false",
+                   help="sweep without the tiled candidates' stream-K twins")
+    p.add_argument("--no-spaces", dest="spaces", action="store_false",
+                   help="sweep the regime stages' tuned candidates, not their whole spaces")
+    p.add_argument("--stages", nargs="+", default=None,
+                   help="sweep only these stages' candidates (default: every FP32 stage)")
     p.add_argument("--compile-only", action="store_true",
                    help="only compile the sweep's candidates into the kernel cache")
     p.add_argument("--max-sweep-ms", type=float, default=1500.0,
                    help="time budget per candidate and shape; slower candidates get fewer reps")
     args = p.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
+    if args.fold:
+        if args.into is None:
+            p.error("--fold needs --into TUNING_JSON")
+        (args.out / "fold.txt").write_text(fold(args.fold, args.into))
+        return 0
     if args.summarize:
         with open(args.summarize, newline="") as f:
             (args.out / "summary.txt").write_text(summary(list(csv.DictReader(f))))
@@ -140,7 +225,8 @@ def main(argv=None) -> int:
     from numba_gemm.check import time_kernel
     from numba_gemm.timing import time_calls
 
-    precompile([s for _, s in shapes], args.jobs, args.sweep or args.compile_only)
+    which = dict(stream_k=args.stream_k, spaces=args.spaces, stages=args.stages)
+    precompile([s for _, s in shapes], args.jobs, args.sweep or args.compile_only, **which)
     if args.compile_only:
         return 0
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -189,7 +275,7 @@ def main(argv=None) -> int:
             row["auto_note"] = f"FAILED {type(e).__name__}: {e}"
         if args.sweep:
             best = None
-            for name, cfg in candidates(M, N, K):
+            for name, cfg in candidates(M, N, K, **which):
                 st = numba_gemm.get_stage(name).with_config(cfg)
                 entry = dict(gpu=gpu, group=group, M=M, N=N, K=K, stage=name, config=str(cfg))
                 try:
@@ -199,6 +285,8 @@ def main(argv=None) -> int:
                     if not entry["err"] <= st.rtol:
                         raise ValueError(f"rel. error {entry['err']:.3g}")
                     entry["kernel_ms"] = time_kernel(run, reps=reps_for(run), warmup=1).median
+                    entry["variant"] = pl.variant
+                    entry["blocks_per_sm"] = pl.kernels().blocks_per_sm(math.prod(pl.block))
                     if best is None or entry["kernel_ms"] < best["kernel_ms"]:
                         best = entry
                 except Exception as e:  # noqa: BLE001

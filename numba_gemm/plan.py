@@ -7,10 +7,12 @@ request), so after the first call of a shape ``sgemm`` is: validate -> a diction
 The kernels of a plan are compiled (through the on-disk cache) and loaded on its GPU the first
 time it runs, then launched directly (``numba_gemm.launch``).
 
-The automatic choice (``stage=None``) prices every tuned candidate of every FP32 stage usable on
-the device (the user's tuning cache, else the committed defaults for its compute capability:
+The automatic choice (``stage=None``) prices candidates of every FP32 stage usable on the device
+(the user's tuning cache, else the committed defaults for its compute capability:
 ``numba_gemm.tuning``) with a wave-quantization model (:func:`estimate_ms`) and takes the
-cheapest; with no tuning data, the top FP32 stage of the ladder with its default tiles.
+cheapest: the candidates an exhaustive sweep measured at the nearest measured shape, if one lies
+closer than ``tuning.NEAR`` to the product, else every tuned candidate of the product's shape class;
+with no tuning data, the top FP32 stage of the ladder with its default tiles.
 
 The models: CUTLASS's Python ``Gemm`` plan (choose and compile once, ``run()`` many times),
 cuBLASLt's heuristic -> algo, Triton's ``autotune(key=...)``.
@@ -253,6 +255,33 @@ def _priced(name: str, g: Geometry, aligned: bool, dev: DeviceInfo
     return sorted(priced, key=lambda p: p[0])
 
 
+def _measured(g: Geometry, aligned: bool, dev: DeviceInfo, names: set[str]
+              ) -> list[tuple[float, str, dict, str]]:
+    """``[(predicted ms, stage name, config, where)]`` of the candidates of stages ``names``
+    measured at the nearest measured shape (:func:`tuning.nearest_shape`: an exhaustive sweep's
+    fastest there, same alignment, closer than ``tuning.NEAR``), each scaled to this shape by the
+    wave model from its own time there (a stream-K candidate only at that very shape: the wave model
+    cannot scale it); cheapest first. Empty for a batch or with no measured shape near."""
+    if g.batch != 1:
+        return []
+    rec = tuning.nearest_shape(g.M, g.N, g.K, aligned, dev)
+    if rec is None:
+        return []
+    where = "the measured shape " + "x".join(map(str, rec["shape"]))
+    out = []
+    for c in rec["candidates"]:
+        if c["stage"] not in names:
+            continue
+        if c["config"].get("SPLITK", 1) == STREAM_K:
+            if rec["distance"] > 0:
+                continue
+            ms = float(c["ms"])
+        else:  # c["ms"] and c["blocks_per_sm"] are of the variant that ran there
+            ms = estimate_ms(dict(c, shape=rec["shape"]), g.M, g.N, g.K, dev.sm_count)
+        out.append((ms, c["stage"], dict(c["config"]), where))
+    return sorted(out, key=lambda p: p[:2])
+
+
 def _configured(st: Stage, cfg: dict | None) -> Stage | None:
     """``st`` built with ``cfg``; None (with a warning) if the tuned ``cfg`` is stale."""
     if cfg is None or dict(st.config) == cfg:
@@ -279,6 +308,11 @@ def _choose(g: Geometry, stage: str | Stage | None, aligned: bool, dev: DeviceIn
     if isinstance(stage, str):
         st = get_stage(stage)
         if st.tunable:
+            for ms, _, cfg, where in _measured(g, aligned, dev, {st.name}):
+                built = _configured(st, cfg)
+                if built is not None and ok(built):
+                    return built, ms, (f"stage {stage!r} by name; its candidate predicted "
+                                       f"fastest from {where} ({src})")
             for ms, cfg, cls in _priced(st.name, g, aligned, dev):
                 built = _configured(st, cfg)
                 if built is not None and ok(built):
@@ -292,16 +326,20 @@ def _choose(g: Geometry, stage: str | Stage | None, aligned: bool, dev: DeviceIn
         raise ValueError(f"compute={compute!r} needs compute capability {need[0]}.{need[1]}+; "
                          f"{dev.name} is {dev.cc[0]}.{dev.cc[1]}" if need else
                          f"no stage computes {compute!r}")
-    picks = []
-    for s in usable:
-        picks += [(ms, s.name, cfg, cls) for ms, cfg, cls in _priced(s.name, g, aligned, dev)]
-    picks.sort(key=lambda p: p[:2])
-    for ms, name, cfg, cls in picks:
+    # a sweep's measurements near this shape, else the classes' tuned candidates (mixing the
+    # two would let a class's extrapolation, often optimistic, win over a measurement)
+    picks = _measured(g, aligned, dev, {s.name for s in usable})
+    if not picks:
+        for s in usable:
+            picks += [(ms, s.name, cfg, f"the {cls} class")
+                      for ms, cfg, cls in _priced(s.name, g, aligned, dev)]
+        picks.sort(key=lambda p: p[:2])
+    for ms, name, cfg, where in picks:
         built = _configured(get_stage(name), cfg)
         if built is not None and ok(built):
             others = [f"{n} {m:.3g} ms" for m, n, _, _ in picks if n != name][:2]
             return built, ms, (
-                f"auto: cheapest of {len(picks)} tuned candidates for the {cls} class on "
+                f"auto: cheapest of {len(picks)} candidates from {where} on "
                 f"{dev.name} ({src}), priced by the wave model at this shape"
                 + (f"; next: {', '.join(others)}" if others else ""))
     for s in reversed(usable):

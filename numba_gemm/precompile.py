@@ -5,7 +5,8 @@ A new process otherwise pays 3-9 s of NVVM and nvJitLink per kernel on its first
 (``numba_gemm.cache``). The kernels compiled here: for every stage the GPU can run (its
 ``min_cc`` at most the GPU's compute capability), the stage's default kernel and every
 configuration in the tuning data for this GPU (``numba_gemm.tuning.winners`` of each shape class,
-winner and alternatives), each in both variants (``"vector"``: ``stage.kernel``; ``"scalar"``:
+winner and alternatives, and the candidates of every measured shape, ``tuning.measured_shapes``),
+each in both variants (``"vector"``: ``stage.kernel``; ``"scalar"``:
 ``stage.scalar_kernel``, where there is one); plus the split-K reduction when a configuration
 splits K, and the ``C = beta * C`` kernel of ``K == 0`` products. Each is keyed as
 ``numba_gemm.plan`` loads it (``config=stage.config``, the variant, the signature of
@@ -117,6 +118,14 @@ def plan(
                     warnings.warn(f"skipping tuned config of {name!r} ({e})", stacklevel=2)
                     continue
                 configs[name].append(cfg)
+    for rec in tuning.measured_shapes(device):
+        for cand in rec.get("candidates", []):
+            name = cand.get("stage")
+            if name in configs:
+                try:
+                    configs[name].append(dict(get_stage(name).with_config(cand["config"]).config))
+                except (TypeError, ValueError, KeyError) as e:
+                    warnings.warn(f"skipping measured config of {name!r} ({e})", stacklevel=2)
     jobs: list[Job] = []
     from .registry import variant_key
 

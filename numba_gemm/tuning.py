@@ -18,12 +18,19 @@ it); else the stage's own ``DEFAULT_CONFIG``.
 Shape classes split by the number of C elements, because that decides how many block tiles there
 are to fill the GPU (the reason split-K pays for small products), and batches of small matrices
 form a class of their own: see :data:`CLASSES`. A candidate tuned on a batch records ``batch``.
+
+Beside the classes, an entry may hold *measured shapes* (``"shapes"``: :func:`record_shape`), the
+fastest candidates an exhaustive sweep timed at one product's shape (``bench/shapes.py --sweep``,
+folded in with ``--fold``). A product near such a shape (:data:`NEAR`) is priced from those
+measurements (:func:`nearest_shape`) rather than from a class tuned at another shape: the way
+cuBLAS's heuristics and Triton's autotuning cache map a shape to a measured kernel choice.
 """
 
 from __future__ import annotations
 
 import copy
 import json
+import math
 import os
 import threading
 import warnings
@@ -161,6 +168,19 @@ def _parse(path: Path) -> dict:
     return data
 
 
+def record_shape(data: dict, gpu: str, cc: tuple[int, int], shape: tuple[int, int, int],
+                 aligned: bool, cands: list[Mapping[str, Any]]) -> None:
+    """Put one measured shape into ``data`` in place (replacing an earlier record of the same
+    shape and alignment): ``cands`` are ``{"stage", "config", "ms", "blocks_per_sm"}``, timed
+    at ``shape`` (M, N, K) on rows that are (``aligned``) or are not 16-byte aligned."""
+    entry = data["gpus"].setdefault(gpu, {"compute_capability": list(cc), "classes": {}})
+    shapes = [s for s in entry.get("shapes", [])
+              if (tuple(s["shape"]), s["aligned"]) != (tuple(shape), aligned)]
+    shapes.append({"shape": list(shape), "aligned": bool(aligned),
+                   "candidates": [dict(c) for c in cands]})
+    entry["shapes"] = sorted(shapes, key=lambda s: (s["shape"], s["aligned"]))
+
+
 def record(
     data: dict, gpu: str, cc: tuple[int, int], cls: str, stage: str, result: Mapping[str, Any]
 ) -> None:
@@ -202,10 +222,10 @@ def on_reload(fn: Callable[[], None]) -> None:
 
 
 def _entries(device: DeviceInfo) -> list[tuple[str, dict]]:
-    """``(file, {class: {stage: result}})`` to consult for ``device``, in order: the user cache's
-    entry for its name, then the committed defaults for its compute capability. Empty for the
-    simulator. Parsed once per process (until :func:`reload`); a broken file is skipped with a
-    warning."""
+    """``(file, {"classes": {class: {stage: result}}, "shapes": [...]})`` to consult for
+    ``device``, in order: the user cache's entry for its name, then the committed defaults for
+    its compute capability. Empty for the simulator. Parsed once per process (until
+    :func:`reload`); a broken file is skipped with a warning."""
     if device.simulated:
         return []
     key = (user_cache_path(), device.name, tuple(device.cc))
@@ -218,7 +238,8 @@ def _entries(device: DeviceInfo) -> list[tuple[str, dict]]:
             gpus = _parse(path)["gpus"]
             entry = gpus.get(gpu) if gpu else next(iter(gpus.values()), None)
             if entry:
-                out.append((str(path), entry["classes"]))
+                out.append((str(path), {"classes": dict(entry["classes"]),
+                                        "shapes": list(entry.get("shapes", []))}))
         except FileNotFoundError:
             continue
         except (ValueError, OSError, AttributeError, KeyError, TypeError) as e:
@@ -258,14 +279,64 @@ def winners(cls: str, device: DeviceInfo | tuple | None = None) -> dict:
     compute capability; empty on the simulator or when nothing matches.
     """
     merged: dict = {}
-    for _, classes in reversed(_entries(_device(device))):
-        merged.update(classes.get(cls, {}))
+    for _, entry in reversed(_entries(_device(device))):
+        merged.update(entry["classes"].get(cls, {}))
     return copy.deepcopy(merged)
 
 
-def _valid_candidate(c: Any) -> bool:
+#: How far a measured shape may lie from a product for its measurements to price the product:
+#: the sum over M, N and K of ``|log2(ratio)|`` must be *below* this (one dimension less than 2x
+#: away, or two less than sqrt(2)x each). Farther, the classes price it. At exactly 2x the wave
+#: model misled on an H200: 2 x 4096 x 4096 priced from 1 x 4096 x 4096 took its one-row skinny
+#: blocks, which read B twice there, 17 % slower than the skinny class's pick (and 128 x 768 x 768
+#: from 256 x 768 x 768 gained 24 %: bench/NOTES.md).
+NEAR = 1.0
+
+
+def shape_distance(a: tuple[int, int, int], b: tuple[int, int, int]) -> float:
+    """``sum |log2(a_i / b_i)|`` over M, N, K (0: the same shape)."""
+    return sum(abs(math.log2(x / y)) for x, y in zip(a, b, strict=True))
+
+
+def measured_shapes(device: DeviceInfo | tuple | None = None) -> list[dict]:
+    """Every measured shape recorded for ``device`` (user cache first, then committed defaults),
+    a copy: ``{"shape", "aligned", "candidates"}`` each (:func:`record_shape`)."""
+    return copy.deepcopy([rec for _, entry in _entries(_device(device))
+                          for rec in entry["shapes"]])
+
+
+def nearest_shape(M: int, N: int, K: int, aligned: bool,
+                  device: DeviceInfo | tuple | None = None) -> dict | None:
+    """The measured shape (:func:`record_shape`) of the same alignment nearest to ``(M, N, K)``,
+    closer than :data:`NEAR`, as ``{"shape", "aligned", "candidates", "distance"}`` (a copy; the
+    user cache's record wins a tie), or None. Candidates malformed for the wave model are
+    dropped with a warning."""
+    best, dist = None, NEAR
+    for _, entry in _entries(_device(device)):
+        for rec in entry["shapes"]:
+            try:
+                if bool(rec["aligned"]) != bool(aligned):
+                    continue
+                d = shape_distance((M, N, K), tuple(rec["shape"]))
+            except (KeyError, TypeError, ValueError, ZeroDivisionError):
+                continue
+            if d < dist:  # the first of equals wins: the user cache's
+                best, dist = rec, d
+    if best is None:
+        return None
+    out = copy.deepcopy(best)
+    cands = out.get("candidates") if isinstance(out.get("candidates"), list) else []
+    out["candidates"] = [c for c in cands if isinstance(c, Mapping) and isinstance(
+        c.get("stage"), str) and _valid_candidate(dict(c, shape=out["shape"]), stream_k=True)]
+    if len(out["candidates"]) < len(cands):
+        warnings.warn("ignoring malformed measured-shape candidates", stacklevel=3)
+    out["distance"] = dist
+    return out
+
+
+def _valid_candidate(c: Any, stream_k: bool = False) -> bool:
     """A candidate ``estimate_ms`` can use: a config with a positive int tile (:func:`tile_of`;
-    SPLITK >= 1),
+    SPLITK >= 1, or 0 (stream-K) with ``stream_k``),
     a finite positive ``ms`` (and ``ms_scalar``), a shape of three positive ints."""
 
     def pos_int(x):
@@ -278,7 +349,8 @@ def _valid_candidate(c: Any) -> bool:
         cfg = c["config"]
         return (
             all(pos_int(x) for x in tile_of(cfg))
-            and pos_int(cfg.get("SPLITK", 1))
+            and (pos_int(cfg.get("SPLITK", 1))
+                 or (stream_k and type(cfg.get("SPLITK")) is int and cfg["SPLITK"] == 0))
             and pos_num(c["ms"])
             and pos_num(c.get("ms_scalar", 1.0))
             and len(c["shape"]) == 3

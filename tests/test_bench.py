@@ -597,3 +597,43 @@ def test_results_table_default_is_newest(tmp_path):
     assert mod.newest_csv(tmp_path) == tmp_path / "a-gpu" / "20260102-000000" / "results.csv"
     with pytest.raises(FileNotFoundError):
         mod.newest_csv(tmp_path / "empty")
+
+
+# --- bench/shapes.py --fold ----------------------------------------------------------------------
+
+
+def test_shapes_fold_records_the_fastest_per_shape(tmp_path):
+    """``--fold`` keeps each swept shape's candidates within 5 % of its best (failed rows and
+    rows without an occupancy dropped, the occupancy of older sweeps taken from the tuning data),
+    per alignment, in the tuning file; no GPU."""
+    cfg = dict(BM=64, BN=128, BK=16, WM=32, WN=64, WNITER=2, TM=8, TN=4, MINB=1, SPLITK=1)
+    tun = {"format": 1, "gpus": {"NVIDIA H200": {"compute_capability": [9, 0], "classes": {
+        "large": {"double_buffering": {"config": cfg, "ms": 3.0, "shape": [4096, 4096, 4096],
+                                       "blocks_per_sm": 2, "blocks_per_sm_scalar": 1}}}}}}
+    into = tmp_path / "t.json"
+    into.write_text(json.dumps(tun))
+    rows = [  # M, N, K, config, kernel_ms, blocks_per_sm
+        (256, 4096, 4096, dict(cfg, SPLITK=2), "0.20", "2"),
+        (256, 4096, 4096, cfg, "0.21", ""),  # an older sweep's row: occupancy from the data
+        (256, 4096, 4096, dict(cfg, SPLITK=4), "0.22", "2"),  # > 1.05 x the best
+        (256, 4096, 4096, dict(cfg, BM=128), "", ""),  # failed
+        (256, 4095, 4095, cfg, "0.25", ""),  # scalar: blocks_per_sm_scalar
+    ]
+    sweep = tmp_path / "sweep.csv"
+    with open(sweep, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["gpu", "group", "M", "N", "K", "stage", "config", "kernel_ms",
+                    "blocks_per_sm"])
+        for M, N, K, c, ms, bps in rows:
+            w.writerow(["NVIDIA H200", "given", M, N, K, "double_buffering", str(c), ms, bps])
+    res = subprocess.run([sys.executable, str(ROOT / "bench" / "shapes.py"), "--out",
+                          str(tmp_path), "--fold", str(sweep), "--into", str(into)],
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    recs = {(tuple(r["shape"]), r["aligned"]): r["candidates"]
+            for r in json.loads(into.read_text())["gpus"]["NVIDIA H200"]["shapes"]}
+    assert set(recs) == {((256, 4096, 4096), True), ((256, 4095, 4095), False)}
+    assert [(c["config"]["SPLITK"], c["ms"], c["blocks_per_sm"])
+            for c in recs[(256, 4096, 4096), True]] == [(2, 0.2, 2), (1, 0.21, 2)]
+    assert recs[(256, 4095, 4095), False][0]["blocks_per_sm"] == 1
+    assert "256x4096x4096 aligned: 2 of 3" in (tmp_path / "fold.txt").read_text()

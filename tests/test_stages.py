@@ -63,7 +63,8 @@ def test_stage_names_unique_and_ordered():
 
 
 def _committed_configs():
-    """Every (stage, config) of the committed tuning defaults: winners and alternatives."""
+    """Every (stage, config) of the committed tuning defaults: winners and alternatives, and
+    the measured shapes' candidates."""
     out = {}
     for path in sorted(tuning.DEFAULTS_DIR.glob("sm_*.json")):
         for entry in tuning.load(path)["gpus"].values():
@@ -71,6 +72,9 @@ def _committed_configs():
                 for name, res in classes.items():
                     for c in tuning.candidates(res):
                         out[(name, str(sorted(c["config"].items())))] = (name, c["config"])
+            for rec in entry.get("shapes", []):  # the measured shapes' candidates
+                for c in rec["candidates"]:
+                    out[(c["stage"], str(sorted(c["config"].items())))] = (c["stage"], c["config"])
     return list(out.values())
 
 

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 from conftest import requires_gpu
@@ -463,3 +465,77 @@ def test_stages_above_the_gpu_compute_capability_are_skipped(tmp_path, monkeypat
         numba_gemm.sgemm(cuda.to_device(randn(rng, (5, 3))), cuda.to_device(randn(rng, (3, 6))),
                          stage="multistage", out=d_c)
     assert np.isnan(d_c.copy_to_host()).all()
+
+
+def test_nearest_measured_shape(tmp_path, monkeypatch, fake_gpu):
+    """A measured shape prices the products near it (same alignment, within ``tuning.NEAR``);
+    the nearest wins, recording a shape again replaces it, malformed candidates are dropped."""
+    path = tmp_path / "t.json"
+    monkeypatch.setenv("NUMBA_GEMM_TUNING", str(path))
+    dev = fake_gpu("Fake GPU", (1, 0))
+    data = tuning.load(path)
+    cand = dict(stage="double_buffering", config=TINY, ms=1.0, blocks_per_sm=2)
+    for shape in [(256, 4096, 4096), (512, 4096, 4096)]:
+        tuning.record_shape(data, "Fake GPU", (9, 0), shape, True, [cand])
+    tuning.record_shape(data, "Fake GPU", (9, 0), (256, 4096, 4096), False,
+                        [dict(cand, ms=2.0), dict(cand, ms=0)])
+    tuning.record_shape(data, "Fake GPU", (9, 0), (512, 4096, 4096), True, [dict(cand, ms=3.0)])
+    tuning.save(data, path)
+    assert len(tuning.measured_shapes(dev)) == 3
+    assert tuning.shape_distance((256, 4096, 4096), (512, 2048, 4096)) == pytest.approx(2.0)
+    rec = tuning.nearest_shape(300, 4096, 4096, True, dev)
+    assert rec["shape"] == [256, 4096, 4096] and rec["distance"] == pytest.approx(
+        math.log2(300 / 256))
+    assert tuning.nearest_shape(480, 4096, 4096, True, dev)["candidates"][0]["ms"] == 3.0
+    with pytest.warns(UserWarning, match="malformed measured-shape"):
+        scalar = tuning.nearest_shape(256, 4095, 4095, False, dev)
+    assert [c["ms"] for c in scalar["candidates"]] == [2.0]
+    assert tuning.nearest_shape(256, 4096, 4096 * 3, True, dev) is None  # log2(3) + 0 > NEAR
+    assert tuning.nearest_shape(64, 4096, 4096, True, dev) is None  # 2 octaves away
+    assert tuning.nearest_shape(128, 4096, 4096, True, dev) is None  # 1 octave: not closer
+
+
+def test_measured_shape_drives_the_pick(tmp_path, monkeypatch, fake_gpu):
+    """Near a measured shape the plan prices that sweep's candidates (scaled by the wave model)
+    and not the class's, whose extrapolation would have looked cheaper; a stream-K candidate
+    only at its very shape; a stage named by the caller takes its measured candidate too; far
+    from every measured shape the classes price again."""
+    from numba_gemm.kernels._tunable import STREAM_K
+
+    path = tmp_path / "t.json"
+    monkeypatch.setenv("NUMBA_GEMM_TUNING", str(path))
+    fake_gpu("Fake GPU", (1, 0), sms=132)
+    fine = dict(TINY, BM=64, BN=128, WM=32, WN=64)
+    data = tuning.load(path)
+    tuning.record(data, "Fake GPU", (9, 0), "narrow", "double_buffering",
+                  result(TINY, ms=0.01, shape=(128, 4096, 4096)))
+    tuning.record_shape(data, "Fake GPU", (9, 0), (256, 4096, 4096), True, [
+        dict(stage="double_buffering", config=dict(fine, SPLITK=STREAM_K), ms=0.18,
+             blocks_per_sm=1),
+        dict(stage="warptiling", config=dict(fine, SPLITK=2), ms=0.2, blocks_per_sm=2),
+    ])
+    tuning.save(data, path)
+    at = plan_for(256, 4096, 4096)
+    assert at.stage.name == "double_buffering" and at.split_k == STREAM_K
+    assert at.predicted_ms == pytest.approx(0.18) and "measured shape 256x4096x4096" in at.reason
+    near = plan_for(300, 4096, 4096)  # 5 x 32 tiles x 2 slices: two waves of 264, not one
+    assert near.stage.name == "warptiling" and dict(near.stage.config)["SPLITK"] == 2
+    assert near.predicted_ms == pytest.approx(0.2 * 2, rel=0.05)
+    named = plan_for(256, 4096, 4096, stage="warptiling")
+    assert dict(named.stage.config) == dict(fine, SPLITK=2) and "measured" in named.reason
+    far = plan_for(128, 4096, 4096)  # one octave away: not closer than NEAR
+    assert dict(far.stage.config)["BM"] == TINY["BM"] and "narrow class" in far.reason
+
+
+def test_committed_measured_shapes_are_valid():
+    """Every committed measured shape's candidates build and price, and the shapes are distinct."""
+    for path in sorted(tuning.DEFAULTS_DIR.glob("sm_*.json")):
+        for entry in tuning.load(path)["gpus"].values():
+            recs = entry.get("shapes", [])
+            keys = [(tuple(r["shape"]), r["aligned"]) for r in recs]
+            assert len(set(keys)) == len(keys)
+            for r in recs:
+                assert r["candidates"]
+                for c in r["candidates"]:
+                    numba_gemm.get_stage(c["stage"]).with_config(c["config"])
+                    assert tuning._valid_candidate(dict(c, shape=r["shape"]), stream_k=True)
