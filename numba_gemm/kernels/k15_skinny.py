@@ -19,7 +19,10 @@ Shapes: A ``(M, K)`` in layout N or T (read element by element into SMEM: it is 
 ``(K, N)`` row-major (layout N), C ``(M, N)``, float32, batches of strided matrices as the
 tunable stages (``_tunable``); any ``M, N, K >= 1`` (``M > MT`` takes ``cdiv(M, MT)`` row blocks,
 each reading all of B: the plan prices that). Computes ``C = alpha * A @ B + beta * C``; C is not
-read when ``beta == 0``. Rows of B not 16-byte aligned: the scalar variant (four 32-bit loads).
+read when ``beta == 0``. Rows of B not 16-byte aligned: the scalar variant, four 32-bit loads
+per row whose columns are ``G = gcd(BN / 4, 32)`` apart (a thread's columns ``c, c + G, c + 2G,
+c + 3G``), so that each load instruction of a warp reads consecutive floats; four consecutive
+columns per thread would leave 12 of every 16 bytes a warp's load touches unused.
 
 Source: the split-K GEMV of the "GEMM with few rows" regime, as in NVIDIA CUTLASS's
 ``GemvBatched`` / ``GemmSplitKParallel``; the roofline argument (bytes of B per flop) from
@@ -29,6 +32,7 @@ Williams, Waterman and Patterson, "Roofline" (CACM 2009).
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Mapping
 
 from numba import cuda, float32
@@ -93,6 +97,21 @@ SPACE = tun.valid_configs(check_config, (
     for s in (4, 8, 16)))
 
 
+@device_jit
+def load_b_strided(B, k, c, step, K, N):
+    """``B[k, c + step * i]`` for ``i < 4`` (the scalar variant's four loads), columns clamped
+    into ``[0, N)``, zeros if ``k >= K``."""
+    z = float32(0.0)
+    if k >= K:
+        return z, z, z, z
+    return (
+        B[k, min(c, N - 1)],
+        B[k, min(c + step, N - 1)],
+        B[k, min(c + 2 * step, N - 1)],
+        B[k, min(c + 3 * step, N - 1)],
+    )
+
+
 @functools.cache
 def _make_kernel(items: tuple, vec: bool, layout: str = "NN"):
     cfg = dict(items)
@@ -104,11 +123,18 @@ def _make_kernel(items: tuple, vec: bool, layout: str = "NN"):
     A_ELEMS = (KS * MT + NT - 1) // NT  # A super-chunk elements per thread
     RED_ROWS = KG * RM  # SMEM rows of the final reduction: RM rows of C per k-group
     ACC, BREG = 4 * MT, 4 * KSTEP  # accumulators and B registers per thread
+    # a thread's four columns: n + G * (0, 1, 2, 3); vector variant 4 consecutive (G = 1)
+    G = 1 if vec else math.gcd(CG, tun.WARP_SIZE)
 
     @device_jit
     def _load(j, breg, Bg, kc, kg, n, k_end, N):
-        # B[k, n:n+4] for this thread's j-th row of the chunk; zeros past k_end, columns clamped
-        b0, b1, b2, b3 = load_b4(Bg, kc + kg + j * KG, n, k_end, N, vec)
+        # B[k, n + G*i] for this thread's j-th row of the chunk; zeros past k_end, columns
+        # clamped
+        k = kc + kg + j * KG
+        if vec:
+            b0, b1, b2, b3 = load_b4(Bg, k, n, k_end, N, True)
+        else:
+            b0, b1, b2, b3 = load_b_strided(Bg, k, n, G, k_end, N)
         breg[4 * j] = b0
         breg[4 * j + 1] = b1
         breg[4 * j + 2] = b2
@@ -145,19 +171,27 @@ def _make_kernel(items: tuple, vec: bool, layout: str = "NN"):
     fma_chunk = unroll(KSTEP, _fma)
 
     @device_jit
-    def _put(r, acc, red, kg, cg, p):
+    def _put(r, acc, red, kg, c, p):
+        # row p*RM + r of the thread's sums into its k-group's rows of red, at the tile's columns
+        # c + G * (0, 1, 2, 3)
         m = p * RM + r
-        store4(red, kg * RM + r, 4 * cg, acc[4 * m], acc[4 * m + 1], acc[4 * m + 2],
-               acc[4 * m + 3])
+        row = kg * RM + r
+        if vec:
+            store4(red, row, c, acc[4 * m], acc[4 * m + 1], acc[4 * m + 2], acc[4 * m + 3])
+        else:
+            red[row, c] = acc[4 * m]
+            red[row, c + G] = acc[4 * m + 1]
+            red[row, c + 2 * G] = acc[4 * m + 2]
+            red[row, c + 3 * G] = acc[4 * m + 3]
 
     put_rows = unroll(RM, _put)
 
     @device_jit
-    def _pass(p, acc, red, Cg, tid, kg, cg, m0, n0, z0, M, N, alpha, beta):
+    def _pass(p, acc, red, Cg, tid, kg, c, m0, n0, z0, M, N, alpha, beta):
         # C[z0 + m0 + p*RM + r, n0 + c] = alpha * sum over k-groups + beta * C (128-bit when
         # aligned); z0 > 0: this K slice's rows of the split-K workspace
         cuda.syncthreads()  # the previous pass has read red (the first: the last chunk is done)
-        put_rows(acc, red, kg, cg, p)
+        put_rows(acc, red, kg, c, p)
         cuda.syncthreads()  # every k-group's partial sums of rows p*RM .. are in red
         for o in range(tid, RM * CG, NT):  # four consecutive columns per thread and step
             r = o // CG
@@ -182,11 +216,12 @@ def _make_kernel(items: tuple, vec: bool, layout: str = "NN"):
         M, K, N = A.shape[1], A.shape[2], B.shape[2]
         bz, k_begin, k_end = tun.block_work(K, KC, SPLITK)
         tid = cuda.threadIdx.x
-        cg = tid % CG  # this thread's columns: n0 + 4*cg .. +3
+        cg = tid % CG  # this thread's columns: n0 + c + G * (0, 1, 2, 3)
         kg = tid // CG  # and its rows of each chunk: kg, kg + KG, ...
         m0 = cuda.blockIdx.y * MT
         n0 = cuda.blockIdx.x * BN
-        n = n0 + 4 * cg
+        c = 4 * G * (cg // G) + cg % G
+        n = n0 + c
         Bg = rows_view(B, bz)
         As = cuda.shared.array((KS, MT), float32, alignment=SMEM_ALIGN)
         red = cuda.shared.array((RED_ROWS, BN), float32, alignment=SMEM_ALIGN)
@@ -215,10 +250,10 @@ def _make_kernel(items: tuple, vec: bool, layout: str = "NN"):
         # --- epilogue: sum the k-groups' partials through SMEM, RM rows at a time; write C, or
         # with SPLITK > 1 this slice's rows of the workspace, and the tile's last slice sums
         if SPLITK == 1:
-            reduce_store(acc, red, rows_view(C, bz), tid, kg, cg, m0, n0, 0, M, N, alpha, beta)
+            reduce_store(acc, red, rows_view(C, bz), tid, kg, c, m0, n0, 0, M, N, alpha, beta)
         else:
             Wg = rows_view(W, 0)
-            reduce_store(acc, red, Wg, tid, kg, cg, m0, n0, cuda.blockIdx.z * M, M, N,
+            reduce_store(acc, red, Wg, tid, kg, c, m0, n0, cuda.blockIdx.z * M, M, N,
                          float32(1.0), float32(0.0))
             fixup(Wg, L, rows_view(C, 0), m0, n0, M, N, alpha, beta, vec)
 
