@@ -67,11 +67,11 @@ def _structure(config):
     simulator ignores) dropped, and at most two K slices (``SPLITK`` is a launch parameter the
     plan varies anyway, :func:`numba_gemm.plan.split_options`; deep splits are tested on small
     tiles in test_skinny and test_layouts; stream-K, 0, stays)."""
-    cfg = {k: v for k, v in config.items() if k != "MINB"}
+    cfg = dict(config)
+    if "MINB" in cfg:
+        cfg["MINB"] = 0
     if "SPLITK" in cfg:
         cfg["SPLITK"] = min(cfg["SPLITK"], 2)
-    if "MINB" in config:
-        cfg["MINB"] = 0
     return cfg
 
 
@@ -100,10 +100,10 @@ COMMITTED = _committed_configs()
 
 
 def _sim_shapes(name, config):
-    """A ragged shape (scalar variant) and one with 16-byte aligned rows (vector variant), each
-    two blocks along the skinny stages' tiled dimension (one row block of 1 + a partial one):
-    the simulator's time grows with the blocks, and a skinny_n tile of 4 columns at N = 45 is 12
-    of them (4 minutes)."""
+    """A ragged shape (scalar variant) and one with 16-byte aligned rows (vector variant); for the
+    skinny stages each is one whole block and a partial one along the tiled dimension (M for
+    skinny, N for skinny_n): the simulator's time grows with the blocks, and a skinny_n tile of
+    4 columns at N = 45 is 12 of them (4 minutes a shape)."""
     if name == "skinny":
         m = config["MT"] + 1
         return [(m, 45, 21), (m, 36, 24)]
