@@ -147,23 +147,34 @@ def load_a4(A, r, c, K, vec):
 
 
 @device_jit
+def load_b_cols(B, k, c, step, K, N):
+    """``B[k, c + step * i]`` for ``i < 4`` in four scalar loads, columns clamped into
+    ``[0, N)``, zeros if ``k >= K``. ``step`` 1: four consecutive columns (:func:`load_b4`'s
+    scalar variant); the skinny stage spreads them a warp apart so each load is coalesced."""
+    z = float32(0.0)
+    if k >= K:
+        return z, z, z, z
+    return (
+        B[k, min(c, N - 1)],
+        B[k, min(c + step, N - 1)],
+        B[k, min(c + 2 * step, N - 1)],
+        B[k, min(c + 3 * step, N - 1)],
+    )
+
+
+@device_jit
 def load_b4(B, k, c, K, N, vec):
     """``B[k, c:c+4]`` (``c % 4 == 0``) with columns clamped into ``[0, N)``, zeros if k >= K.
 
     ``vec``: one 128-bit load (needs ``N % 4 == 0``, so the chunk is clamped as a whole);
-    else four scalar loads.
+    else four scalar loads (:func:`load_b_cols`).
     """
-    z = float32(0.0)
-    if k >= K:
-        return z, z, z, z
     if vec:
+        if k >= K:
+            z = float32(0.0)
+            return z, z, z, z
         return load4(B, k, min(c, N - 4))
-    return (
-        B[k, min(c, N - 1)],
-        B[k, min(c + 1, N - 1)],
-        B[k, min(c + 2, N - 1)],
-        B[k, min(c + 3, N - 1)],
-    )
+    return load_b_cols(B, k, c, 1, K, N)
 
 
 @device_jit

@@ -42,7 +42,7 @@ from ..registry import Stage
 from ..vecmem import SMEM_ALIGN, load4, rows_view, store4
 from . import _splitk
 from . import _tunable as tun
-from ._common import device_jit, kernel_jit, load_b4, store_c4, unroll
+from ._common import device_jit, kernel_jit, load_b4, load_b_cols, store_c4, unroll
 
 #: MT rows of C per block; BN columns (BN / 4 threads per row of the B tile); NT threads; KC rows
 #: of B per chunk (KC / KG per thread); SPLITK slices of K over the grid; MINB blocks per SM asked
@@ -97,21 +97,6 @@ SPACE = tun.valid_configs(check_config, (
     for s in (4, 8, 16)))
 
 
-@device_jit
-def load_b_strided(B, k, c, step, K, N):
-    """``B[k, c + step * i]`` for ``i < 4`` (the scalar variant's four loads), columns clamped
-    into ``[0, N)``, zeros if ``k >= K``."""
-    z = float32(0.0)
-    if k >= K:
-        return z, z, z, z
-    return (
-        B[k, min(c, N - 1)],
-        B[k, min(c + step, N - 1)],
-        B[k, min(c + 2 * step, N - 1)],
-        B[k, min(c + 3 * step, N - 1)],
-    )
-
-
 @functools.cache
 def _make_kernel(items: tuple, vec: bool, layout: str = "NN"):
     cfg = dict(items)
@@ -134,7 +119,7 @@ def _make_kernel(items: tuple, vec: bool, layout: str = "NN"):
         if vec:
             b0, b1, b2, b3 = load_b4(Bg, k, n, k_end, N, True)
         else:
-            b0, b1, b2, b3 = load_b_strided(Bg, k, n, G, k_end, N)
+            b0, b1, b2, b3 = load_b_cols(Bg, k, n, G, k_end, N)
         breg[4 * j] = b0
         breg[4 * j + 1] = b1
         breg[4 * j + 2] = b2
