@@ -22,6 +22,7 @@ Rows: ``race.csv`` (one per shape: cuBLAS, auto, best swept, ratios, GB/s of the
 from __future__ import annotations
 
 import argparse
+import ast
 import csv
 import math
 import os
@@ -132,7 +133,7 @@ def fold(sweeps: list[Path], into: Path, within: float = 1.05, keep: int = 3) ->
                         continue
                     M, N, K = int(r["M"]), int(r["N"]), int(r["K"])
                     variant = r.get("variant") or ("scalar" if (N | K) & 3 else "vector")
-                    cfg = eval(r["config"], {})  # noqa: S307 - our own CSV: a dict literal
+                    cfg = ast.literal_eval(r["config"])  # the sweep writes a dict literal
                     bps = r.get("blocks_per_sm") or occ.get((str(sorted(cfg.items())), variant))
                     if not bps and cfg.get("SPLITK") == STREAM_K:
                         bps = 1
