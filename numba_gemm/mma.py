@@ -163,10 +163,9 @@ def _ldmatrix_x4_trans(rows) -> list:
 
 
 if SIMULATOR:
-    import sys
     import threading
 
-    from numba import float32, int32, types
+    from numba import float32, int32
 
     _slots: dict = {}
     _slots_lock = threading.Lock()
@@ -174,45 +173,6 @@ if SIMULATOR:
     #: Seconds a lane waits for the rest of its warp: a kernel whose lanes do not all make the
     #: call (divergent control flow: undefined behaviour on the GPU) fails instead of hanging.
     WARP_TIMEOUT = 120.0
-    #: The simulator runs a block's threads as Python threads; after each warp barrier 32 of
-    #: them need the GIL in turn, which the default 5 ms switch interval turns into ~0.1 s per
-    #: call. The first warp-collective call lowers the interval to this (seconds) for the process
-    #: (simulator only: measured 8x faster tensor-core kernels at 1e-4).
-    SWITCH_INTERVAL = 1e-4
-
-    def _lock_shared_allocation():
-        """Make the simulator's ``cuda.shared.array`` atomic. numba-cuda's ``FakeCUDAShared.array``
-        finds a block's array by the calling line with an unlocked check-then-create, so two
-        threads switched between the check and the create get different arrays for the same
-        line: a kernel then reads SMEM nobody wrote. Unseen at the default 5 ms switch interval;
-        at 1e-4 it broke a CI run of ``double_buffering`` and 1 of 96 stress runs (none of 64
-        with the lock). Same lookup (the caller's file and line), under a lock."""
-        import traceback
-
-        from numba.cuda.simulator import kernelapi
-        from numba.np import numpy_support
-
-        cls = kernelapi.FakeCUDAShared
-        if getattr(cls, "_locked_by_numba_gemm", False):
-            return
-        unlocked = cls.array
-        lock = threading.Lock()
-
-        def array(self, shape, dtype, alignment=None):
-            if alignment is not None or shape == 0:  # an error, or the one dynamic buffer
-                return unlocked(self, shape, dtype, alignment)
-            if isinstance(dtype, types.Type):
-                dtype = numpy_support.as_dtype(dtype)
-            caller = tuple(traceback.extract_stack(sys._getframe(1), limit=1)[0])[0:2]
-            with lock:
-                res = self._allocations.get(caller)
-                if res is None:
-                    res = self._allocations[caller] = np.empty(shape, dtype)
-            return res
-
-        cls.array = array
-        cls._locked_by_numba_gemm = True
-
     def _warp_slot():
         """This thread's warp's exchange slot for the current launch, and its lane. (Plain
         Python called from a simulated kernel: the simulator's thread object holds its
@@ -222,9 +182,6 @@ if SIMULATOR:
         if cached is not None and cached[0] is me:
             return cached[1], me.thread_id % 32
         mgr = me._manager
-        if sys.getswitchinterval() > SWITCH_INTERVAL:
-            _lock_shared_allocation()
-            sys.setswitchinterval(SWITCH_INTERVAL)
         if int(np.prod(mgr._block_dim)) % 32:
             raise ValueError("warp-collective mma/ldmatrix need whole warps (threads % 32 == 0)")
         # a launch's threads share its block manager: key by it, so a launch never meets the
