@@ -15,7 +15,7 @@ setup:  ## virtual environment with the package (editable) and the test/bench/li
 	$(PY) -m pip install -q -e ".[test,bench,lint]"
 
 test:  ## the whole suite on the CUDA simulator (CPU only)
-	NUMBA_ENABLE_CUDASIM=1 $(PY) -m pytest -n auto -q
+	NUMBA_ENABLE_CUDASIM=1 $(PY) -m pytest -n auto --dist loadgroup -q
 
 test-gpu:  ## the same suite on a real GPU
 	$(PY) -m pytest -q

@@ -15,6 +15,9 @@ from numba_gemm import STAGES
 from numba_gemm.resources import occupancy_sm90
 
 FIRST_REGISTER_TILED = [s.name for s in STAGES].index("blocktiling_1d")
+#: One xdist worker runs this module (``make test``: ``--dist loadgroup``), so the report below
+#: (every stage compiled for sm_90, minutes on a CI core) is made once per run, not per worker.
+pytestmark = pytest.mark.xdist_group("resources")
 
 
 @pytest.fixture(scope="module")
