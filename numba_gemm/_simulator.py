@@ -12,10 +12,10 @@ The simulator runs a block's threads as Python threads, one block at a time
    product, 18 s with this repair; a 0.1 ms switch interval gave 27 s but slowed a
    double_buffering test from 1.7 to 8.5 s). Here ``syncthreads`` is a condition variable: a
    thread waits until every live thread of its block has arrived, and the launching thread
-   sleeps until the block is done. Same semantics as the
-   poller: threads that have returned no longer count (so a kernel whose early-exiting threads
-   skip a barrier still runs, as it did), and the first exception of any thread aborts the
-   others' barriers and is raised at the launch.
+   sleeps until the block is done. Same semantics as the poller: threads that have returned no
+   longer count (so a kernel whose early-exiting threads skip a barrier still runs, as it did),
+   and the first exception of any thread aborts the others' barriers and is raised at the
+   launch.
 2. **Atomic** ``cuda.shared.array``. ``FakeCUDAShared.array`` finds a block's array by the calling
    line with an unlocked check-then-create: two threads switched between the check and the
    create get different arrays for the same line, and the kernel reads SMEM nobody wrote. Seen
