@@ -225,6 +225,14 @@ def split_options(cand: Mapping[str, Any], M: int, N: int, K: int, sms: int) -> 
         cdiv(K, s) >= MIN_SLICE_TILES * bk and tiles * s <= sms))}))
 
 
+#: The scalar-GMEM kernel's time over its vector twin's, for a class whose data has no
+#: ``ms_scalar``. Measured on an H100 (bench/results/nvidia-h100/2026-11-25-staging): 1.03 at
+#: 4097 x 1023 x 4095, 1.12 at 4095^3, 1.22 at 4097^3, 1.32 at 2047^3, 1.35 at 3000 x 3001 x
+#: 3000. With 1.0 (before), an unaligned product priced from such a class was predicted at the
+#: aligned kernel's time, up to 35 % too fast: it could not lose to staging (``staging.consider``).
+SCALAR_FACTOR = 1.2
+
+
 def _priced(name: str, g: Geometry, aligned: bool, dev: DeviceInfo
             ) -> list[tuple[float, dict, str]]:
     """``[(predicted ms, config, class)]`` of every tuned candidate of stage ``name`` for this
@@ -246,7 +254,7 @@ def _priced(name: str, g: Geometry, aligned: bool, dev: DeviceInfo
     if not cands:
         return []
     main = cands[0]
-    factor = main["ms_scalar"] / main["ms"] if "ms_scalar" in main else 1.0
+    factor = main["ms_scalar"] / main["ms"] if "ms_scalar" in main else SCALAR_FACTOR
     priced = []
     for c in cands:
         for s in split_options(c, M, N, K, dev.sm_count) if g.batch == 1 else (1,):
@@ -518,7 +526,10 @@ def plan_for(M: int, N: int, K: int, *, stage: str | Stage | None = None, aligne
         aligned: whether A, B and C start on 16-byte boundaries (``cudaMalloc`` and the array
             libraries' allocators give that; a sliced view may not). Rows are aligned only if
             also the pitches, batch strides and contiguous extents are multiples of 4
-            (``Geometry.shape_aligned``; ``devarray.rows_aligned``).
+            (``Geometry.shape_aligned``; ``devarray.rows_aligned``). An unaligned plain FP32
+            product with ``stage=None`` may get a ``staging.StagedPlan``: the aligned plan of
+            the shape padded to multiples of 4, between copies, when that is predicted faster
+            than the scalar-GMEM kernel.
         device: a CUDA device ordinal or ``DeviceInfo`` (default: the current device).
         geometry: batch, layout, pitches and batch strides (default: one row-major,
             C-contiguous product, ``Geometry.plain(M, N, K)``); its M, N, K must be these.
@@ -577,6 +588,13 @@ def plan_for(M: int, N: int, K: int, *, stage: str | Stage | None = None, aligne
             f"stage {st.name!r} needs {st.needs()}, this GPU ({dev.name}) is "
             f"{dev.cc[0]}.{dev.cc[1]}"
         )
+    if stage is None and not aligned and g.is_plain and compute in (None, "fp32"):
+        from .staging import consider  # the aligned plan of the padded shape, between copies
+
+        staged = consider(M, N, K, dev, predicted)
+        if staged is not None:
+            with _plans_lock:
+                return _plans.setdefault(key, staged)
     variant = "vector" if aligned or st.scalar_kernel is None else "scalar"
     if not aligned and st.scalar_kernel is not None:
         reason += "; scalar-GMEM variant: rows of A, B or C are not 16-byte aligned"
