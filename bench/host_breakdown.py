@@ -1,10 +1,14 @@
 """Where the host time of one ``sgemm`` call goes, piece by piece (a diagnostic for the GPU).
 
-Usage: ``python bench/host_breakdown.py [--size 128] [--calls 2000]``. For Numba, PyTorch and
+Usage: ``python bench/host_breakdown.py [--size 128 | --shape MxNxK] [--calls 2000]``. For
+Numba, PyTorch and
 CuPy operands (those importable), prints microseconds per call of: reading one operand
 (``devarray.operand``), the whole validation (``api._validate``), the scalar checks, the plan
 lookup, one direct launch (``Plan.run``) and the whole public call ``sgemm(a, b, out=c)``;
-host time only (a loop of calls, then one synchronize, which is not counted).
+host time only (a loop of calls, then one synchronize, which is not counted). Then, for the
+PyTorch operands, the GPU side of the same calls (``timing.time_kernel``) and the end-to-end
+time of back-to-back calls (``timing.time_calls``) of ``sgemm`` and of ``torch.mm``: a call is
+host-bound where its end-to-end time is its host time, GPU-bound where it is its kernel time.
 """
 
 from __future__ import annotations
@@ -24,16 +28,19 @@ def per_call_us(fn, calls: int) -> float:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--size", type=int, default=128)
+    ap.add_argument("--size", type=int, default=128, help="M = N = K")
+    ap.add_argument("--shape", default=None, help="MxNxK (overrides --size)")
     ap.add_argument("--calls", type=int, default=2000)
     args = ap.parse_args()
     import numba_gemm
     from numba_gemm import api
     from numba_gemm.devarray import operand
 
-    n = args.size
+    M = N = K = args.size
+    if args.shape:
+        M, N, K = (int(v) for v in args.shape.lower().split("x"))
     rng = np.random.default_rng(0)
-    host = [rng.standard_normal((n, n), dtype=np.float32) for _ in range(3)]
+    host = [rng.standard_normal(s, dtype=np.float32) for s in ((M, K), (K, N), (M, N))]
     kinds = {"numba": [cuda.to_device(x) for x in host]}
     try:
         import torch
@@ -47,7 +54,7 @@ def main() -> None:
         kinds["cupy"] = [cupy.asarray(x) for x in host]
     except Exception:  # noqa: BLE001 - optional
         pass
-    print(f"size {n}^3, host us per call (best of 5 loops of {args.calls})")
+    print(f"{M}x{N}x{K}, host us per call (best of 5 loops of {args.calls})")
     for kind, (a, b, c) in kinds.items():
         A, B, C = api._validate(a, b, c)[:3]
         p = numba_gemm.explain(a, b, out=c)
@@ -55,7 +62,7 @@ def main() -> None:
             "operand(a)": lambda a=a: operand(a),
             "validate": lambda a=a, b=b, c=c: api._validate(a, b, c),
             "scalars": lambda: (api._check_scalar("alpha", 1.0), api._check_scalar("beta", 0.0)),
-            "plan lookup": lambda A=A: api._plans.get((A.device, n, n, n, True, None)),
+            "plan lookup": lambda A=A: api._plans.get((A.device, M, N, K, True, None, None)),
             "Plan.run": lambda p=p, A=A, B=B, C=C: p.run(A, B, C, 1.0, 0.0, 0),
             "sgemm": lambda a=a, b=b, c=c: numba_gemm.sgemm(a, b, out=c),
         }
@@ -67,6 +74,16 @@ def main() -> None:
 
         ta, tb, tc = kinds["torch"]
         print(f"torch.mm {per_call_us(lambda: torch.mm(ta, tb, out=tc), args.calls):.2f}")
+        from numba_gemm.check import time_kernel
+        from numba_gemm.timing import time_calls
+
+        pt = numba_gemm.explain(ta, tb, out=tc)
+        for name, fn in (("sgemm", lambda: numba_gemm.sgemm(ta, tb, out=tc)),
+                         ("Plan.launch", lambda: pt.launch(ta, tb, tc)),
+                         ("torch.mm", lambda: torch.mm(ta, tb, out=tc))):
+            kern, e2e = time_kernel(fn, reps=20), time_calls(fn, reps=20)
+            print(f"{name:>11} (torch operands): kernel {kern.median * 1e3:.2f} us, end to end "
+                  f"{e2e.median * 1e3:.2f} us per call (medians of 20)")
     except Exception as e:  # noqa: BLE001
         print("torch.mm:", e)
     if p.stage.args != "AAAff":
