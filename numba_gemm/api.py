@@ -308,7 +308,11 @@ def sgemm(
     ``beta * C`` (zeros for a new output).
 
     Cost: the first call of a shape and layout chooses its plan and loads its kernel (from the
-    on-disk cache, or compiled: seconds); later calls are a few microseconds of host time.
+    on-disk cache, or compiled: seconds); later calls are a few microseconds of host time. A
+    large product whose rows are not 16-byte aligned (K or N not a multiple of 4) may be staged
+    (``numba_gemm.staging``): A, B and/or C go through zero-padded copies with aligned pitches
+    so the 128-bit kernels run; the copies use a workspace per stream of up to the padded
+    operands' size (kept for later calls, at most ``staging.MAX_BYTES``).
 
     Raises:
         TypeError: a host (NumPy) array, CPU tensor or other non-device object (the message
