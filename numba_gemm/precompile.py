@@ -34,13 +34,15 @@ from dataclasses import dataclass
 #: argument spec of ``numba_gemm.launch.numba_signature``), as ``numba_gemm.plan`` loads them.
 AUX_KERNELS = {
     "scale_c": ("numba_gemm.kernels._scale", "scale_c", "Sf"),
+    "copy_padded": ("numba_gemm.kernels._pad", "copy_padded", "SS"),
 }
 
 
 @dataclass(frozen=True)
 class Job:
-    """One kernel to compile: a stage (or an auxiliary kernel, ``scale_c``), its configuration as
-    sorted ``(name, value)`` pairs, the variant and the target compute capability."""
+    """One kernel to compile: a stage (or an auxiliary kernel of :data:`AUX_KERNELS`), its
+    configuration as sorted ``(name, value)`` pairs, the variant and the target compute
+    capability."""
 
     name: str
     config: tuple[tuple[str, int], ...]
@@ -140,7 +142,7 @@ def plan(
                     if job not in jobs:
                         jobs.append(job)
     if stages is None:
-        jobs.append(Job("scale_c", (), "", tuple(cc)))
+        jobs += [Job(name, (), "", tuple(cc)) for name in AUX_KERNELS]
     return jobs
 
 

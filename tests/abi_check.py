@@ -10,6 +10,7 @@ from types import SimpleNamespace
 from numba import types
 
 from numba_gemm import get_stage, launch
+from numba_gemm.kernels._pad import copy_padded
 from numba_gemm.kernels._scale import scale_c
 from numba_gemm.resources import compile_kernel_ptx
 
@@ -32,6 +33,7 @@ def main() -> None:
         (get_stage("multistage").scalar_kernel, "SSSSIff"),
         (get_stage("warptiling").kernel_for("vector", "TN"), "SSSSIff"),
         (scale_c, "Sf"),
+        (copy_padded, "SS"),
     ]
     for k, spec in kernels:
         got = ptx_param_sizes(compile_kernel_ptx(k, sig=launch.numba_signature(spec)))

@@ -416,7 +416,7 @@ def test_precompile_plan(no_user_tuning):
     jobs = precompile.plan((9, 0))
     assert len(jobs) == len(set(jobs))
     names = {j.name for j in jobs}
-    assert {"naive", "multistage", "scale_c"} <= names
+    assert {"naive", "multistage", "scale_c", "copy_padded"} <= names
     assert ("smem_tiling", "vector") in {(j.name, j.variant) for j in jobs}
     assert not any(j.name == "smem_tiling" and j.variant == "scalar" for j in jobs)
     tuned = [j for j in jobs if j.name == "multistage"]
