@@ -58,12 +58,16 @@ def main() -> None:
     for kind, (a, b, c) in kinds.items():
         A, B, C = api._validate(a, b, c)[:3]
         p = numba_gemm.explain(a, b, out=c)
+        q = getattr(p, "inner", p)  # a staged plan's kernel plan
         rows = {
             "operand(a)": lambda a=a: operand(a),
             "validate": lambda a=a, b=b, c=c: api._validate(a, b, c),
             "scalars": lambda: (api._check_scalar("alpha", 1.0), api._check_scalar("beta", 0.0)),
             "plan lookup": lambda A=A: api._plans.get((A.device, M, N, K, True, None, None)),
             "Plan.run": lambda p=p, A=A, B=B, C=C: p.run(A, B, C, 1.0, 0.0, 0),
+            # a split-K plan's per-launch workspace lookup: memoized, and the lookup itself
+            "buffers": lambda q=q: q._buffers(0),
+            "buffers unmemoized": lambda q=q: q._find_buffers(0),
             "sgemm": lambda a=a, b=b, c=c: numba_gemm.sgemm(a, b, out=c),
         }
         print(f"{kind:>6}: " + "  ".join(f"{k} {per_call_us(f, args.calls):.2f}"

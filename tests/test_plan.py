@@ -298,3 +298,24 @@ def test_popped_context_and_producer_streams_from_worker_threads(rng):
     cuda.synchronize()
     for d_c in outs:
         assert rel_error(d_c.copy_to_host(), reference_f64(a, b)) <= 1e-5
+
+
+def test_split_buffers_follow_a_growing_workspace(monkeypatch):
+    """A split-K plan memoizes its per-stream workspace views; when another plan on the same
+    stream grows the workspace, the memo is dropped (it would point into the replaced buffer)."""
+    from helpers import SKINNY_SIM_CONFIG
+
+    from numba_gemm.kernels import _splitk
+
+    monkeypatch.setattr(_splitk, "_workspaces", {})
+    monkeypatch.setattr(_splitk, "generation", _splitk.generation + 1)
+    st = numba_gemm.get_stage("skinny").with_config(dict(SKINNY_SIM_CONFIG, SPLITK=2))
+    small, big = plan_for(9, 40, 64, stage=st), plan_for(9, 40_000, 64, stage=st)
+    W0, L0 = small._buffers(0)
+    assert small._buffers(0)[0] is W0  # memoized
+    big._buffers(0)  # grows this stream's workspace
+    W1, L1 = small._buffers(0)
+    wbuf, lbuf = _splitk._workspaces[(0, *_splitk.stream_key(0))][:2]
+    assert W1.ptr == operand(wbuf).ptr != W0.ptr
+    assert L1.ptr == operand(lbuf).ptr
+    assert W1.shape == W0.shape  # the small plan's own view of the larger buffer

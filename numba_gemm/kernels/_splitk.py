@@ -41,6 +41,9 @@ from ._common import device_jit, load_b4, store_c4, unroll
 
 _workspaces: dict = {}
 _lock = threading.Lock()
+#: Bumped whenever a workspace is replaced by a larger one: views memoized elsewhere (a plan's
+#: per-stream buffers, ``plan.Plan._buffers``) are stale once it changes.
+generation = 0
 
 
 #: Partial sums one thread loads before it adds them (in slice order): the sum is bound by the
@@ -210,7 +213,9 @@ def buffers(rows: int, cols: int, counters: int, stream: Any, device: int = 0,
     key = (device, *stream_key(stream))
     entry = _workspaces.get(key)
     if entry is None or entry[0].size < rows * cols or entry[1].size < counters:
+        global generation
         with _lock, cuda.gpus[device]:
+            generation += 1
             old = entry
             w = max(rows * cols, 1, 0 if old is None else old[0].size)
             n = max(counters, 1, 0 if old is None else old[1].size)
