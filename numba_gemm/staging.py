@@ -136,8 +136,10 @@ def buffers(M: int, s: Staging, stream: Any, device: int) -> tuple[Operand, Oper
     entry = _workspaces.get(key)
     if entry is None or entry[0].size < need:
         with _lock, cuda.gpus[device]:
-            arr = cuda.device_array(need, dtype=np.float32)
-            entry = _workspaces[key] = (arr, operand(arr).ptr, {})
+            entry = _workspaces.get(key)  # another thread on this stream may have grown it
+            if entry is None or entry[0].size < need:
+                arr = cuda.device_array(need, dtype=np.float32)
+                entry = _workspaces[key] = (arr, operand(arr).ptr, {})
     arr, base, views = entry
     got = views.get((M, s))
     if got is None:

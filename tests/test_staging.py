@@ -162,3 +162,25 @@ def test_copy_cost_counts_each_staged_operand():
     only_n = staging.copy_ms(100, 10, 12, staging.staging_for(100, 10, 12))  # B, C
     assert full > only_n > 0
     assert staging.copy_ms(100, 10, 11, s, beta=True) > full  # C in as well
+
+
+def test_staging_workspace_grows_between_plans(rng, monkeypatch):
+    """A small staged product, a larger one on the same stream (the workspace is replaced by a
+    larger buffer), then the small one again: each result right, the small plan's views now in
+    the new buffer."""
+    monkeypatch.setattr(staging, "_workspaces", {})
+    small, big = _staged(9, 13, 11), _staged(40, 45, 23)
+
+    def run(p):
+        a, b = randn(rng, (p.M, p.K)), randn(rng, (p.K, p.N))
+        d_c = cuda.to_device(np.full((p.M, p.N), np.nan, dtype=np.float32))
+        p.run(operand(cuda.to_device(a)), operand(cuda.to_device(b)), operand(d_c), 1.0, 0.0,
+              0)
+        assert rel_error(d_c.copy_to_host(), reference_f64(a, b)) <= p.stage.rtol
+
+    run(small)
+    first = staging.buffers(small.M, small.staging, 0, 0)[0].ptr
+    run(big)
+    run(small)
+    assert staging.buffers(small.M, small.staging, 0, 0)[0].ptr != first
+    assert len(staging._workspaces) == 1
