@@ -68,13 +68,12 @@ class Staging(NamedTuple):
 
 
 def staging_for(M: int, N: int, K: int) -> Staging:
-    """What the shape forces: ``K % 4`` stages A and B, ``N % 4`` stages B and C. An aligned
-    shape (only a base pointer is off) may need any operand: all three are counted."""
+    """What the shape forces: ``K % 4`` stages A and B, ``N % 4`` stages B and C (none for an
+    aligned shape: there only an operand with an unaligned base pointer is copied, at run
+    time)."""
     del M
     K4, N4 = round4(K), round4(N)
     pad_k, pad_n = K4 != K, N4 != N
-    if not (pad_k or pad_n):
-        return Staging(True, True, True, K, N)
     return Staging(pad_k, pad_k or pad_n, pad_n, K4, N4)
 
 
@@ -86,13 +85,15 @@ def workspace_floats(M: int, s: Staging) -> int:
 
 def copy_ms(M: int, N: int, K: int, s: Staging, beta: bool = False) -> float:
     """Predicted time (ms) of the copies: each staged operand read and written once (C twice
-    with ``beta``: in and out), at :data:`BYTES_PER_MS`, plus :data:`COPY_LAUNCH_MS` each."""
+    with ``beta``: in and out), at :data:`BYTES_PER_MS`, plus :data:`COPY_LAUNCH_MS` each. For
+    an aligned shape (a misaligned base pointer: any operand may be it) all three are priced."""
+    a, b, c = s[:3] if any(s[:3]) else (True, True, True)
     nbytes, copies = 0, 0
-    if s.a:
+    if a:
         nbytes, copies = nbytes + 4 * (M * K + M * s.K4), copies + 1
-    if s.b:
+    if b:
         nbytes, copies = nbytes + 4 * (K * N + s.K4 * s.N4), copies + 1
-    if s.c:
+    if c:
         n = 2 if beta else 1
         nbytes, copies = nbytes + n * 4 * (M * N + M * s.N4), copies + n
     return nbytes / BYTES_PER_MS + copies * COPY_LAUNCH_MS
@@ -163,6 +164,12 @@ def _grid(x: Operand) -> tuple[int, int, int]:
     return (cdiv(cols, _pad.BLOCK), min(cdiv(rows, _pad.ROWS), _pad.MAX_GRID_Y), 1)
 
 
+def _copied(s: Staging) -> str:
+    """What a staged plan copies, in words."""
+    names = [n for n, on in zip("ABC", s[:3], strict=True) if on]
+    return ", ".join(names) if names else "the operands with an unaligned base pointer"
+
+
 class StagedPlan(Plan):
     """A plan that runs an unaligned product on the aligned plan of its padded shape
     (``inner``, ``M x N4 x K4``) between copies (module docstring). Same interface as
@@ -179,7 +186,7 @@ class StagedPlan(Plan):
         self.copy_ms = copy_ms(M, N, K, staging)
         inner_ms = inner.predicted_ms
         self.predicted_ms = None if inner_ms is None else inner_ms + self.copy_ms
-        copied = ", ".join(n for n, on in zip("ABC", staging[:3], strict=True) if on)
+        copied = _copied(staging)
         self.reason = (f"auto: rows not 16-byte aligned; staged: {copied} copied to rows of "
                        f"{staging.K4} / {staging.N4} floats ({self.copy_ms:.3g} ms predicted), "
                        f"then the aligned plan of {M}x{staging.N4}x{staging.K4}"
@@ -227,10 +234,8 @@ class StagedPlan(Plan):
             copy.launch(_grid(C), (_pad.BLOCK, 1, 1), stream, (_as3(C), _as3(c)), ())
 
     def __repr__(self) -> str:
-        s = self.staging
-        copied = ", ".join(n for n, on in zip("ABC", s[:3], strict=True) if on)
         return (f"StagedPlan({self.M}x{self.N}x{self.K} on {self.device.name} (device "
-                f"{self.device.id}): {copied} through aligned copies "
+                f"{self.device.id}): {_copied(self.staging)} through aligned copies "
                 f"({self.copy_ms:.4g} ms predicted), then {self.inner!r})")
 
 

@@ -97,17 +97,33 @@ def test_staged_plan_matches_reference(M, N, K, beta, rng):
     assert rel_error(out, want) <= p.stage.rtol
 
 
+class _Counting:
+    """A kernel's stand-in that records the source (second array) of each launch."""
+
+    def __init__(self, kernel):
+        self.kernel, self.sources = kernel, []
+
+    def launch(self, grid, block, stream, arrays, scalars):
+        self.sources.append(arrays[1].ptr)
+        self.kernel.launch(grid, block, stream, arrays, scalars)
+
+
 def test_staged_plan_copies_a_misaligned_view(rng):
     """An aligned shape whose A starts 4 bytes into its allocation: only A is copied (B and C
     are used in place), and the result is right."""
     M, N, K = 20, 24, 16
     p = _staged(M, N, K)
-    assert p.staging[:3] == (True, True, True)  # the shape says nothing: all are counted
+    assert p.staging[:3] == (False, False, False)  # the shape forces nothing
+    assert p.copy_ms == pytest.approx(staging.copy_ms(  # but all three are priced
+        M, N, K, staging.Staging(True, True, True, K, N)))
     a, b = randn(rng, (M, K)), randn(rng, (K, N))
     d_a = cuda.to_device(np.concatenate([[np.float32(3)], a.ravel()]))[1:].reshape(M, K)
     assert operand(d_a).ptr & 15
     d_c = cuda.to_device(np.full((M, N), np.nan, dtype=np.float32))
+    p.kernels()
+    p._copy = counted = _Counting(p._copy)
     p.run(operand(d_a), operand(cuda.to_device(b)), operand(d_c), 1.0, 0.0, 0)
+    assert counted.sources == [operand(d_a).ptr]  # one copy, of A; the product went into C
     assert rel_error(d_c.copy_to_host(), reference_f64(a, b)) <= p.stage.rtol
 
 
