@@ -117,36 +117,42 @@ def fold(sweeps: list[Path], into: Path, within: float = 1.05, keep: int = 3) ->
     from numba_gemm.kernels._tunable import STREAM_K
 
     data = tuning.load(into)
+    entries = list(data["gpus"].values())
+    if not entries:
+        raise ValueError(f"{into} has no entry to take the compute capability from")
+    cc = tuple(entries[0]["compute_capability"])  # one file, one compute capability
+    occ = {}  # (config, variant) -> blocks per SM, from the classes of every entry of the file
+    for res in (r for e in entries for cls in e["classes"].values() for r in cls.values()):
+        for c in tuning.candidates(res):
+            key = str(sorted(c["config"].items()))
+            occ[(key, "vector")] = c.get("blocks_per_sm")
+            occ[(key, "scalar")] = c.get("blocks_per_sm_scalar", c.get("blocks_per_sm"))
+    rows = []
+    for path in sweeps:
+        with open(path, newline="") as f:
+            rows += [r for r in csv.DictReader(f) if r.get("kernel_ms")]
     report = []
-    for gpu, entry in data["gpus"].items():
-        occ = {}
-        for res in (r for cls in entry["classes"].values() for r in cls.values()):
-            for c in tuning.candidates(res):
-                key = str(sorted(c["config"].items()))
-                occ[(key, "vector")] = c.get("blocks_per_sm")
-                occ[(key, "scalar")] = c.get("blocks_per_sm_scalar", c.get("blocks_per_sm"))
+    # each GPU's rows into its own entry (a new one holds measured shapes only: the main
+    # entry's classes serve it, tuning._default_entries)
+    for gpu in dict.fromkeys(r["gpu"] for r in rows):
         shapes: dict[tuple, list[dict]] = {}
-        for path in sweeps:
-            with open(path, newline="") as f:
-                for r in csv.DictReader(f):
-                    if r["gpu"] != gpu or not r.get("kernel_ms"):
-                        continue
-                    M, N, K = int(r["M"]), int(r["N"]), int(r["K"])
-                    variant = r.get("variant") or ("scalar" if (N | K) & 3 else "vector")
-                    cfg = ast.literal_eval(r["config"])  # the sweep writes a dict literal
-                    bps = r.get("blocks_per_sm") or occ.get((str(sorted(cfg.items())), variant))
-                    if not bps and cfg.get("SPLITK") == STREAM_K:
-                        bps = 1
-                    if not bps:
-                        continue
-                    shapes.setdefault(((M, N, K), variant == "vector"), []).append(dict(
-                        stage=r["stage"], config=cfg, ms=float(r["kernel_ms"]),
-                        blocks_per_sm=int(bps)))
+        for r in rows:
+            if r["gpu"] == gpu:
+                M, N, K = int(r["M"]), int(r["N"]), int(r["K"])
+                variant = r.get("variant") or ("scalar" if (N | K) & 3 else "vector")
+                cfg = ast.literal_eval(r["config"])  # the sweep writes a dict literal
+                bps = r.get("blocks_per_sm") or occ.get((str(sorted(cfg.items())), variant))
+                if not bps and cfg.get("SPLITK") == STREAM_K:
+                    bps = 1
+                if not bps:
+                    continue
+                shapes.setdefault(((M, N, K), variant == "vector"), []).append(dict(
+                    stage=r["stage"], config=cfg, ms=float(r["kernel_ms"]),
+                    blocks_per_sm=int(bps)))
         for (shape, aligned), cands in sorted(shapes.items()):
             cands.sort(key=lambda c: c["ms"])
             kept = [c for c in cands if c["ms"] <= within * cands[0]["ms"]][:keep]
-            tuning.record_shape(data, gpu, tuple(entry["compute_capability"]), shape, aligned,
-                                kept)
+            tuning.record_shape(data, gpu, cc, shape, aligned, kept)
             report.append(f"{gpu} {'x'.join(map(str, shape))} {'aligned' if aligned else 'scalar'}"
                           f": {len(kept)} of {len(cands)}, best {kept[0]['stage']} "
                           f"{kept[0]['config']} {kept[0]['ms']:.4g} ms")

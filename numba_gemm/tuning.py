@@ -12,8 +12,9 @@ GPU and stores, per GPU name, per stage and per shape class, the fastest valid o
 
 Lookup order for a shape: the user cache (``$NUMBA_GEMM_TUNING`` or
 ``~/.cache/numba_gemm/tuning.json``) for this GPU's name; else the committed defaults for its
-compute capability (``numba_gemm/tuning/sm_XY.json``, same format, measured on the GPU named in
-it); else the stage's own ``DEFAULT_CONFIG``.
+compute capability (``numba_gemm/tuning/sm_XY.json``, same format): first the entry of this GPU's
+name, if there is one, then the file's main entry (the one with the most tuned classes), whose
+classes serve every GPU of that compute capability; else the stage's own ``DEFAULT_CONFIG``.
 
 Shape classes split by the number of C elements, because that decides how many block tiles there
 are to fill the GPU (the reason split-K pays for small products), and batches of small matrices
@@ -221,11 +222,20 @@ def on_reload(fn: Callable[[], None]) -> None:
     _listeners.append(fn)
 
 
+def _default_entries(gpus: Mapping[str, dict], name: str) -> list[dict]:
+    """The committed defaults' entries that serve the GPU ``name``: its own entry (e.g. shapes
+    measured on that model), then the main entry (the most tuned classes; the first of equals),
+    once each."""
+    main = max(gpus.values(), key=lambda e: len(e.get("classes", {})), default=None)
+    own = gpus.get(name)
+    return [own, main] if own is not main else [main]
+
+
 def _entries(device: DeviceInfo) -> list[tuple[str, dict]]:
     """``(file, {"classes": {class: {stage: result}}, "shapes": [...]})`` to consult for
     ``device``, in order: the user cache's entry for its name, then the committed defaults for
-    its compute capability. Empty for the simulator. Parsed once per process (until
-    :func:`reload`); a broken file is skipped with a warning."""
+    its compute capability (:func:`_default_entries`). Empty for the simulator. Parsed once per
+    process (until :func:`reload`); a broken file is skipped with a warning."""
     if device.simulated:
         return []
     key = (user_cache_path(), device.name, tuple(device.cc))
@@ -233,11 +243,11 @@ def _entries(device: DeviceInfo) -> list[tuple[str, dict]]:
         if key in _memo:
             return _memo[key]
     out = []
-    for path, gpu in ((key[0], device.name), (defaults_path(device.cc), None)):
+    for path, user in ((key[0], True), (defaults_path(device.cc), False)):
         try:
             gpus = _parse(path)["gpus"]
-            entry = gpus.get(gpu) if gpu else next(iter(gpus.values()), None)
-            if entry:
+            entries = [gpus.get(device.name)] if user else _default_entries(gpus, device.name)
+            for entry in filter(None, entries):
                 out.append((str(path), {"classes": dict(entry["classes"]),
                                         "shapes": list(entry.get("shapes", []))}))
         except FileNotFoundError:

@@ -637,3 +637,22 @@ def test_shapes_fold_records_the_fastest_per_shape(tmp_path):
             for c in recs[(256, 4096, 4096), True]] == [(2, 0.2, 2), (1, 0.21, 2)]
     assert recs[(256, 4095, 4095), False][0]["blocks_per_sm"] == 1
     assert "256x4096x4096 aligned: 2 of 3" in (tmp_path / "fold.txt").read_text()
+
+    # a sweep of another GPU model goes into an entry of its own, measured shapes only (the
+    # H200's classes serve it: tuning._default_entries); the H200's records stay as they were
+    with open(sweep, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["gpu", "group", "M", "N", "K", "stage", "config", "kernel_ms",
+                    "blocks_per_sm"])
+        w.writerow(["NVIDIA H100", "given", 64, 4096, 4096, "double_buffering",
+                    str(dict(cfg, SPLITK=8)), "0.065", "2"])
+    res = subprocess.run([sys.executable, str(ROOT / "bench" / "shapes.py"), "--out",
+                          str(tmp_path), "--fold", str(sweep), "--into", str(into)],
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    gpus = json.loads(into.read_text())["gpus"]
+    assert gpus["NVIDIA H100"]["classes"] == {}
+    assert gpus["NVIDIA H100"]["compute_capability"] == [9, 0]
+    assert [(r["shape"], r["candidates"][0]["config"]["SPLITK"])
+            for r in gpus["NVIDIA H100"]["shapes"]] == [([64, 4096, 4096], 8)]
+    assert len(gpus["NVIDIA H200"]["shapes"]) == 2

@@ -527,6 +527,32 @@ def test_measured_shape_drives_the_pick(tmp_path, monkeypatch, fake_gpu):
     assert dict(far.stage.config)["BM"] == TINY["BM"] and "narrow class" in far.reason
 
 
+def test_defaults_consult_this_gpus_entry_then_the_main_one(tmp_path, monkeypatch, fake_gpu):
+    """In the committed defaults, the entry of the GPU's own name (shapes measured on that model)
+    comes before the file's main entry (the most tuned classes), whose classes serve every GPU of
+    the compute capability; another model's measured shapes stay out."""
+    monkeypatch.setenv("NUMBA_GEMM_TUNING", str(tmp_path / "user.json"))  # no user cache
+    monkeypatch.setattr(tuning, "DEFAULTS_DIR", tmp_path)
+    path = tuning.defaults_path((9, 0))
+    data = tuning.load(path)
+    cand = dict(stage="double_buffering", config=TINY, blocks_per_sm=2)
+    # "GPU A" sorts first in the file but holds no classes: it is not the main entry
+    tuning.record_shape(data, "GPU A", (9, 0), (256, 4096, 4096), True, [dict(cand, ms=1.0)])
+    tuning.record(data, "GPU B", (9, 0), "large", "double_buffering",
+                  result(TINY, ms=2.0, shape=(4096, 4096, 4096)))
+    tuning.record_shape(data, "GPU B", (9, 0), (256, 4096, 4096), True, [dict(cand, ms=3.0)])
+    tuning.save(data, path)
+
+    def seen(dev):
+        return (tuning.winners("large", dev)["double_buffering"]["ms"],
+                [r["candidates"][0]["ms"] for r in tuning.measured_shapes(dev)],
+                tuning.nearest_shape(256, 4096, 4096, True, dev)["candidates"][0]["ms"])
+
+    assert seen(fake_gpu("GPU A", (9, 0))) == (2.0, [1.0, 3.0], 1.0)  # its own shape wins a tie
+    assert seen(fake_gpu("GPU B", (9, 0))) == (2.0, [3.0], 3.0)
+    assert seen(fake_gpu("GPU C", (9, 0))) == (2.0, [3.0], 3.0)  # no entry: the main one
+
+
 def test_committed_measured_shapes_are_valid():
     """Every committed measured shape's candidates build and price, and the shapes are distinct."""
     for path in sorted(tuning.DEFAULTS_DIR.glob("sm_*.json")):
