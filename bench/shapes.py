@@ -67,10 +67,10 @@ def candidates(M: int, N: int, K: int, stream_k: bool = True, spaces: bool = Tru
                stages: list[str] | None = None) -> list[tuple[str, dict]]:
     """Every ``(stage name, config)`` of the FP32 stages that the sweep times at this shape: the
     tuning data's (every class's winners and alternatives, each with the K splits the plan may
-    give it here, ``plan.split_options``, and the tiled ones' stream-K twins; every measured
-    shape's candidates) and the regime stages' whole spaces (without ``stream_k``: no stream-K
-    twins; without ``spaces``: the regime stages' tuned candidates only; ``stages``: only these
-    stages)."""
+    give it here, ``plan.split_options``, up to the candidate's blocks per SM, and the tiled
+    ones' stream-K twins; every measured shape's candidates) and the regime stages' whole spaces
+    (without ``stream_k``: no stream-K twins; without ``spaces``: the regime stages' tuned
+    candidates only; ``stages``: only these stages)."""
     import numba_gemm
     from numba_gemm import device, plan, tuning
     from numba_gemm.kernels._tunable import STREAM_K
@@ -93,7 +93,9 @@ def candidates(M: int, N: int, K: int, stream_k: bool = True, spaces: bool = Tru
         add(name, cfg)
         if cfg.get("SPLITK") == STREAM_K:
             continue
-        for s in plan.split_options(c, M, N, K, dev.sm_count):
+        # up to the candidate's occupancy: one wave of several blocks per SM (the plan prices
+        # one block per SM; a measured shape's candidate runs at its own split)
+        for s in plan.split_options(c, M, N, K, dev.sm_count, c.get("blocks_per_sm", 1)):
             add(name, dict(cfg, SPLITK=s))
         if stream_k and "BM" in cfg:  # its stream-K twin (tiled stages)
             add(name, dict(cfg, SPLITK=STREAM_K))

@@ -206,10 +206,12 @@ SPLITS = (1, 2, 4, 8, 16, 32, 64)
 MIN_SLICE_TILES = 8
 
 
-def split_options(cand: Mapping[str, Any], M: int, N: int, K: int, sms: int) -> tuple[int, ...]:
+def split_options(cand: Mapping[str, Any], M: int, N: int, K: int, sms: int, per_sm: int = 1
+                  ) -> tuple[int, ...]:
     """The ``SPLITK`` values to price for candidate ``cand`` at ``(M, N, K)``: its own, and when
     its blocks occupy fewer than half of the ``sms`` SMs, every one of :data:`SPLITS` that keeps
-    each K slice ``MIN_SLICE_TILES`` steps deep and at most one block per SM.
+    each K slice ``MIN_SLICE_TILES`` steps deep and at most ``per_sm`` blocks per SM (the plan
+    prices 1; an exhaustive sweep, ``bench/shapes.py``, times up to the candidate's occupancy).
 
     Not stream-K (``STREAM_K``, run by naming a configuration with it): this wave model prices
     each K tile of a block at its cost in the tuned full waves, so it takes a part-filled wave of
@@ -222,7 +224,7 @@ def split_options(cand: Mapping[str, Any], M: int, N: int, K: int, sms: int) -> 
     if 2 * tiles * own >= sms:
         return (own,)
     return tuple(sorted({own, *(s for s in SPLITS if s == 1 or (
-        cdiv(K, s) >= MIN_SLICE_TILES * bk and tiles * s <= sms))}))
+        cdiv(K, s) >= MIN_SLICE_TILES * bk and tiles * s <= sms * per_sm))}))
 
 
 #: The scalar-GMEM kernel's time over its vector twin's, for a class whose data has no

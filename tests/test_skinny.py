@@ -44,11 +44,13 @@ def test_skinny_rejects_bad_configs():
 
 def test_split_options_only_for_idle_sms():
     """The launch layer re-splits K only when the candidate's blocks leave most SMs idle, and
-    never below MIN_SLICE_TILES K steps per slice or past one block per SM."""
+    never below MIN_SLICE_TILES K steps per slice or past one block per SM (``per_sm``: the
+    sweep's, up to the candidate's occupancy)."""
     cfg = dict(BM=128, BN=128, BK=16, SPLITK=1)
     cand = dict(config=cfg, blocks_per_sm=2)
     assert split_options(cand, 4096, 4096, 4096, sms=132) == (1,)  # 1024 tiles: full
     assert split_options(cand, 256, 256, 65536, sms=132) == (1, 2, 4, 8, 16, 32)  # 4 tiles
+    assert split_options(cand, 256, 256, 65536, sms=132, per_sm=2)[-1] == 64  # 2 blocks an SM
     assert split_options(cand, 256, 256, 512, sms=132) == (1, 2, 4)  # slices >= 8 x BK deep
     assert split_options(dict(cand, config=dict(cfg, SPLITK=4)), 1024, 1024, 16384,
                          sms=132) == (4,)  # 64 tiles x 4: more than half the SMs busy
