@@ -109,7 +109,9 @@ def candidates(M: int, N: int, K: int, stream_k: bool = True, spaces: bool = Tru
 
 def fold(sweeps: list[Path], into: Path, within: float = 1.05, keep: int = 3) -> str:
     """Record each swept shape's fastest candidates (within ``within`` x the best, at most
-    ``keep``) as a measured shape (``tuning.record_shape``) in the tuning file ``into``; no GPU.
+    ``keep``) as a measured shape (``tuning.record_shape``) in the tuning file ``into``, in the
+    entry of the GPU that ran the sweep (a new entry, measured shapes only, for a GPU the file
+    has none for); no GPU.
 
     A sweep row without ``blocks_per_sm`` (sweeps before it was recorded) takes the occupancy the
     tuning data in ``into`` records for the same configuration and variant; a stream-K row gets 1
