@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import ast
 import csv
+import json
 import math
 import os
 import sys
@@ -64,13 +65,16 @@ def summary(rows: list[dict]) -> str:
 
 
 def candidates(M: int, N: int, K: int, stream_k: bool = True, spaces: bool = True,
-               stages: list[str] | None = None) -> list[tuple[str, dict]]:
+               stages: list[str] | None = None, extra: list[dict] | None = None,
+               extra_only: bool = False) -> list[tuple[str, dict]]:
     """Every ``(stage name, config)`` of the FP32 stages that the sweep times at this shape: the
     tuning data's (every class's winners and alternatives, each with the K splits the plan may
     give it here, ``plan.split_options``, up to the candidate's blocks per SM, and the tiled
     ones' stream-K twins; every measured shape's candidates) and the regime stages' whole spaces
     (without ``stream_k``: no stream-K twins; without ``spaces``: the regime stages' tuned
-    candidates only; ``stages``: only these stages)."""
+    candidates only; ``stages``: only these stages; ``extra``: more candidates, each a dict
+    ``{"stage", "config", "blocks_per_sm"}`` as in the tuning data, swept like its own;
+    ``extra_only``: those alone)."""
     import numba_gemm
     from numba_gemm import device, plan, tuning
     from numba_gemm.kernels._tunable import STREAM_K
@@ -85,6 +89,9 @@ def candidates(M: int, N: int, K: int, stream_k: bool = True, spaces: bool = Tru
              for name, res in tuning.winners(cls.name, dev).items()
              for c in tuning.candidates(res)]
     tuned += [(c["stage"], c) for rec in tuning.measured_shapes(dev) for c in rec["candidates"]]
+    if extra_only:
+        tuned, spaces = [], False
+    tuned += [(c["stage"], c) for c in extra or ()]
     for name, c in tuned:
         st = numba_gemm.get_stage(name)
         if st.precision != "fp32" or not st.supports(M, N, K) or name not in (stages or [name]):
@@ -212,6 +219,9 @@ def main(argv=None) -> int:
                    help="sweep the regime stages' tuned candidates, not their whole spaces")
     p.add_argument("--stages", nargs="+", default=None,
                    help="sweep only these stages' candidates (default: every FP32 stage)")
+    p.add_argument("--extra", type=Path, default=None, metavar="JSON",
+                   help="also sweep these candidates: a list of {stage, config, blocks_per_sm}")
+    p.add_argument("--extra-only", action="store_true", help="sweep the --extra candidates alone")
     p.add_argument("--compile-only", action="store_true",
                    help="only compile the sweep's candidates into the kernel cache")
     p.add_argument("--max-sweep-ms", type=float, default=1500.0,
@@ -236,7 +246,9 @@ def main(argv=None) -> int:
     from numba_gemm.check import time_kernel
     from numba_gemm.timing import time_calls
 
-    which = dict(stream_k=args.stream_k, spaces=args.spaces, stages=args.stages)
+    extra = json.loads(args.extra.read_text()) if args.extra else None
+    which = dict(stream_k=args.stream_k, spaces=args.spaces, stages=args.stages, extra=extra,
+                 extra_only=args.extra_only)
     precompile([s for _, s in shapes], args.jobs, args.sweep or args.compile_only, **which)
     if args.compile_only:
         return 0

@@ -656,3 +656,27 @@ def test_shapes_fold_records_the_fastest_per_shape(tmp_path):
     assert [(r["shape"], r["candidates"][0]["config"]["SPLITK"])
             for r in gpus["NVIDIA H100"]["shapes"]] == [([64, 4096, 4096], 8)]
     assert len(gpus["NVIDIA H200"]["shapes"]) == 2
+
+
+def test_shapes_sweeps_extra_candidates_with_their_splits(fake_gpu):
+    """``--extra`` candidates are swept like the tuning data's: each with the K splits the plan
+    may give it up to its ``blocks_per_sm``, and its stream-K twin; ``--extra-only`` sweeps
+    nothing else."""
+    from numba_gemm import plan
+    from numba_gemm.kernels._tunable import STREAM_K
+
+    dev = fake_gpu("NVIDIA H100 80GB HBM3")
+    spec = importlib.util.spec_from_file_location("shapes", ROOT / "bench" / "shapes.py")
+    shapes = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(shapes)
+    cfg = dict(BM=32, BN=256, BK=16, WM=32, WN=64, WNITER=1, TM=8, TN=4, MINB=0, SPLITK=1,
+               NBUF=3)
+    extra = [dict(stage="multistage", config=cfg, blocks_per_sm=2)]
+    M, N, K = 32, 4096, 4096
+    got = shapes.candidates(M, N, K, extra=extra, extra_only=True)
+    splits = plan.split_options(extra[0], M, N, K, dev.sm_count, 2)
+    assert len(splits) > 2
+    assert sorted(c["SPLITK"] for _, c in got) == sorted({*splits, STREAM_K})
+    assert all(n == "multistage" and dict(c, SPLITK=1) == cfg for n, c in got)
+    everything = shapes.candidates(M, N, K, extra=extra)
+    assert len(everything) > len(got) and all(g in everything for g in got)
