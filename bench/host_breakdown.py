@@ -4,21 +4,36 @@ Usage: ``python bench/host_breakdown.py [--size 128 | --shape MxNxK] [--calls 20
 Numba, PyTorch and
 CuPy operands (those importable), prints microseconds per call of: reading one operand
 (``devarray.operand``), the whole validation (``api._validate``), the scalar checks, the plan
-lookup, one direct launch (``Plan.run``) and the whole public call ``sgemm(a, b, out=c)``;
-host time only (a loop of calls, then one synchronize, which is not counted). Then, for the
-PyTorch operands, the GPU side of the same calls (``timing.time_kernel``) and the end-to-end
-time of back-to-back calls (``timing.time_calls``) of ``sgemm`` and of ``torch.mm``: a call is
-host-bound where its end-to-end time is its host time, GPU-bound where it is its kernel time.
+lookup, one direct launch (``Plan.run``), the fast lane of a plain call (``api._plain_call``:
+reading, checks, lookup and launch) and the whole public call ``sgemm(a, b, out=c)``, also with
+the fast lane turned off (the general path alone); host time only (a loop of calls, then one
+synchronize, which is not counted). Then, for the PyTorch operands, the GPU side of the same
+calls (``timing.time_kernel``) and the end-to-end time of back-to-back calls
+(``timing.time_calls``) of ``sgemm`` (both paths) and of ``torch.mm``: a call is host-bound where
+its end-to-end time is its host time, GPU-bound where it is its kernel time.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 
 import numpy as np
 from numba import cuda
 
 from numba_gemm.timing import time_host
+
+
+@contextlib.contextmanager
+def lane_off():
+    """``sgemm`` through the general path only (the fast lane turned off) inside."""
+    from numba_gemm import api
+
+    lane, api._plain_call = api._plain_call, lambda *args: None
+    try:
+        yield
+    finally:
+        api._plain_call = lane
 
 
 def per_call_us(fn, calls: int) -> float:
@@ -58,6 +73,7 @@ def main() -> None:
     for kind, (a, b, c) in kinds.items():
         A, B, C = api._validate(a, b, c)[:3]
         p = numba_gemm.explain(a, b, out=c)
+        numba_gemm.sgemm(a, b, out=c)  # makes the call path's plan: the fast lane's from now on
         q = getattr(p, "inner", p)  # a staged plan's kernel plan
         rows = {
             "operand(a)": lambda a=a: operand(a),
@@ -68,10 +84,13 @@ def main() -> None:
             # a split-K plan's per-launch workspace lookup: memoized, and the lookup itself
             "buffers": lambda q=q: q._buffers(0),
             "buffers unmemoized": lambda q=q: q._find_buffers(0),
+            "fast lane": lambda a=a, b=b, c=c: api._plain_call(a, b, c, None, 1.0, 0.0),
             "sgemm": lambda a=a, b=b, c=c: numba_gemm.sgemm(a, b, out=c),
         }
-        print(f"{kind:>6}: " + "  ".join(f"{k} {per_call_us(f, args.calls):.2f}"
-                                        for k, f in rows.items()))
+        us = {k: per_call_us(f, args.calls) for k, f in rows.items()}
+        with lane_off():
+            us["sgemm general path"] = per_call_us(rows["sgemm"], args.calls)
+        print(f"{kind:>6}: " + "  ".join(f"{k} {v:.2f}" for k, v in us.items()))
     print(repr(p))
     try:
         import torch
@@ -82,11 +101,13 @@ def main() -> None:
         from numba_gemm.timing import time_calls
 
         pt = numba_gemm.explain(ta, tb, out=tc)
-        for name, fn in (("sgemm", lambda: numba_gemm.sgemm(ta, tb, out=tc)),
-                         ("Plan.launch", lambda: pt.launch(ta, tb, tc)),
-                         ("torch.mm", lambda: torch.mm(ta, tb, out=tc))):
-            kern, e2e = time_kernel(fn, reps=20), time_calls(fn, reps=20)
-            print(f"{name:>11} (torch operands): kernel {kern.median * 1e3:.2f} us, end to end "
+        sg = lambda: numba_gemm.sgemm(ta, tb, out=tc)  # noqa: E731
+        for name, fn, lane in (("sgemm", sg, True), ("sgemm general path", sg, False),
+                               ("Plan.launch", lambda: pt.launch(ta, tb, tc), True),
+                               ("torch.mm", lambda: torch.mm(ta, tb, out=tc), True)):
+            with contextlib.nullcontext() if lane else lane_off():
+                kern, e2e = time_kernel(fn, reps=20), time_calls(fn, reps=20)
+            print(f"{name:>18} (torch operands): kernel {kern.median * 1e3:.2f} us, end to end "
                   f"{e2e.median * 1e3:.2f} us per call (medians of 20)")
     except Exception as e:  # noqa: BLE001
         print("torch.mm:", e)

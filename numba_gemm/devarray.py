@@ -11,6 +11,10 @@ dtype, GPU ordinal and the stream the producer last used (CAI v3), without build
 - PyTorch ``Tensor``: ``data_ptr()``, ``shape``, ``stride()`` (elements), ``get_device()``;
 - anything else: its CAI dict (v2/v3), the device from the driver (``cuPointerGetAttribute``).
 
+For the call path's fast lane, each of the first three (and the simulator's arrays) also has a
+*plain* reader (:data:`PLAIN`): ``(ptr, rows, cols)`` of a 2-D float32 C-contiguous operand with
+nothing to order after, None for anything else.
+
 The alignment rule of the vector kernels, :func:`rows_aligned`, lives here too: the plan and the
 launch both use it.
 """
@@ -162,6 +166,55 @@ def _from_cai(x: Any) -> Operand:
                    stream if stream not in (None, 0) else None)
 
 
+# --- plain readers: the call path's fast lane ---------------------------------------------------
+#
+# A *plain* operand is 2-D, float32, C-contiguous, on the one visible GPU, with no producer stream
+# to order after: what nearly every call passes. Its plain reader returns ``(ptr, rows, cols)``
+# and None for anything else; ``api.sgemm`` then takes the general path (``operand`` and
+# validation), which also raises the errors. Readers for PyTorch, Numba, CuPy and the simulator.
+
+
+def _plain_torch(x: Any) -> tuple[int, int, int] | None:
+    if x.is_cuda and x.dtype is _TORCH_F32:
+        st = x.stride()
+        if len(st) == 2 and st[1] == 1:
+            rows, cols = x.shape
+            if st[0] == cols:
+                return x.data_ptr(), rows, cols
+    return None
+
+
+def _plain_numba(x: Any) -> tuple[int, int, int] | None:
+    shape, st = x.shape, x.strides
+    if len(shape) == 2 and st[1] == 4 and st[0] == 4 * shape[1] and x.dtype == F32:
+        gd = x.gpu_data
+        if gd is not None and not x.stream:
+            return int(gd.device_pointer), shape[0], shape[1]
+    return None
+
+
+def _plain_cupy(x: Any) -> tuple[int, int, int] | None:
+    shape, st = x.shape, x.strides
+    if (len(shape) == 2 and st[1] == 4 and st[0] == 4 * shape[1] and x.dtype == F32
+            and not sys.modules["cupy"].cuda.get_current_stream().ptr):
+        return x.data.ptr, shape[0], shape[1]
+    return None
+
+
+def _plain_simulator(x: Any) -> tuple[int, int, int] | None:
+    o = _from_simulator(x)
+    shape = o.shape
+    if len(shape) == 2 and o.strides == (4 * shape[1], 4) and o.dtype == F32:
+        return o.ptr, shape[0], shape[1]
+    return None
+
+
+#: type -> its plain reader (types with one, once ``operand`` has met them; none with several
+#: GPUs visible, where each operand's GPU must be read and checked)
+PLAIN: dict[type, Any] = {}
+_PLAIN_OF = {_from_torch: _plain_torch, _from_numba: _plain_numba, _from_cupy: _plain_cupy,
+             _from_simulator: _plain_simulator}
+
 _READERS: dict[type, Any] = {}
 
 
@@ -191,6 +244,8 @@ def _reader(tp: type, x: Any) -> Any:
     else:
         return None
     _READERS[tp] = r
+    if r in _PLAIN_OF and (SIMULATOR or not _MULTI_GPU):
+        PLAIN[tp] = _PLAIN_OF[r]
     return r
 
 

@@ -222,7 +222,7 @@ class Kernel:
 
 def gemm_launcher(kernel: Kernel, spec: str, arrays: Sequence[Any], grid: tuple, block: tuple,
                   split: Any = None) -> Any:
-    """``launch(A, B, C, alpha, beta, stream)`` for one stage kernel at one geometry: the hot path.
+    """``launch(a, b, c, alpha, beta, stream)`` for one stage kernel at one geometry: the hot path.
 
     ``arrays``: the plan's argument arrays for this geometry (``shape``, and ``strides`` for
     spec ``S``; their pointers are ignored): A, B, C, and for the split-K-capable kernels (spec
@@ -230,9 +230,9 @@ def gemm_launcher(kernel: Kernel, spec: str, arrays: Sequence[Any], grid: tuple,
     two scalars and the stream is fixed by the plan, so it is bound here once: per call, the
     pointers and two scalars are written into this thread's parameter buffer (the rest was
     packed on the thread's first call) and one foreign call is made (``_driver.raw_launch``).
-    ``stream`` is a handle (int). ``split(stream) -> (W, L)`` gives a split-K plan's buffers of
-    that stream (objects with ``ptr``); without it W and L stay null (a kernel with SPLITK == 1
-    never touches them).
+    ``a``, ``b``, ``c``: the data pointers of A, B and C (ints); ``stream``: a handle (int).
+    ``split(stream) -> (W, L)`` gives a split-K plan's buffers of that stream (objects with
+    ``ptr``); without it W and L stay null (a kernel with SPLITK == 1 never touches them).
 
     Context: the function must be launched in its device's context. With one visible GPU the
     only context in play is that GPU's primary context, so it is made current once per host
@@ -276,14 +276,14 @@ def gemm_launcher(kernel: Kernel, spec: str, arrays: Sequence[Any], grid: tuple,
         tls.b = (words, floats, ctypes.c_void_p(ctypes.addressof(params)))
         return tls.b
 
-    def launch(A, B, C, alpha, beta, stream):
+    def launch(a, b, c, alpha, beta, stream):
         try:
             words, floats, params = tls.b
         except AttributeError:
             words, floats, params = first_in_thread()
-        words[PA] = A.ptr
-        words[PB] = B.ptr
-        words[PC] = C.ptr
+        words[PA] = a
+        words[PB] = b
+        words[PC] = c
         if split is not None:
             W, L = split(stream)
             words[PW] = W.ptr

@@ -419,8 +419,9 @@ class Plan:
                         fit = self.device.sm_count * main.blocks_per_sm(self.block[0])
                         self.grid = (max(1, min(self.grid[0], fit)), 1, 1)
                     if isinstance(main, Kernel):
-                        # from now on ``plan.run`` is the bound fast launcher (instance
-                        # attribute over the method): pointers, scalars, stream, one call
+                        # from now on ``plan.run_plain`` is the bound fast launcher and
+                        # ``plan.run`` hands it the operands' pointers (instance attributes
+                        # over the methods): pointers, scalars, stream, one foreign call
                         M, N, K = self.M, self.N, self.K
                         shapes = (list(self.geometry.arrays(_NOWHERE, _NOWHERE, _NOWHERE))
                                   if self.strided else
@@ -429,8 +430,11 @@ class Plan:
                         if self.split_args:
                             W, L = self._buffers(0)
                             shapes += [W, L]
-                        self.run = gemm_launcher(main, st.args, shapes, self.grid, self.block,
-                                                 self._buffers if self.split_k != 1 else None)
+                        launch = gemm_launcher(main, st.args, shapes, self.grid, self.block,
+                                               self._buffers if self.split_k != 1 else None)
+                        self.run_plain = launch
+                        self.run = lambda A, B, C, alpha, beta, stream: launch(
+                            A.ptr, B.ptr, C.ptr, alpha, beta, stream)
                     self._kernels = main
                 k = self._kernels
         return k
@@ -472,7 +476,7 @@ class Plan:
         """Enqueue the product on ``stream`` (a handle on a GPU; a Numba stream or 0 on the
         simulator) for operands laid out as ``geometry`` says (their data pointers are what
         counts). No validation: ``sgemm`` does it. After the first call, on a GPU, this method
-        is replaced by the plan's bound launcher (``gemm_launcher``)."""
+        is replaced by a call of the plan's bound launcher (``gemm_launcher``)."""
         main = self._kernels or self.kernels()
         if "run" in self.__dict__:
             self.run(A, B, C, alpha, beta, stream)
@@ -481,6 +485,15 @@ class Plan:
         if self.split_args:
             args = (*args, *self._buffers(stream))
         main.launch(self.grid, self.block, stream, args, (alpha, beta))
+
+    def run_plain(self, a: int, b: int, c: int, alpha: float, beta: float, stream: Any) -> None:
+        """:meth:`run` for 2-D C-contiguous operands given by their data pointers ``a``, ``b``,
+        ``c`` (``sgemm``'s fast lane, for a plan of the plain geometry). After the first call,
+        on a GPU, replaced by the plan's bound launcher itself."""
+        M, N, K, d = self.M, self.N, self.K, self.device.id
+        self.run(Operand(None, a, (M, K), (4 * K, 4), F32, d),
+                 Operand(None, b, (K, N), (4 * N, 4), F32, d),
+                 Operand(None, c, (M, N), (4 * N, 4), F32, d), alpha, beta, stream)
 
     def launch(self, a: Any, b: Any, c: Any, alpha: float = 1.0, beta: float = 0.0,
                stream: Any = 0) -> None:

@@ -243,6 +243,99 @@ def test_bad_scalars_rejected(bad, operands):
     assert_untouched(d_c)
 
 
+# --- the fast lane (api._plain_call): repeated plain calls skip the general path
+
+
+@pytest.fixture
+def plan_runs(monkeypatch):
+    """The plans run through ``Plan.run`` (which the fast lane reaches through ``Plan.run_plain``
+    on the simulator), in order."""
+    from numba_gemm.plan import Plan
+
+    runs, run = [], Plan.run
+
+    def spy(self, *args):
+        runs.append(self)
+        run(self, *args)
+
+    monkeypatch.setattr(Plan, "run", spy)
+    return runs
+
+
+def _no_general_path(monkeypatch):
+    def boom(*args):
+        raise AssertionError("the general path ran")
+
+    monkeypatch.setattr(numba_gemm.api, "_validate", boom)
+
+
+@pytest.mark.parametrize("M, N, K, offset", [(9, 5, 7, 0), (12, 8, 16, 0), (12, 8, 16, 1)])
+def test_fast_lane_runs_the_general_paths_plan(M, N, K, offset, rng, monkeypatch, plan_runs):
+    """The second call of a shape (aligned, odd sizes, or an A whose base is 4 bytes past a
+    16-byte boundary) takes the fast lane: the plan the first call made, fresh operands read
+    anew, alpha and beta applied; ``out=None`` returns a new array."""
+    monkeypatch.setattr(numba_gemm.api, "_SCALARS", {1.0: 1.0})  # 1.5 and 0.5 unseen so far
+    buf = cuda.to_device(randn(rng, (offset + M * K,)))
+    d_a, d_b = buf[offset:].reshape(M, K), cuda.to_device(randn(rng, (K, N)))
+    sgemm(d_a, d_b, out=poisoned((M, N)), alpha=1.5, beta=0.5)
+    assert len(plan_runs) == 1
+    p = plan_runs[0]
+    launcher = p.__dict__.get("run_plain")
+    if launcher is not None:  # on a GPU: the plan's pointer launcher, no longer through run
+
+        def recorded(*args):
+            plan_runs.append(p)
+            launcher(*args)
+
+        monkeypatch.setattr(p, "run_plain", recorded)
+    with monkeypatch.context() as m:
+        _no_general_path(m)
+        a, b, c = randn(rng, (M, K)), randn(rng, (K, N)), randn(rng, (M, N))
+        buf.copy_to_device(np.concatenate([randn(rng, (offset,)), a.ravel()]))
+        d_b.copy_to_device(b)
+        d_c = cuda.to_device(c)
+        assert sgemm(d_a, d_b, out=d_c, alpha=1.5, beta=0.5) is d_c
+        want = reference_f64(a, b, alpha=1.5, beta=0.5, c=c)
+        assert rel_error(d_c.copy_to_host(), want) <= 1e-5
+        new = sgemm(d_a, d_b, alpha=1.5, beta=0.5)  # beta ignored: a new output
+        assert new.shape == (M, N) and new is not d_c
+        assert rel_error(new.copy_to_host(), reference_f64(a, b, alpha=1.5)) <= 1e-5
+    assert plan_runs[1:] == [plan_runs[0]] * 2
+    assert plan_runs[0].variant == ("vector" if (K | N) & 3 == 0 and not offset else "scalar")
+
+
+def test_fast_lane_defers_every_error_to_the_general_path(rng):
+    """With the plan of a shape made, calls that are wrong get the general path's errors and
+    write nothing: out aliasing a or b, out of another dtype or shape, b of another K; so do
+    calls the lane does not take (scalars never seen, a stream, a compute mode)."""
+    n = 6
+    d_x, d_y = cuda.to_device(randn(rng, (n, n))), cuda.to_device(randn(rng, (n, n)))
+    x = d_x.copy_to_host()
+    sgemm(d_x, d_y, out=poisoned((n, n)))
+    for args in ((d_x, d_y), (d_y, d_x)):
+        assert numba_gemm.api._plain_call(*args, d_x, None, 1.0, 0.0) is None
+        with pytest.raises(ValueError, match="overlaps"):
+            sgemm(*args, out=d_x)
+    np.testing.assert_array_equal(d_x.copy_to_host(), x)
+    for out, match in ((poisoned((n, n), np.float64), "float32"),
+                       (poisoned((n, n + 1)), "out has shape")):
+        assert numba_gemm.api._plain_call(d_x, d_y, out, None, 1.0, 0.0) is None
+        with pytest.raises(ValueError, match=match):
+            sgemm(d_x, d_y, out=out)
+        assert np.isnan(out.copy_to_host()).all()
+    with pytest.raises(ValueError, match="inner dimensions"):
+        sgemm(d_x, cuda.to_device(randn(rng, (n + 1, n))))
+    d_c = poisoned((n, n))
+    for kw in (dict(alpha=0.123456), dict(beta=7), dict(stage=3)):
+        if "stage" in kw:
+            with pytest.raises(TypeError, match="stage must be"):
+                sgemm(d_x, d_y, out=d_c, **kw)
+        else:
+            assert numba_gemm.api._plain_call(d_x, d_y, d_c, None, kw.get("alpha", 1.0),
+                                              kw.get("beta", 0.0)) is None
+    assert_untouched(d_c)
+
+
 # --- helpers
 
 

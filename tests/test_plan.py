@@ -253,7 +253,7 @@ def test_gemm_launcher_writes_numbas_kernel_abi(monkeypatch, gpus, spec):
     for i, (alpha, beta, stream) in enumerate([(0.5, 2.0, 0), (1.0, 0.0, 99)]):
         A, B, C = (SimpleNamespace(ptr=(1 << 36) * (j + 1) + 4096 * i, shape=sh, strides=st)
                    for j, (sh, st) in enumerate(shapes[:3]))
-        run(A, B, C, alpha, beta, stream)
+        run(A.ptr, B.ptr, C.ptr, alpha, beta, stream)
         fn, grid, block, smem, s, vals = seen[-1]
         assert (fn, grid, block, smem, s) == (1234, (1, 2, 1), (128, 1, 1), 4096, stream)
         rest = [SimpleNamespace(ptr=b.ptr, shape=sh, strides=st)
