@@ -347,9 +347,10 @@ def _plain_call(a: Any, b: Any, out: Any, stage: Any, alpha: Any, beta: Any) -> 
     (``devarray.PLAIN``: 2-D, float32, C-contiguous, on the one visible GPU, no producer stream),
     float scalars the call path has met before, the default stream, and a plan already made for
     the shape. One pass over the operands, no ``Operand`` objects, the plan's pointer launcher
-    (``Plan.run_plain``). Returns the result, or None with nothing done for any other call (a
-    first call, an error to raise, a staged plan): the general path then decides, and it keys its
-    plans as this lane does, so both launch the same plan for the same operands."""
+    (``Plan.run_plain``; a staged plan's inherited one wraps the pointers for its copies). Returns
+    the result, or None with nothing done for any other call (a first call, an error to raise):
+    the general path then decides, and it keys its plans as this lane does, so both launch the
+    same plan for the same operands."""
     ra, rb = PLAIN.get(type(a)), PLAIN.get(type(b))
     if ra is None or rb is None:
         return None
@@ -380,8 +381,7 @@ def _plain_call(a: Any, b: Any, out: Any, stage: Any, alpha: Any, beta: Any) -> 
                 return None
     p = _plans.get((0, M, N, K, all_rows_aligned(a0, b0, c0, K, N),
                     stage if stage is None or type(stage) is str else _stage_key(stage), None))
-    run = None if p is None else p.run_plain  # None for a staged plan
-    if run is None:
+    if p is None:
         return None
     if out is None:
         out = _new_output(a, 0, (M, N))
@@ -390,7 +390,7 @@ def _plain_call(a: Any, b: Any, out: Any, stage: Any, alpha: Any, beta: Any) -> 
         if pc is None or pc[0] & 15:  # not seen so far: allocators align to 256 bytes
             return sgemm(a, b, stage=stage, out=out, alpha=alpha)
         c0 = pc[0]
-    run(a0, b0, c0, alpha32, beta32, DEFAULT_STREAM)
+    p.run_plain(a0, b0, c0, alpha32, beta32, DEFAULT_STREAM)
     return out
 
 

@@ -212,9 +212,6 @@ class StagedPlan(Plan):
                                              device=self.device)
         return self._kernels
 
-    #: no pointer-only run: the copies need the operands (``sgemm`` takes its general path)
-    run_plain = None
-
     def run(self, A: Operand, B: Operand, C: Operand, alpha: float, beta: float,
             stream: Any) -> None:
         """Enqueue the copies, the inner plan and the copy back on ``stream``. ``A``, ``B``,
