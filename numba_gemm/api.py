@@ -171,15 +171,25 @@ def _validate(a: Any, b: Any, out: Any
             if C.device != A.device:
                 raise ValueError(f"out is on GPU {C.device} and a, b on GPU {A.device}: use one "
                                  "GPU")
-            # contiguous float32 arrays span [ptr, ptr + 4 * size): out must not intersect a, b
-            c0, c1, a0, b0 = C.ptr, C.ptr + 4 * M * N, A.ptr, B.ptr
-            if c1 > c0 and ((a0 < c1 and c0 < a0 + 4 * M * K)
-                            or (b0 < c1 and c0 < b0 + 4 * K * N)):
-                label = "a" if a0 < c1 and c0 < a0 + 4 * M * K else "b"
+            label = _plain_overlap(A.ptr, B.ptr, C.ptr, M, N, K)
+            if label:
                 raise ValueError(f"out overlaps {label}: the output must not alias an input")
             return A, B, C, None, (M, N)
         return _validate_general(A, B, C)
     return _validate_general(A, B, None if out is None else operand(out))
+
+
+def _plain_overlap(a0: int, b0: int, c0: int, M: int, N: int, K: int) -> str | None:
+    """Which of C-contiguous float32 ``a`` (M, K) at ``a0`` and ``b`` (K, N) at ``b0`` the
+    C-contiguous ``out`` (M, N) at ``c0`` overlaps (``"a"``, ``"b"``), or None. Each spans
+    ``[ptr, ptr + 4 * size)``."""
+    c1 = c0 + 4 * M * N
+    if c1 > c0:
+        if a0 < c1 and c0 < a0 + 4 * M * K:
+            return "a"
+        if b0 < c1 and c0 < b0 + 4 * K * N:
+            return "b"
+    return None
 
 
 def _inner_mismatch(sa: tuple, sb: tuple) -> None:
@@ -370,9 +380,8 @@ def _plain_call(a: Any, b: Any, out: Any, stage: Any, alpha: Any, beta: Any) -> 
         if pc is None or pc[1] != M or pc[2] != N:
             return None
         c0 = pc[0]
-        c1 = c0 + 4 * M * N
-        if (a0 < c1 and c0 < a0 + 4 * M * K) or (b0 < c1 and c0 < b0 + 4 * K * N):
-            return None  # out overlaps a or b: the general path raises
+        if _plain_overlap(a0, b0, c0, M, N, K):
+            return None  # the general path raises
         if type(beta) is float and beta == 0.0:
             beta32 = 0.0
         else:
