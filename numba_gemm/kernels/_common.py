@@ -207,11 +207,31 @@ def store_c2(C, r, c, x0, x1, alpha, beta, M, N, vec):
 
 
 @device_jit
+def store_c_cols(C, r, c, step, x0, x1, x2, x3, alpha, beta, M, N):
+    """Epilogue for ``C[r, c + step * i]``, ``i < 4``: four scalar elements, each inside (M, N)
+    only (C is not read when ``beta == 0``). ``step`` 1: four consecutive columns
+    (:func:`store_c4`'s scalar variant); the tiled stages' scalar variant spreads a thread's
+    columns a row of lanes apart, so that each store instruction of a warp writes whole 32-byte
+    sectors (``warptiling.make_parts``)."""
+    if r >= M:
+        return
+    if c < N:
+        store_c(C, r, c, x0, alpha, beta)
+    if c + step < N:
+        store_c(C, r, c + step, x1, alpha, beta)
+    if c + 2 * step < N:
+        store_c(C, r, c + 2 * step, x2, alpha, beta)
+    if c + 3 * step < N:
+        store_c(C, r, c + 3 * step, x3, alpha, beta)
+
+
+@device_jit
 def store_c4(C, r, c, x0, x1, x2, x3, alpha, beta, M, N, vec):
     """Epilogue for ``C[r, c:c+4]`` (``c % 4 == 0``): ``alpha * x + beta * C``, inside (M, N) only.
 
     ``vec``: 128-bit load/store (needs 16-byte aligned rows of C, so ``N % 4 == 0``);
-    else four scalar elements, each checked against N. C is not read when ``beta == 0``.
+    else four scalar elements, each checked against N (:func:`store_c_cols`). C is not read when
+    ``beta == 0``.
     """
     if r >= M:
         return
@@ -227,11 +247,4 @@ def store_c4(C, r, c, x0, x1, x2, x3, alpha, beta, M, N, vec):
                     alpha * x2 + beta * c2, alpha * x3 + beta * c3,
                 )
         return
-    if c < N:
-        store_c(C, r, c, x0, alpha, beta)
-    if c + 1 < N:
-        store_c(C, r, c + 1, x1, alpha, beta)
-    if c + 2 < N:
-        store_c(C, r, c + 2, x2, alpha, beta)
-    if c + 3 < N:
-        store_c(C, r, c + 3, x3, alpha, beta)
+    store_c_cols(C, r, c, 1, x0, x1, x2, x3, alpha, beta, M, N)

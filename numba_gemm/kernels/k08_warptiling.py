@@ -17,7 +17,8 @@ A's tile is stored transposed (``As[k, m]``) with a pitch of BM + 4 floats (rows
 aligned; stores are at most 2-way conflicted, see bench/NOTES.md). GMEM accesses are 128-bit when
 every operand's rows are 16-byte aligned (``devarray``'s alignment rule), scalar otherwise
 (``Stage.scalar_kernel``); rows/columns past M/N are clamped (never stored), elements past K
-zero-filled, as in stage 6.
+zero-filled, as in stage 6. The scalar variant spreads a thread's TN columns of C a row of lanes
+apart, so that its 32-bit stores (and loads of B) cover whole sectors (``make_column_order``).
 
 From here on the kernels also leave the teaching form's single row-major layout: A, B and C are
 batches of strided matrices (``A: (batch, M, K)``, ``B: (batch, K, N)``, ``C: (batch, M, N)``,
@@ -45,7 +46,7 @@ from numba import cuda, float32
 from ..registry import Stage
 from ..vecmem import SMEM_ALIGN, cols_view, load4, rows_view, store4
 from . import _tunable as tun
-from ._common import device_jit, load_a4, load_b4, store_c4, unroll
+from ._common import device_jit, load_a4, load_b4, load_b_cols, store_c4, store_c_cols, unroll
 
 #: Tile configuration used when no tuning result is available (one 128x128 block of 8 warps,
 #: each warp 64x32 as 2x2 sub-tiles of 32x16, each thread 2x2 tiles of 4x4). See ``_tunable``
@@ -75,9 +76,49 @@ class Parts(NamedTuple):
     store_tiles: Any
     mma_tile: Any
     store_results: Any
+    b_slot: Any
 
 
-def make_mover(extent: int, BK: int, threads: int, k_contiguous: bool):
+def make_column_order(WSUBN: int, TN: int):
+    """``(column, slot)``: ``column(s)`` is the column of the block tile that SMEM column ``s`` of
+    the B tile holds in the *scalar* variant (in the vector variant, column ``s`` itself);
+    ``slot(o)``, the SMEM column of tile column ``o`` (the inverse).
+
+    The scalar variant's stores are 32-bit (rows of C not 16-byte aligned). With a thread's TN
+    columns consecutive, the LANES_N lanes along a row of a warp sub-tile sit TN floats apart, so
+    each store instruction writes 4 of every 16 bytes: a quarter of each 32-byte sector it
+    touches, four times the L2 write traffic of the vector epilogue (ncu at 256 x 50260 x 768:
+    230 against 58 MB through the L1 -> L2 crossbar, 0.524 against 0.462 ms; bench/NOTES.md).
+    Instead, in each WSUBN-wide sub-tile, lane ``l`` of a row holds columns ``l, l + LANES_N,
+    ..., l + (TN - 1) * LANES_N``: the row's lanes store LANES_N consecutive floats per
+    instruction. SMEM keeps the order the FMA core reads (a thread's TN floats contiguous, one
+    LDS.128 per 4), so only the GMEM side changes: SMEM column ``g + TN * l + i`` (``g`` the
+    sub-tile's first) holds tile column ``g + l + LANES_N * i``, and a thread's loads of 4
+    consecutive SMEM columns read columns LANES_N apart, a warp's 32 loads whole sectors too.
+    """
+    LANES_N = WSUBN // TN
+
+    @device_jit
+    def column(s):
+        c = s % WSUBN
+        return s - c + c // TN + (c % TN) * LANES_N
+
+    @device_jit
+    def slot(o):
+        c = o % WSUBN
+        return o - c + (c % LANES_N) * TN + c // LANES_N
+
+    return column, slot
+
+
+@device_jit
+def same_column(s):
+    """The identity column order (A's, and B's in the vector variant)."""
+    return s
+
+
+def make_mover(extent: int, BK: int, threads: int, k_contiguous: bool, column=same_column,
+               step: int = 1):
     """GMEM -> registers -> SMEM for one operand's ``BK x extent`` tile (extent BM for A, BN for
     B), from its 2-D storage view (``vecmem.rows_view``/``cols_view``).
 
@@ -85,6 +126,10 @@ def make_mover(extent: int, BK: int, threads: int, k_contiguous: bool):
     thread reads float4s along K of one row and stores them transposed, ``Xs[k, o]``; rows past
     the matrix are clamped (they only feed outputs never stored), K past ``k_end`` zero-filled.
     Else storage rows are K (A in T, B in N): float4s along M (N), stored as they are.
+
+    ``column``, ``step`` (B, :func:`make_column_order`): in the scalar variant, SMEM column
+    ``o`` of the tile holds tile column ``column(o)``, and SMEM columns ``o .. o+3`` (``o % 4 ==
+    0``) hold columns ``step`` apart. The vector variant keeps the identity order.
 
     Returns ``(coords, load_all, store_all)``: ``coords(tid) -> (p, q)``, this thread's first
     float4 (storage row, column) in the tile; ``load_all(X, regs, k0, p, q, o0, olim, k_end,
@@ -101,7 +146,10 @@ def make_mover(extent: int, BK: int, threads: int, k_contiguous: bool):
     if k_contiguous:
         @device_jit
         def _load(l, X, regs, k0, p, q, o0, olim, k_end, vec):
-            r = min(o0 + p + l * stride, olim - 1)  # clamp: rows past M (N) are never stored
+            o = p + l * stride
+            if not vec:
+                o = column(o)  # the scalar variant's order (make_column_order)
+            r = min(o0 + o, olim - 1)  # clamp: rows past M (N) are never stored
             regs[4 * l], regs[4 * l + 1], regs[4 * l + 2], regs[4 * l + 3] = load_a4(
                 X, r, k0 + q, k_end, vec)
 
@@ -113,8 +161,13 @@ def make_mover(extent: int, BK: int, threads: int, k_contiguous: bool):
     else:
         @device_jit
         def _load(l, X, regs, k0, p, q, o0, olim, k_end, vec):
-            regs[4 * l], regs[4 * l + 1], regs[4 * l + 2], regs[4 * l + 3] = load_b4(
-                X, k0 + p + l * stride, o0 + q, k_end, olim, vec)
+            k = k0 + p + l * stride
+            if vec:
+                regs[4 * l], regs[4 * l + 1], regs[4 * l + 2], regs[4 * l + 3] = load_b4(
+                    X, k, o0 + q, k_end, olim, True)
+            else:  # the scalar variant's order: columns ``step`` apart
+                regs[4 * l], regs[4 * l + 1], regs[4 * l + 2], regs[4 * l + 3] = load_b_cols(
+                    X, k, o0 + column(q), step, k_end, olim)
 
         @device_jit
         def _store(l, Xs, regs, p, q):
@@ -139,7 +192,9 @@ def make_parts(cfg: Mapping[str, int], layout: str = "NN") -> Parts:
       ``Bs[k, n]``;
     - ``mma_tile(As, Bs, reg_m, reg_n, thread_results, wm0, wn0)``: BK outer-product steps on
       the thread's WMITER x WNITER tiles, unrolled;
-    - ``store_results(C, thread_results, r0, c0, alpha, beta, M, N, vec)``: the epilogue.
+    - ``store_results(C, thread_results, r0, c0, alpha, beta, M, N, vec)``: the epilogue;
+    - ``b_slot(o)``: the SMEM column of B's tile column ``o`` in the scalar variant
+      (:func:`make_column_order`; a stage that fills SMEM its own way follows it).
     """
     d = tun.derived(cfg, layout)
     BK, BM, BN, WM, WN = cfg["BK"], cfg["BM"], cfg["BN"], cfg["WM"], cfg["WN"]
@@ -160,7 +215,8 @@ def make_parts(cfg: Mapping[str, int], layout: str = "NN") -> Parts:
 
     # --- GMEM -> registers -> SMEM, per operand in its layout
     a_coords, load_a_all, store_a_all = make_mover(BM, BK, NT, a_k_contiguous)
-    b_coords, load_b_all, store_b_all = make_mover(BN, BK, NT, b_k_contiguous)
+    b_column, b_slot = make_column_order(WSUBN, TN)
+    b_coords, load_b_all, store_b_all = make_mover(BN, BK, NT, b_k_contiguous, b_column, LANES_N)
 
     @device_jit
     def load_tiles(Ag, Bg, ra, rb, k0, ap, aq, bp, bq, row0, col0, M, N, k_end, vec):
@@ -194,19 +250,29 @@ def make_parts(cfg: Mapping[str, int], layout: str = "NN") -> Parts:
 
     mma_tile = unroll(BK, _mma_step)
 
-    # --- epilogue: register row m -> C row r0 + (m // TM) * WSUBM + m % TM
+    # --- epilogue: register row m -> C row r0 + (m // TM) * WSUBM + m % TM; register column
+    # wn * TN + j -> C column c0 + wn * WSUBN + j (vector), column(c0 + j) + wn * WSUBN (scalar:
+    # make_column_order; c0 - c0 % WSUBN is a sub-tile's first column)
     @device_jit
     def _store_row(m, C, thread_results, r0, c0, alpha, beta, M, N, vec):
         row = r0 + (m // TM) * WSUBM + m % TM
         for wn in range(WNITER):
             for j in range(0, TN, 4):
                 n = wn * TN + j
-                store_c4(
-                    C, row, c0 + wn * WSUBN + j,
-                    thread_results[m, n], thread_results[m, n + 1],
-                    thread_results[m, n + 2], thread_results[m, n + 3],
-                    alpha, beta, M, N, vec,
-                )
+                if vec:
+                    store_c4(
+                        C, row, c0 + wn * WSUBN + j,
+                        thread_results[m, n], thread_results[m, n + 1],
+                        thread_results[m, n + 2], thread_results[m, n + 3],
+                        alpha, beta, M, N, True,
+                    )
+                else:
+                    store_c_cols(
+                        C, row, b_column(c0 + j) + wn * WSUBN, LANES_N,
+                        thread_results[m, n], thread_results[m, n + 1],
+                        thread_results[m, n + 2], thread_results[m, n + 3],
+                        alpha, beta, M, N,
+                    )
 
     store_results = unroll(WMITER * TM, _store_row)
     return Parts(
@@ -220,6 +286,7 @@ def make_parts(cfg: Mapping[str, int], layout: str = "NN") -> Parts:
         store_tiles=store_tiles,
         mma_tile=mma_tile,
         store_results=store_results,
+        b_slot=b_slot,
     )
 
 

@@ -73,7 +73,8 @@ def smem_bytes(cfg: Mapping[str, int], layout: str = "NN") -> int:
     return cfg["NBUF"] * tun.derived(cfg, layout)["TILE_SMEM_BYTES"]
 
 
-def make_copier(extent: int, BK: int, threads: int, k_contiguous: bool):
+def make_copier(extent: int, BK: int, threads: int, k_contiguous: bool,
+                slot=wt.same_column):
     """``copy_all(Xs, X, k0, tid, o0, olim, K, k_end, vec, full)``: issue this thread's
     cp.async copies of one operand's ``BK x extent`` tile (extent BM for A, BN for B) at ``k0``
     from its 2-D storage view ``X`` into the SMEM buffer ``Xs[k, o]``.
@@ -85,6 +86,9 @@ def make_copier(extent: int, BK: int, threads: int, k_contiguous: bool):
     warp ``w`` copies rows ``w * BK/NW ...`` of the tile, lane ``l`` columns ``l, l + 32, ...``,
     so that a warp's 4-byte copies read 128 contiguous bytes and a thread's copies of one row are
     one address plus constant offsets.
+    ``slot`` (B: ``make_parts``'s ``b_slot``): in the scalar variant (``not vec``), tile column
+    ``o`` goes to SMEM column ``slot(o)``, the order of the FMA core and epilogue
+    (``warptiling.make_column_order``).
     ``full`` (a literal at the call site): the tile lies before ``k_end`` and, for a tile read
     along M (N), the block's columns before ``olim``, so no copy needs a bounds check or a clamp;
     else copies past ``k_end`` zero-fill and every address is clamped into the matrix.
@@ -95,10 +99,12 @@ def make_copier(extent: int, BK: int, threads: int, k_contiguous: bool):
         stride = threads // (BK // 4)  # storage rows of the tile per pass
 
         @device_jit
-        def _copy(j, Xs, X, k0, tid, o0, olim, K, k_end, full):
+        def _copy(j, Xs, X, k0, tid, o0, olim, K, k_end, vec, full):
             o = tid // (BK // 4) + j * stride
             kk = (tid % (BK // 4)) * 4
             src_row = min(o0 + o, olim - 1)  # clamp: rows past M (N) are never stored
+            if not vec:
+                o = slot(o)
             for i in range(4):  # transposing: Xs[k, o] = X[o, k], one element per copy
                 k = k0 + kk + i
                 if full:
@@ -110,7 +116,7 @@ def make_copier(extent: int, BK: int, threads: int, k_contiguous: bool):
 
         @device_jit
         def copy_tile(Xs, X, k0, tid, o0, olim, K, k_end, vec, full):
-            copy_all(Xs, X, k0, tid, o0, olim, K, k_end, full)
+            copy_all(Xs, X, k0, tid, o0, olim, K, k_end, vec, full)
 
         return copy_tile
 
@@ -132,11 +138,12 @@ def make_copier(extent: int, BK: int, threads: int, k_contiguous: bool):
     def _copy1(j, Xs, X, k0, tid, o0, olim, K, k_end, full):
         r = (tid // tun.WARP_SIZE) * rows_per_warp + j // col_groups
         c = tid % tun.WARP_SIZE + (j % col_groups) * tun.WARP_SIZE
+        s = slot(c)  # the scalar variant's SMEM order; the warp still reads 128 bytes in a row
         k = k0 + r
         if full:
-            copy_async(Xs, r, c, X, k, o0 + c, 4, True)
+            copy_async(Xs, r, s, X, k, o0 + c, 4, True)
         else:
-            copy_async(Xs, r, c, X, min(k, K - 1), min(o0 + c, olim - 1), 4, k < k_end)
+            copy_async(Xs, r, s, X, min(k, K - 1), min(o0 + c, olim - 1), 4, k < k_end)
 
     copy4_all = unroll(loads4, _copy4)
     copy1_all = unroll(elems, _copy1)
@@ -161,7 +168,7 @@ def _make_kernel(items: tuple, vec: bool, layout: str = "NN"):
     NT = pt.d["NUM_THREADS"]
     A_ALONG_K, B_ALONG_K = layout[0] == "N", layout[1] == "T"
     copy_a = make_copier(BM, BK, NT, A_ALONG_K)
-    copy_b = make_copier(BN, BK, NT, B_ALONG_K)
+    copy_b = make_copier(BN, BK, NT, B_ALONG_K, pt.b_slot)
     NBUF = cfg["NBUF"]
     WAIT_PENDING = NBUF - 2  # groups allowed in flight when tile t must have landed
     AS_PITCH, BS_PITCH = pt.d["AS_PITCH"], pt.d["BS_PITCH"]
