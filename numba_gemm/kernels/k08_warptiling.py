@@ -86,9 +86,10 @@ def make_column_order(WSUBN: int, TN: int):
 
     The scalar variant's stores are 32-bit (rows of C not 16-byte aligned). With a thread's TN
     columns consecutive, the LANES_N lanes along a row of a warp sub-tile sit TN floats apart, so
-    each store instruction writes 4 of every 16 bytes: a quarter of each 32-byte sector it
-    touches, four times the L2 write traffic of the vector epilogue (ncu at 256 x 50260 x 768:
-    230 against 58 MB through the L1 -> L2 crossbar, 0.524 against 0.462 ms; bench/NOTES.md).
+    each store instruction writes 4 of every 4 * TN bytes: with TN = 4 a quarter of each 32-byte
+    sector it touches, four times the L2 write traffic of the vector epilogue (ncu at 256 x 50260
+    x 768: 230 against 58 MB through the L1 -> L2 crossbar, 0.524 against 0.462 ms;
+    bench/NOTES.md).
     Instead, in each WSUBN-wide sub-tile, lane ``l`` of a row holds columns ``l, l + LANES_N,
     ..., l + (TN - 1) * LANES_N``: the row's lanes store LANES_N consecutive floats per
     instruction. SMEM keeps the order the FMA core reads (a thread's TN floats contiguous, one
