@@ -111,10 +111,14 @@ def serves(st: Stage, g: Geometry) -> str | None:
 #: same kernel (``kernels._splitk``): a tail after the main loop of ``REDUCE_LEVEL_MS`` per level
 #: of the sum (a fence, an atomic and a barrier) plus ``REDUCE_ROUND_MS`` per round of loads and
 #: item of a thread (each thread loads up to ``FIXUP_DEPTH`` partials of four columns at once and
-#: waits one L2 latency), and the partial products' extra traffic, written once and read once
-#: (2 * SPLITK * M * N floats) at an assumed effective 2.5 TB/s. Fitted on an H200: one-level
-#: sums of 64 partials of a 128 x 256 tile (256 threads, 32 items each, 8 rounds at depth 8)
-#: took ~65 us more than two-level ones (2 rounds): 0.35 us per round and item. (The two-kernel
+#: waits one L2 latency; a two-level sum of the tiled stages loads several items' partials per
+#: round, ``_splitk.items_per_round``), and the partial products' extra traffic, written once and
+#: read once (2 * SPLITK * M * N floats) at an assumed effective 2.5 TB/s. Fitted on an H200:
+#: one-level sums of 64 partials of a 128 x 256 tile (256 threads, 32 items each, 8 rounds at
+#: depth 8) took ~65 us more than two-level ones (2 rounds): 0.35 us per round and item. On an
+#: H100 at 256 x 256 x 65536 (32 slices of 64 x 128 tiles) the model gives 20.9 us with one item
+#: a round and 12.5 us with four; the kernel less one that sums nothing measured 25 and 12.4 us.
+#: (The two-kernel
 #: form this replaced cost a second launch: cuLaunchKernel measured 3.9 us on the H200 host,
 #: bench/results/nvidia-h200/2026-11-22-call-path.)
 REDUCE_LEVEL_MS = 0.0015
@@ -137,7 +141,9 @@ def reduce_ms(splits: int, M: int, N: int, cfg: Mapping[str, int]) -> float:
         return 0.0
     gs, g = _splitk.groups(splits)
     bm, bn, _ = tuning.tile_of(cfg)
-    items = cdiv(bm * bn // 4, block_threads(cfg))
+    nt = block_threads(cfg)
+    wide = "WM" in cfg  # the tiled stages' fixup (``_tunable.make_epilogue``)
+    items = cdiv(cdiv(bm * bn // 4, nt), _splitk.items_per_round(bm, bn, nt, splits, wide))
     rounds = cdiv(gs, _splitk.FIXUP_DEPTH) + (cdiv(g, _splitk.FIXUP_DEPTH) if g > 1 else 0)
     return ((1 if g == 1 else 2) * REDUCE_LEVEL_MS + rounds * items * REDUCE_ROUND_MS
             + 2 * splits * M * N * 4 / REDUCE_BYTES_PER_MS)

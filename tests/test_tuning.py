@@ -324,11 +324,23 @@ def test_split_k_reduction_is_priced(fake_gpu):
     assert estimate_ms(split, 64, 64, 64, sms=132) > REDUCE_LEVEL_MS
     assert estimate_ms(plain, 64, 64, 64, sms=132) < estimate_ms(split, 64, 64, 64, sms=132)
     # the last blocks' sums: 64 slices in one level would take 4 rounds of 16 loads, in two
-    # levels (8 groups of 8) one round each; a 128 x 128 tile of 4 warps: 32 items a thread
+    # levels (8 groups of 8) one round each; a 128 x 128 tile of 4 warps: 32 items a thread,
+    # 3 to a round (24 partials in flight: _splitk.ROUND_LOADS), so 11 rounds a level
     big = dict(TINY, BM=128, BN=128, WM=64, WN=64)
     traffic = 2 * 64 * 256 * 256 * 4 / 2.5e9
     assert reduce_ms(64, 256, 256, big) == pytest.approx(
-        2 * REDUCE_LEVEL_MS + 2 * 32 * REDUCE_ROUND_MS + traffic)
+        2 * REDUCE_LEVEL_MS + 2 * 11 * REDUCE_ROUND_MS + traffic)
+
+
+def test_items_per_round_only_for_two_level_sums_of_wide_threads():
+    from numba_gemm.kernels._splitk import ROUND_LOADS, items_per_round
+
+    assert ROUND_LOADS == 24
+    assert items_per_round(64, 128, 128, 32, wide=True) == 4  # groups of 6: 24 // 6
+    assert items_per_round(64, 128, 128, 64, wide=True) == 3  # groups of 8
+    assert items_per_round(64, 128, 128, 16, wide=True) == 1  # one level
+    assert items_per_round(64, 128, 128, 32, wide=False) == 1  # the skinny stages
+    assert items_per_round(8, 16, 32, 32, wide=True) == 1  # one item per thread
 
 
 def test_tuning_is_read_once_until_reload(tmp_path, monkeypatch, fake_gpu):
@@ -565,3 +577,35 @@ def test_committed_measured_shapes_are_valid():
                 for c in r["candidates"]:
                     numba_gemm.get_stage(c["stage"]).with_config(c["config"])
                     assert tuning._valid_candidate(dict(c, shape=r["shape"]), stream_k=True)
+
+
+@pytest.mark.parametrize("depth, ipr, n, step, vec", [
+    (2, 3, 5, 1, False),  # rounds of 3 items (the last round part-filled), a short last load
+    (4, 1, 4, 2, True),  # every other slice
+    (3, 2, 7, 1, True),
+])
+def test_tile_sum_adds_rounds_of_items_in_slice_order(depth, ipr, n, step, vec, rng):
+    """``_splitk.make_tile_sum`` with ``ipr`` items per round: each element of the tile's part
+    inside M x N is alpha times its partials added in slice order (the same bits as a float32 sum
+    in that order); outside, nothing is written."""
+    from numba_gemm.kernels._splitk import make_tile_sum
+
+    BM, BN, NT = 8, 16, 8  # 32 items, 4 per thread
+    M, N = 13, 24 if vec else 22  # the tile at (8, 16) keeps 5 rows and 8 or 6 columns
+    S = n * step
+    sum_tile = make_tile_sum(BM, BN, NT, depth, ipr)
+
+    @cuda.jit
+    def kernel(W, D):
+        sum_tile(W, D, 0, step, n, M, 0, 0, S * M, N, 0, 8, 16, M, N, np.float32(0.5),
+                 np.float32(0.0), vec)
+
+    W = randn(rng, (S * M, N))
+    d_d = cuda.to_device(np.full((M, N), np.nan, np.float32))
+    kernel[1, NT](cuda.to_device(W), d_d)
+    want = np.full((M, N), np.nan, np.float32)
+    acc = np.zeros((5, N - 16), np.float32)
+    for u in range(n):
+        acc += W[u * step * M + 8: u * step * M + 13, 16:]
+    want[8:, 16:] = np.float32(0.5) * acc
+    assert np.array_equal(d_d.copy_to_host(), want, equal_nan=True)

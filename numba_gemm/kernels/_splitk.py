@@ -10,6 +10,8 @@ rounding whichever block arrives last, so results are deterministic), writes
 ``C = alpha * sum + beta * C`` and sets the counter back to 0 for the next call. Past 16 slices
 the sum has two levels (:func:`groups`): groups of ~sqrt(S) consecutive slices, each summed by
 its own last arrival, then the group sums, by the last group to finish; still a fixed order.
+The sums are bound by L2 latency (one block per tile or group), so the tiled stages' threads load
+the partials of several items before they add any (:func:`items_per_round`).
 No second kernel: one launch per product, so no second ``cuLaunchKernel`` on the host
 (~4-5 us of Python and driver per launch on the H200 host) and no kernel boundary on the GPU.
 
@@ -87,7 +89,7 @@ def arrive(L, c, count):
     return last
 
 
-def make_tile_sum(BM: int, BN: int, NT: int, depth: int):
+def make_tile_sum(BM: int, BN: int, NT: int, depth: int, ipr: int = 1):
     """``sum_tile(Wg, Dg, z_first, z_step, n, zrows, wr0, wc0, wrows, wcols, d_row0, row0, col0,
     M, N, alpha, beta, vec)``: over a ``BM x BN`` C tile at ``(row0, col0)``, rows
     ``d_row0 + [0, M)`` of ``Dg`` = ``alpha * (sum of n partials) + beta * Dg`` (Dg not read when
@@ -95,8 +97,21 @@ def make_tile_sum(BM: int, BN: int, NT: int, depth: int):
     order. Slice z's value of element ``(row, col)`` is at ``Wg[z * zrows + row - wr0, col -
     wc0]`` (``Wg``: ``wrows x wcols``): split-K keeps whole ``M x N`` slices (``zrows = M``,
     ``wr0 = wc0 = 0``), stream-K one ``BM x BN`` tile per slot (``zrows = BM``, ``wr0, wc0 =
-    row0, col0``). ``NT`` threads, four columns each per item, ``depth`` partials loaded before
-    they are added."""
+    row0, col0``). ``NT`` threads; an *item* is four columns of one row; each round a thread
+    loads ``depth`` partials of each of ``ipr`` items (items ``o, o + NT, ...``) before it adds
+    them, item by item in slice order (:func:`items_per_round`).
+
+    ``ipr == 1`` keeps a form of its own, one item per round with the item's bounds checked
+    once: with the several-item form at one item, ptxas gave the 64 x 128 tile's whole kernel
+    167 registers instead of 199 and the kernel ran 2-5 % slower (bench/NOTES.md).
+    """
+    if ipr == 1:
+        return _item_sum(BM, BN, NT, depth)
+    return _round_sum(BM, BN, NT, depth, ipr)
+
+
+def _item_sum(BM: int, BN: int, NT: int, depth: int):
+    """:func:`make_tile_sum` with one item per round."""
     CG = BN // 4  # threads per row of the tile: four columns each
     ITEMS = BM * CG
     fetch, add = unroll(depth, _fetch), unroll(depth, _add)
@@ -122,6 +137,70 @@ def make_tile_sum(BM: int, BN: int, NT: int, depth: int):
     return sum_tile
 
 
+def _round_sum(BM: int, BN: int, NT: int, depth: int, ipr: int):
+    """:func:`make_tile_sum` with ``ipr`` items per round."""
+    CG = BN // 4  # items per row of the tile
+    ITEMS = BM * CG
+    LOADS = ipr * depth
+
+    @device_jit
+    def place(o, row0, col0, M, N):
+        # (valid, row, col) of item o of the tile
+        r = o // CG
+        row = row0 + r
+        col = col0 + 4 * (o - r * CG)
+        return o < ITEMS and row < M and col < N, row, col
+
+    @device_jit
+    def fetch_one(v, part, Wg, z_first, z_step, u0, n, zrows, wr0, wc0, wrows, wcols, o0,
+                  row0, col0, M, N, vec):
+        # load v: the (u0 + v % depth)-th partial of item o0 + (v // depth) * NT (zeros past
+        # the n-th partial or outside the tile): slice z's element at workspace row
+        # z * zrows + row - wr0, column col - wc0
+        u = u0 + v % depth
+        ok, row, col = place(o0 + (v // depth) * NT, row0, col0, M, N)
+        z = z_first + u * z_step if u < n and ok else wrows  # wrows: past the workspace
+        part[v, 0], part[v, 1], part[v, 2], part[v, 3] = load_b4(
+            Wg, z * zrows + row - wr0, col - wc0, wrows, wcols, vec)
+
+    @device_jit
+    def add_one(v, part, acc):
+        j = v // depth
+        acc[j, 0] += part[v, 0]
+        acc[j, 1] += part[v, 1]
+        acc[j, 2] += part[v, 2]
+        acc[j, 3] += part[v, 3]
+
+    @device_jit
+    def zero_one(j, acc):
+        acc[j, 0] = acc[j, 1] = acc[j, 2] = acc[j, 3] = float32(0.0)
+
+    @device_jit
+    def store_one(j, acc, Dg, o0, d_row0, row0, col0, M, N, alpha, beta, vec):
+        ok, row, col = place(o0 + j * NT, row0, col0, M, N)
+        if ok:
+            store_c4(Dg, d_row0 + row, col, acc[j, 0], acc[j, 1], acc[j, 2], acc[j, 3], alpha,
+                     beta, d_row0 + M, N, vec)
+
+    fetch, add = unroll(LOADS, fetch_one), unroll(LOADS, add_one)
+    zero, store = unroll(ipr, zero_one), unroll(ipr, store_one)
+
+    @device_jit
+    def sum_tile(Wg, Dg, z_first, z_step, n, zrows, wr0, wc0, wrows, wcols, d_row0, row0, col0,
+                 M, N, alpha, beta, vec):
+        part = cuda.local.array((LOADS, 4), float32)  # registers: every index is a constant
+        acc = cuda.local.array((ipr, 4), float32)
+        for o0 in range(cuda.threadIdx.x, ITEMS, NT * ipr):
+            zero(acc)
+            for u0 in range(0, n, depth):
+                fetch(part, Wg, z_first, z_step, u0, n, zrows, wr0, wc0, wrows, wcols, o0,
+                      row0, col0, M, N, vec)
+                add(part, acc)
+            store(acc, Dg, o0, d_row0, row0, col0, M, N, alpha, beta, vec)
+
+    return sum_tile
+
+
 def groups(SPLITK: int) -> tuple[int, int]:
     """``(GS, G)``: the slices of a tile are summed in G groups of GS consecutive slices (the last
     group may be smaller), then the G group sums. One level (``(SPLITK, 1)``) up to
@@ -141,9 +220,32 @@ def counters_per_tile(SPLITK: int) -> int:
     return 1 if g == 1 else g + 1
 
 
-def make_fixup(BM: int, BN: int, NT: int, SPLITK: int):
+#: Partials a thread of a two-level tile sum loads per round, over several items
+#: (:func:`items_per_round`): 24 float4s, 96 registers (the tiled kernels' 64-128 accumulators
+#: are dead by then). 4 items of groups of 6 partials: measured in bench/NOTES.md.
+ROUND_LOADS = 24
+
+
+def items_per_round(BM: int, BN: int, NT: int, SPLITK: int, wide: bool) -> int:
+    """Items (four columns of one row each) a thread of a ``BM x BN`` tile's sum takes per round
+    of loads, for ``SPLITK`` slices: with ``wide`` (threads with registers to spare: the tiled
+    stages' accumulators) and two levels (:func:`groups`), as many as keep
+    :data:`ROUND_LOADS` partials in flight (at most the thread's items); else 1. Each round
+    waits one L2 latency: a 64 x 128 tile of 128 threads at 32 slices (groups of 6) takes 4
+    rounds per level, not 16 (its kernel 0.229 -> 0.215 ms on an H100 at 256 x 256 x 65536).
+    One-level sums keep one item: there the several-item form changed ptxas's register choice
+    for the whole kernel and lost more than it gained (bench/NOTES.md)."""
+    GS, G = groups(SPLITK)
+    if not wide or G == 1:
+        return 1
+    items = -(-(BM * BN // 4) // NT)
+    return max(1, min(items, ROUND_LOADS // min(max(GS, G), FIXUP_DEPTH)))
+
+
+def make_fixup(BM: int, BN: int, NT: int, SPLITK: int, wide: bool = False):
     """The device function that ends a split-K block of a ``BM x BN`` C tile and ``NT`` threads:
-    ``fixup(Wg, L, Cg, row0, col0, M, N, alpha, beta, vec)``.
+    ``fixup(Wg, L, Cg, row0, col0, M, N, alpha, beta, vec)``. ``wide``: the threads have
+    registers to spare for several items per round of a two-level sum (:func:`items_per_round`).
 
     Every thread of the block calls it after the block has written its slice's partial sums of
     the tile at ``(row0, col0)`` to rows ``z*M + [0, M)`` of ``Wg`` (the workspace, 2-D
@@ -157,7 +259,8 @@ def make_fixup(BM: int, BN: int, NT: int, SPLITK: int):
     """
     GS, G = groups(SPLITK)
     PER_TILE = counters_per_tile(SPLITK)
-    sum_tile = make_tile_sum(BM, BN, NT, min(max(GS, G), FIXUP_DEPTH))
+    depth = min(max(GS, G), FIXUP_DEPTH)
+    sum_tile = make_tile_sum(BM, BN, NT, depth, items_per_round(BM, BN, NT, SPLITK, wide))
 
     @device_jit
     def sum_slices(Wg, Dg, z_first, z_step, n, d_row0, row0, col0, M, N, alpha, beta, vec):

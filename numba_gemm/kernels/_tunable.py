@@ -317,7 +317,7 @@ def make_epilogue(store_results: Callable, BM: int, BN: int, NT: int, SPLITK: in
 
         return sk_epilogue
 
-    fixup = _splitk.make_fixup(BM, BN, NT, SPLITK)
+    fixup = _splitk.make_fixup(BM, BN, NT, SPLITK, wide=True)
 
     @device_jit
     def epilogue(C, W, L, job, acc, r0, c0, M, N, alpha, beta, vec):
