@@ -141,6 +141,7 @@ def test_split_k_matches_reference(splits, rng):
 @pytest.mark.parametrize("name, splits, shape", [
     ("warptiling", 8, (512, 384, 8192)),
     ("double_buffering", 5, (300, 260, 6000)),  # ragged tiles, uneven slices
+    ("double_buffering", 32, (200, 300, 40000)),  # two levels, several items a round
     ("multistage", 16, (256, 512, 16384)),
     ("skinny", 16, (16, 4096, 4096)),
     ("skinny_n", 8, (4096, 16, 4096)),
@@ -324,12 +325,16 @@ def test_split_k_reduction_is_priced(fake_gpu):
     assert estimate_ms(split, 64, 64, 64, sms=132) > REDUCE_LEVEL_MS
     assert estimate_ms(plain, 64, 64, 64, sms=132) < estimate_ms(split, 64, 64, 64, sms=132)
     # the last blocks' sums: 64 slices in one level would take 4 rounds of 16 loads, in two
-    # levels (8 groups of 8) one round each; a 128 x 128 tile of 4 warps: 32 items a thread,
-    # 3 to a round (24 partials in flight: _splitk.ROUND_LOADS), so 11 rounds a level
+    # levels (8 groups of 8) one round each; a 128 x 128 tile of 4 warps: 32 items a thread, one
+    # a round (128 accumulators a thread: _splitk.items_per_round)
     big = dict(TINY, BM=128, BN=128, WM=64, WN=64)
     traffic = 2 * 64 * 256 * 256 * 4 / 2.5e9
     assert reduce_ms(64, 256, 256, big) == pytest.approx(
-        2 * REDUCE_LEVEL_MS + 2 * 11 * REDUCE_ROUND_MS + traffic)
+        2 * REDUCE_LEVEL_MS + 2 * 32 * REDUCE_ROUND_MS + traffic)
+    # with 8 warps, 64 accumulators a thread: 3 items a round (24 partials in flight), 6 rounds
+    wide = dict(big, WM=32)
+    assert reduce_ms(64, 256, 256, wide) == pytest.approx(
+        2 * REDUCE_LEVEL_MS + 2 * 6 * REDUCE_ROUND_MS + traffic)
 
 
 def test_items_per_round_only_for_two_level_sums_of_wide_threads():
@@ -341,6 +346,7 @@ def test_items_per_round_only_for_two_level_sums_of_wide_threads():
     assert items_per_round(64, 128, 128, 16, wide=True) == 1  # one level
     assert items_per_round(64, 128, 128, 32, wide=False) == 1  # the skinny stages
     assert items_per_round(8, 16, 32, 32, wide=True) == 1  # one item per thread
+    assert items_per_round(128, 256, 256, 64, wide=True) == 1  # 128 accumulators a thread
 
 
 def test_tuning_is_read_once_until_reload(tmp_path, monkeypatch, fake_gpu):

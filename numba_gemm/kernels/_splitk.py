@@ -221,22 +221,28 @@ def counters_per_tile(SPLITK: int) -> int:
 
 
 #: Partials a thread of a two-level tile sum loads per round, over several items
-#: (:func:`items_per_round`): 24 float4s, 96 registers (the tiled kernels' 64-128 accumulators
-#: are dead by then). 4 items of groups of 6 partials: measured in bench/NOTES.md.
+#: (:func:`items_per_round`): 24 float4s, 96 registers. 4 items of groups of 6 partials:
+#: measured in bench/NOTES.md.
 ROUND_LOADS = 24
+#: Accumulators a thread may have (``BM * BN / NT``) for several items per round: with 64 the
+#: tiled kernels run at 167-199 registers, so the dead accumulators and the spare registers hold
+#: the loads; with 128 (233 registers) 3 items per round made the H200's deep-K kernel 3.5 %
+#: slower and 2 items gained nothing.
+ROUND_MAX_ACCUMULATORS = 64
 
 
 def items_per_round(BM: int, BN: int, NT: int, SPLITK: int, wide: bool) -> int:
     """Items (four columns of one row each) a thread of a ``BM x BN`` tile's sum takes per round
-    of loads, for ``SPLITK`` slices: with ``wide`` (threads with registers to spare: the tiled
-    stages' accumulators) and two levels (:func:`groups`), as many as keep
-    :data:`ROUND_LOADS` partials in flight (at most the thread's items); else 1. Each round
-    waits one L2 latency: a 64 x 128 tile of 128 threads at 32 slices (groups of 6) takes 4
-    rounds per level, not 16 (its kernel 0.229 -> 0.215 ms on an H100 at 256 x 256 x 65536).
-    One-level sums keep one item: there the several-item form changed ptxas's register choice
-    for the whole kernel and lost more than it gained (bench/NOTES.md)."""
+    of loads, for ``SPLITK`` slices: with ``wide`` (the tiled stages, whose threads hold
+    ``BM * BN / NT`` accumulators, at most :data:`ROUND_MAX_ACCUMULATORS`) and two levels
+    (:func:`groups`), as many as keep :data:`ROUND_LOADS` partials in flight (at most the
+    thread's items); else 1. Each round waits one L2 latency: a 64 x 128 tile of 128 threads at
+    32 slices (groups of 6) takes 4 rounds per level, not 16 (its kernel 0.229 -> 0.215 ms on an
+    H100 at 256 x 256 x 65536). One-level sums keep one item: there the several-item form
+    changed ptxas's register choice for the whole kernel and lost more than it gained
+    (bench/NOTES.md)."""
     GS, G = groups(SPLITK)
-    if not wide or G == 1:
+    if not wide or G == 1 or BM * BN // NT > ROUND_MAX_ACCUMULATORS:
         return 1
     items = -(-(BM * BN // 4) // NT)
     return max(1, min(items, ROUND_LOADS // min(max(GS, G), FIXUP_DEPTH)))
