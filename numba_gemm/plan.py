@@ -118,9 +118,8 @@ def serves(st: Stage, g: Geometry) -> str | None:
 #: depth 8) took ~65 us more than two-level ones (2 rounds): 0.35 us per round and item. On an
 #: H100 at 256 x 256 x 65536 (32 slices of 64 x 128 tiles) the model gives 20.9 us with one item
 #: a round and 12.5 us with four; the kernel less one that sums nothing measured 25 and 12.4 us.
-#: (The two-kernel
-#: form this replaced cost a second launch: cuLaunchKernel measured 3.9 us on the H200 host,
-#: bench/results/nvidia-h200/2026-11-22-call-path.)
+#: (The two-kernel form this replaced cost a second launch: cuLaunchKernel measured 3.9 us on the
+#: H200 host, bench/results/nvidia-h200/2026-11-22-call-path.)
 REDUCE_LEVEL_MS = 0.0015
 REDUCE_ROUND_MS = 0.00035
 REDUCE_BYTES_PER_MS = 2.5e9
