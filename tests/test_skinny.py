@@ -21,6 +21,8 @@ CASES = [
     (dict(MT=8, BN=16, NT=32, KC=8, SPLITK=3, MINB=0), (9, 40, 50)),
     (dict(MT=16, BN=16, NT=32, KC=16, SPLITK=1, MINB=0), (5, 16, 600)),  # 3 super-chunks of A
     (dict(MT=2, BN=8, NT=32, KC=16, SPLITK=18, MINB=0), (3, 12, 150)),  # 2 levels: 5+5+5+3
+    # a GEMV's B chunk loaded before A is staged: 2 super-chunks of A (4096 + 54), ragged N
+    (dict(MT=1, BN=4, NT=32, KC=32, SPLITK=1, MINB=0), (2, 5, 4150)),
 ]
 
 

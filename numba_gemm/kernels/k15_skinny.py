@@ -10,10 +10,14 @@ k-groups of a block walk interleaved rows of B, so a block streams ``KG`` rows o
 a time, each read exactly once, with ``KC / KG`` loads per thread in flight per chunk. A (small)
 is staged in SMEM by super-chunks of ``MT x KS`` (``As[k, m]``, 16 KB: KS = 256 columns for MT = 16,
 4096 for MT = 1), so the B stream crosses a barrier only every ``KS / KC`` chunks; a warp reads A
-all at once (a broadcast). N / BN blocks alone cannot fill the GPU (32 for N = 4096), so K is
-split over the grid (``SPLITK``) and, inside a block, over the k-groups; the k-groups' partial
-sums meet in SMEM at the end, the K slices in split-K's workspace, summed by the last slice of
-each tile to finish (``_splitk``).
+all at once (a broadcast). With ``MT = 1`` (a GEMV) the first B chunk of each super-chunk is
+loaded before A is staged, so that the two DRAM round trips overlap (at K = 768, a GPT-2
+layer, the whole K is one to three chunks). N / BN blocks alone cannot fill the GPU (32 for
+N = 4096), so K is split over the grid (``SPLITK``) and, inside a block, over the k-groups; the
+k-groups' partial sums meet in SMEM at the end, the K slices in split-K's workspace, summed by
+the last slice of each tile to finish (``_splitk``). Blocks of 512 or 1024 threads with
+``BN = 32 .. 128`` are the GEMV form (cuBLAS's at the 1-token layers): one block per SM, 16-128
+k-groups, K split over the warps of a block first.
 
 Shapes: A ``(M, K)`` in layout N or T (read element by element into SMEM: it is small), B
 ``(K, N)`` row-major (layout N), C ``(M, N)``, float32, batches of strided matrices as the
@@ -90,11 +94,20 @@ def check_config(cfg: Mapping[str, int]) -> None:
 
 
 SPACE = tun.valid_configs(check_config, (
-    dict(MT=mt, BN=bn, NT=nt, KC=kc, SPLITK=s, MINB=0)
-    for mt in (1, 2, 4, 8, 16)
-    for bn, nt in ((128, 128), (128, 256), (256, 256), (64, 256))
-    for kc in (32, 64)
-    for s in (4, 8, 16)))
+    *(dict(MT=mt, BN=bn, NT=nt, KC=kc, SPLITK=s, MINB=0)
+      for mt in (1, 2, 4, 8, 16)
+      for bn, nt in ((128, 128), (128, 256), (256, 256), (64, 256))
+      for kc in (32, 64)
+      for s in (4, 8, 16)),
+    # the GEMV form: 512 or 1024 threads, 2-8 loads of B per thread and chunk, one block per SM
+    # asked of ptxas (without it the GPU's JIT gave some of them more than 128 registers); MT = 8
+    # with 512 threads only (64 registers cannot hold 32 accumulators and a B chunk)
+    *(dict(MT=mt, BN=bn, NT=nt, KC=nt // (bn // 4) * kstep, SPLITK=s, MINB=1)
+      for mt in (1, 8)
+      for bn, nt in ((32, 512), (64, 512), (128, 512), (64, 1024), (128, 1024))
+      if mt * nt <= 4096
+      for kstep in (2, 4, 8)
+      for s in (1, 2, 4))))
 
 
 @functools.cache
@@ -110,6 +123,10 @@ def _make_kernel(items: tuple, vec: bool, layout: str = "NN"):
     ACC, BREG = 4 * MT, 4 * KSTEP  # accumulators and B registers per thread
     # a thread's four columns: n + G * (0, 1, 2, 3); vector variant 4 consecutive (G = 1)
     G = 1 if vec else math.gcd(CG, tun.WARP_SIZE)
+    # one row per block (a GEMV): the first B chunk of each super-chunk is loaded before A is
+    # staged. With more rows the chunk's registers, live across the staging, cost occupancy or
+    # spill (MT = 16: 126 -> 168 registers; 260 bytes of spills at MINB = 2).
+    EARLY_B = MT == 1
 
     @device_jit
     def _load(j, breg, Bg, kc, kg, n, k_end, N):
@@ -216,6 +233,8 @@ def _make_kernel(items: tuple, vec: bool, layout: str = "NN"):
             acc[i] = float32(0.0)
 
         for ks in range(k_begin, k_end, KS):
+            if EARLY_B:  # --- GMEM -> registers: the first B chunk, in flight while A is staged
+                load_chunk(breg, Bg, ks, kg, n, k_end, N)
             cuda.syncthreads()  # everyone is done reading the previous super-chunk of A
             # --- GMEM -> SMEM: As[k, m] = A[m0 + m, ks + k], zeros past M and k_end
             for e in range(A_ELEMS):
@@ -226,7 +245,11 @@ def _make_kernel(items: tuple, vec: bool, layout: str = "NN"):
                     ok = m0 + m < M and ks + k < k_end
                     As[k, m] = A[bz, m0 + m, ks + k] if ok else float32(0.0)
             cuda.syncthreads()  # the super-chunk of A is in SMEM
-            for kc in range(ks, min(ks + KS, k_end), KC):
+            first = ks
+            if EARLY_B:  # --- SMEM (A, broadcast) x registers (B) -> accumulators
+                fma_chunk(acc, breg, As, kg, 0)
+                first = ks + KC
+            for kc in range(first, min(ks + KS, k_end), KC):
                 # --- GMEM -> registers: this thread's rows of the B chunk, all in flight
                 load_chunk(breg, Bg, kc, kg, n, k_end, N)
                 # --- SMEM (A, broadcast) x registers (B) -> accumulators
