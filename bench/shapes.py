@@ -5,7 +5,8 @@ For each shape of ``numba_gemm.bench.sizes.SUITE`` (``--groups`` picks groups, `
 adds or replaces): cuBLAS FP32 (``torch.mm``, TF32 off) and the automatic pick, each checked
 against a float64 product on the GPU (relative Frobenius error, NaN-poisoned output), then timed:
 kernel time (CUDA events behind a hold kernel, median; ``check.time_kernel``) and end-to-end time
-of the public call made back to back (``timing.time_calls``). ``--sweep`` then times every
+of the public call made back to back, its loops and cuBLAS's taken in turn
+(``timing.time_calls_paired``). ``--sweep`` then times every
 candidate the selection could have taken: every configuration of every FP32 stage in the tuning
 data (all classes, winners and alternatives; the tiled stages' also as stream-K) and, where they
 take the shape, every configuration of the regime stages' spaces (skinny, skinny_n); compiled
@@ -244,7 +245,7 @@ def main(argv=None) -> int:
 
     import numba_gemm
     from numba_gemm.check import time_kernel
-    from numba_gemm.timing import time_calls
+    from numba_gemm.timing import time_calls, time_calls_paired
 
     extra = json.loads(args.extra.read_text()) if args.extra else None
     which = dict(stream_k=args.stream_k, spaces=args.spaces, stages=args.stages, extra=extra,
@@ -284,7 +285,7 @@ def main(argv=None) -> int:
         row = dict(gpu=gpu, group=group, M=M, N=N, K=K)
         row["cublas_err"] = err_of(mm)
         row["cublas_kernel_ms"] = time_kernel(mm, reps=args.reps).median
-        row["cublas_e2e_ms"] = time_calls(mm, reps=args.reps).median
+        row["cublas_e2e_ms"] = None  # below: in turn with the public call's loops
         plan = numba_gemm.explain(a, b, out=c)
         row["auto"] = f"{plan.stage.name} {dict(plan.stage.config)} split_k={plan.split_k}"
         row["auto_predicted_ms"] = plan.predicted_ms
@@ -292,10 +293,15 @@ def main(argv=None) -> int:
             run = lambda plan=plan: plan.launch(a, b, c)  # noqa: E731
             row["auto_err"] = err_of(run)
             row["auto_kernel_ms"] = time_kernel(run, reps=args.reps).median
-            row["auto_e2e_ms"] = time_calls(lambda: numba_gemm.sgemm(a, b, out=c),
-                                            reps=args.reps).median
+            # end to end, cuBLAS's loops and the public call's in turn: the same host state for
+            # both (a 10 us call's host time swings by 20-50 % from one second to the next)
+            cub, ours = time_calls_paired([mm, lambda: numba_gemm.sgemm(a, b, out=c)],
+                                          reps=args.reps)
+            row["cublas_e2e_ms"], row["auto_e2e_ms"] = cub.median, ours.median
         except Exception as e:  # noqa: BLE001 - a failing pick is reported
             row["auto_note"] = f"FAILED {type(e).__name__}: {e}"
+        if row["cublas_e2e_ms"] is None:
+            row["cublas_e2e_ms"] = time_calls(mm, reps=args.reps).median
         if args.sweep:
             best = None
             for name, cfg in candidates(M, N, K, **which):

@@ -8,6 +8,7 @@ milliseconds (the bench reports the median):
 - ``time_calls``: **end-to-end time** of a call made back to back as a user makes it: no hold
   kernel; an event before and after a loop of ``calls`` calls; time per call = elapsed / calls.
   Host overhead that the GPU cannot hide (a call slower to issue than its kernel runs) shows here.
+  ``time_calls_paired`` times several calls so, their loops taken in turn (for ratios).
 - ``time_host``: **host time per call**: wall clock (``time.perf_counter``) of a loop of calls,
   read before the final synchronize, divided by the number of calls.
 
@@ -28,7 +29,7 @@ import math
 import statistics
 import time
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -269,23 +270,68 @@ def time_calls(
     s = _warm_up(fn, reps, warmup, calls, stream)
     if calls is None:  # the simulator's times mean nothing: one call per loop there
         calls = 1 if SIMULATOR else calls_per_loop(_calibrate(fn, s), max_loop_ms)
-    out = []
+    return Timing(tuple(_call_loop(fn, calls, s) for _ in range(reps)))
+
+
+def time_calls_paired(
+    fns: Sequence[Callable[[], Any]],
+    *,
+    reps: int = 20,
+    warmup: int = 3,
+    stream: Any = 0,
+) -> list[Timing]:
+    """:func:`time_calls` of several calls, their timed loops taken in turn (A, B, ..., A, B,
+    ...), so that every call is timed under the same host conditions.
+
+    The host time of a 10 us call moves by 20-50 % from one second of a process to the next (at
+    the bench's 1-token GPT-2 layers the same call took 8.2 us in one run and 10.5 us in the
+    next, with the same kernel: ``bench/NOTES.md``). Timed one after the other, two calls' ratio
+    takes that swing for a difference between them; in turn, every loop of one call has a loop
+    of the other beside it.
+
+    Args:
+        fns: the calls to compare, e.g. ``[lambda: torch.mm(a, b, out=c), lambda:
+            numba_gemm.sgemm(a, b, out=c)]``; their GPU work must go to ``stream``.
+        reps: timed loops of each.
+        warmup: untimed calls of each first.
+        stream: the stream the calls use: 0 for the default stream or a Numba stream.
+
+    Returns:
+        One ``Timing`` per call, in the order of ``fns``, each with ``reps`` values (milliseconds
+        per call of one loop; each call's loop length is its own :func:`calls_per_loop`).
+
+    Raises:
+        ValueError: no calls, ``reps < 1`` or ``warmup < 0``.
+    """
+    if not fns:
+        raise ValueError("need at least one call to time")
+    s = None
+    for fn in fns:
+        s = _warm_up(fn, reps, warmup, None, stream)
+    calls = [1 if SIMULATOR else calls_per_loop(_calibrate(fn, s)) for fn in fns]
+    out: list[list[float]] = [[] for _ in fns]
     for _ in range(reps):
-        if SIMULATOR:
-            t0 = time.perf_counter()
-            for _ in range(calls):
-                fn()
-            s.synchronize()
-            out.append((time.perf_counter() - t0) * 1e3 / calls)
-            continue
-        start, end = cuda.event(timing=True), cuda.event(timing=True)
-        start.record(s)
+        for fn, n, values in zip(fns, calls, out, strict=True):
+            values.append(_call_loop(fn, n, s))
+    return [Timing(tuple(v)) for v in out]
+
+
+def _call_loop(fn: Callable[[], Any], calls: int, s: Any) -> float:
+    """Milliseconds per call of one loop of ``calls`` back-to-back calls of ``fn`` on stream
+    ``s``: CUDA events around the loop (on the simulator, the host's clock)."""
+    if SIMULATOR:
+        t0 = time.perf_counter()
         for _ in range(calls):
             fn()
-        end.record(s)
-        end.synchronize()
-        out.append(cuda.event_elapsed_time(start, end) / calls)
-    return Timing(tuple(out))
+        s.synchronize()
+        return (time.perf_counter() - t0) * 1e3 / calls
+    start, end = cuda.event(timing=True), cuda.event(timing=True)
+    start.record(s)
+    for _ in range(calls):
+        fn()
+    end.record(s)
+    end.synchronize()
+    return cuda.event_elapsed_time(start, end) / calls
 
 
 def time_host(

@@ -258,6 +258,28 @@ def test_time_calls_returns_reps_values():
     assert len(t.ms) == 2 and t.median > 0
 
 
+def test_time_calls_paired_takes_the_loops_in_turn():
+    """Each call's warm-up and calibration first, then one timed loop of each in turn."""
+    log = []
+    work = _work()
+
+    def call(name):
+        def fn():
+            log.append(name)
+            work()
+        return fn
+
+    a, b = timing.time_calls_paired([call("a"), call("b")], reps=3, warmup=2)
+    assert len(a.ms) == len(b.ms) == 3 and a.min > 0 and b.min > 0
+    # on the simulator a loop is one call: warm-ups, one calibration loop each, then a, b, ...
+    timed = log[-6:] if check.SIMULATOR else None
+    assert timed is None or timed == ["a", "b"] * 3, log
+    with pytest.raises(ValueError, match="at least one call"):
+        timing.time_calls_paired([])
+    with pytest.raises(ValueError):
+        timing.time_calls_paired([call("a")], reps=0)
+
+
 def test_time_host_returns_reps_values():
     t = timing.time_host(_work(), calls=5, reps=3, warmup=1)
     assert len(t.ms) == 3 and t.min > 0
