@@ -283,11 +283,11 @@ def time_calls_paired(
     """:func:`time_calls` of several calls, their timed loops taken in turn (A, B, ..., A, B,
     ...), so that every call is timed under the same host conditions.
 
-    The host time of a 10 us call moves by 20-50 % from one second of a process to the next (at
-    the bench's 1-token GPT-2 layers the same call took 8.2 us in one run and 10.5 us in the
-    next, with the same kernel: ``bench/NOTES.md``). Timed one after the other, two calls' ratio
-    takes that swing for a difference between them; in turn, every loop of one call has a loop
-    of the other beside it.
+    The host time of a 10 us call can move by 20 % to 2x from one second of a process to the
+    next (at the bench's 1-token GPT-2 layers the same call took 8.2-8.6 us in some runs and
+    10.5 or 17 us in others, with the same kernel: ``bench/NOTES.md``). Timed one after the
+    other, two calls' ratio takes that swing for a difference between them; in turn, every loop
+    of one call has a loop of the other beside it.
 
     Args:
         fns: the calls to compare, e.g. ``[lambda: torch.mm(a, b, out=c), lambda:

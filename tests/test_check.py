@@ -271,7 +271,7 @@ def test_time_calls_paired_takes_the_loops_in_turn():
 
     a, b = timing.time_calls_paired([call("a"), call("b")], reps=3, warmup=2)
     assert len(a.ms) == len(b.ms) == 3 and a.min > 0 and b.min > 0
-    # on the simulator a loop is one call: warm-ups, one calibration loop each, then a, b, ...
+    # on the simulator a loop is one call and nothing is calibrated: warm-ups, then a, b, ...
     timed = log[-6:] if check.SIMULATOR else None
     assert timed is None or timed == ["a", "b"] * 3, log
     with pytest.raises(ValueError, match="at least one call"):
