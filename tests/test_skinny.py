@@ -23,6 +23,10 @@ CASES = [
     (dict(MT=2, BN=8, NT=32, KC=16, SPLITK=18, MINB=0), (3, 12, 150)),  # 2 levels: 5+5+5+3
     # a GEMV's B chunk loaded before A is staged: 2 super-chunks of A (4096 + 54), ragged N
     (dict(MT=1, BN=4, NT=32, KC=32, SPLITK=1, MINB=0), (2, 5, 4150)),
+    # 2-8 rows, chunks in two halves (the next half's loads before this half's FMAs): 3
+    # super-chunks of A (512 + 512 + 76, the last chunk ragged), ragged N; then 128-bit loads
+    (dict(MT=8, BN=16, NT=32, KC=16, SPLITK=1, MINB=0), (6, 21, 1100)),
+    (dict(MT=4, BN=16, NT=32, KC=32, SPLITK=2, MINB=0), (4, 40, 600)),
 ]
 
 

@@ -61,6 +61,30 @@ else:
         return cuda.shfl_xor_sync(FULL_MASK, x, offset)
 
 
+if SIMULATOR:
+
+    def issue_fence():
+        """Simulator path of :func:`issue_fence`: nothing to order (a simulated thread runs its
+        statements one after another)."""
+
+else:
+
+    @device_jit
+    def issue_fence():
+        """A point the GPU's code generator does not move memory instructions across, so that the
+        GMEM loads written before it are all *issued* before the math written after it.
+
+        ptxas interleaves a chunk of register-bound loads with the FMAs that consume them when
+        that keeps fewer registers live: the skinny stage's 16 loads of a B chunk were spread
+        over its 512 FFMAs (68 registers, one or two loads in flight per warp). Not a rule for
+        every kernel: the same fence after double_buffering's next-tile loads made 4096^3 4 %
+        slower (bench/NOTES.md). Emitted as ``__syncwarp()`` (``bar.warp.sync`` with every lane):
+        the caller's warp must be converged, every lane reaching the same call. It exchanges no
+        data, and the loads stay asynchronous: only their first use waits.
+        """
+        cuda.syncwarp(FULL_MASK)
+
+
 def unroll(n, body, start=0):
     """A device function ``f(*args)`` that runs ``body(start, *args); ...; body(n - 1, *args)``.
 

@@ -12,7 +12,10 @@ is staged in SMEM by super-chunks of ``MT x KS`` (``As[k, m]``, 16 KB: KS = 256 
 4096 for MT = 1), so the B stream crosses a barrier only every ``KS / KC`` chunks; a warp reads A
 all at once (a broadcast). With ``MT = 1`` (a GEMV) the first B chunk of each super-chunk is
 loaded before A is staged, so that the two DRAM round trips overlap (at K = 768, a GPT-2
-layer, the whole K is one to three chunks). N / BN blocks alone cannot fill the GPU (32 for
+layer, the whole K is one to three chunks). With 2-8 rows a chunk goes in two halves: the loads
+of the next half are issued (``issue_fence``) before the FMAs of this one, so that a warp always
+has B in flight (left to itself, ptxas spread a chunk's loads over its FMAs, one or two in
+flight). N / BN blocks alone cannot fill the GPU (32 for
 N = 4096), so K is split over the grid (``SPLITK``) and, inside a block, over the k-groups; the
 k-groups' partial sums meet in SMEM at the end, the K slices in split-K's workspace, summed by
 the last slice of each tile to finish (``_splitk``). Blocks of 512 or 1024 threads with
@@ -46,7 +49,7 @@ from ..registry import Stage
 from ..vecmem import SMEM_ALIGN, load4, rows_view, store4
 from . import _splitk
 from . import _tunable as tun
-from ._common import device_jit, kernel_jit, load_b4, load_b_cols, store_c4, unroll
+from ._common import device_jit, issue_fence, kernel_jit, load_b4, load_b_cols, store_c4, unroll
 
 #: MT rows of C per block; BN columns (BN / 4 threads per row of the B tile); NT threads; KC rows
 #: of B per chunk (KC / KG per thread); SPLITK slices of K over the grid; MINB blocks per SM asked
@@ -127,6 +130,13 @@ def _make_kernel(items: tuple, vec: bool, layout: str = "NN"):
     # staged. With more rows the chunk's registers, live across the staging, cost occupancy or
     # spill (MT = 16: 126 -> 168 registers; 260 bytes of spills at MINB = 2).
     EARLY_B = MT == 1
+    # 2-8 rows (PIPE): each chunk in two halves of KSTEP / 2 rows, the next half's loads issued
+    # (issue_fence) before this half's FMAs, so that a warp always has loads in flight. Left to
+    # itself ptxas spreads a chunk's loads over its FMAs (MT = 8: 68 registers, one or two loads
+    # in flight). One row: 4 FMAs a load, nothing to overlap. MT = 16: the fenced chunk took
+    # 167 registers (one block per SM), 28 % slower at 16 x 4096^2 (bench/NOTES.md).
+    PIPE = 2 <= MT <= 8 and KSTEP % 2 == 0
+    KH = KSTEP // 2
 
     @device_jit
     def _load(j, breg, Bg, kc, kg, n, k_end, N):
@@ -171,6 +181,9 @@ def _make_kernel(items: tuple, vec: bool, layout: str = "NN"):
 
     load_chunk = unroll(KSTEP, _load)
     fma_chunk = unroll(KSTEP, _fma)
+    # a chunk's first / second half: rows j in [0, KH) / [KH, KSTEP), registers breg[4j:4j+4]
+    load_half0, load_half1 = unroll(KH, _load), unroll(KSTEP, _load, KH)
+    fma_half0, fma_half1 = unroll(KH, _fma), unroll(KSTEP, _fma, KH)
 
     @device_jit
     def _put(r, acc, red, kg, c, p):
@@ -235,6 +248,8 @@ def _make_kernel(items: tuple, vec: bool, layout: str = "NN"):
         for ks in range(k_begin, k_end, KS):
             if EARLY_B:  # --- GMEM -> registers: the first B chunk, in flight while A is staged
                 load_chunk(breg, Bg, ks, kg, n, k_end, N)
+            elif PIPE:  # the first half chunk
+                load_half0(breg, Bg, ks, kg, n, min(ks + KS, k_end), N)
             cuda.syncthreads()  # everyone is done reading the previous super-chunk of A
             # --- GMEM -> SMEM: As[k, m] = A[m0 + m, ks + k], zeros past M and k_end
             for e in range(A_ELEMS):
@@ -249,11 +264,23 @@ def _make_kernel(items: tuple, vec: bool, layout: str = "NN"):
             if EARLY_B:  # --- SMEM (A, broadcast) x registers (B) -> accumulators
                 fma_chunk(acc, breg, As, kg, 0)
                 first = ks + KC
-            for kc in range(first, min(ks + KS, k_end), KC):
-                # --- GMEM -> registers: this thread's rows of the B chunk, all in flight
-                load_chunk(breg, Bg, kc, kg, n, k_end, N)
-                # --- SMEM (A, broadcast) x registers (B) -> accumulators
-                fma_chunk(acc, breg, As, kg, kc - ks)
+            if PIPE:
+                k_lim = min(ks + KS, k_end)  # past it: zeros, no loads (this super-chunk's end)
+                for kc in range(ks, k_lim, KC):
+                    # --- GMEM -> registers: the chunk's second half, issued before ...
+                    load_half1(breg, Bg, kc, kg, n, k_lim, N)
+                    issue_fence()
+                    # --- ... the first half's FMAs (SMEM A broadcast x registers B)
+                    fma_half0(acc, breg, As, kg, kc - ks)
+                    load_half0(breg, Bg, kc + KC, kg, n, k_lim, N)  # the next chunk's first
+                    issue_fence()
+                    fma_half1(acc, breg, As, kg, kc - ks)
+            else:
+                for kc in range(first, min(ks + KS, k_end), KC):
+                    # --- GMEM -> registers: this thread's rows of the B chunk, all in flight
+                    load_chunk(breg, Bg, kc, kg, n, k_end, N)
+                    # --- SMEM (A, broadcast) x registers (B) -> accumulators
+                    fma_chunk(acc, breg, As, kg, kc - ks)
 
         # --- epilogue: sum the k-groups' partials through SMEM, RM rows at a time; write C, or
         # with SPLITK > 1 this slice's rows of the workspace, and the tile's last slice sums
