@@ -15,10 +15,10 @@ loaded before A is staged, so that the two DRAM round trips overlap (at K = 768,
 layer, the whole K is one to three chunks). With 2-8 rows a chunk goes in two halves: the loads
 of the next half are issued (``issue_fence``) before the FMAs of this one, so that a warp always
 has B in flight (left to itself, ptxas spread a chunk's loads over its FMAs, one or two in
-flight). N / BN blocks alone cannot fill the GPU (32 for
-N = 4096), so K is split over the grid (``SPLITK``) and, inside a block, over the k-groups; the
-k-groups' partial sums meet in SMEM at the end, the K slices in split-K's workspace, summed by
-the last slice of each tile to finish (``_splitk``). Blocks of 512 or 1024 threads with
+flight). N / BN blocks alone cannot fill the GPU (32 for N = 4096), so K is split over the grid
+(``SPLITK``) and, inside a block, over the k-groups; the k-groups' partial sums meet in SMEM at
+the end, the K slices in split-K's workspace, summed by the last slice of each tile to finish
+(``_splitk``). Blocks of 512 or 1024 threads with
 ``BN = 32 .. 128`` are the GEMV form (cuBLAS's at the 1-token layers): one block per SM, 16-128
 k-groups, K split over the warps of a block first.
 
