@@ -25,7 +25,7 @@ TC_SIM_CONFIG_F16 = dict(TC_SIM_CONFIG, BK=16)  # m16n8k16: K steps of 16
 WGMMA_SIM_CONFIG = dict(BM=64, BN=64, BK=64, NBUF=3)
 
 #: The skinny stage on the simulator: 64 threads (its default has 256 and 8 K slices).
-SKINNY_SIM_CONFIG = dict(MT=8, BN=32, NT=64, KC=16, SPLITK=2, MINB=0)
+SKINNY_SIM_CONFIG = dict(MT=8, BN=32, NT=64, KC=16, SPLITK=2, MINB=0, NBUF=0)
 #: The skinny_n stage on the simulator: two warps (its default has eight).
 SKINNY_N_SIM_CONFIG = dict(NB=8, RW=2, NT=64, KC=128, SPLITK=2, MINB=0)
 

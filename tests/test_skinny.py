@@ -15,22 +15,31 @@ from numba_gemm.kernels import k15_skinny, k16_skinny_n
 from numba_gemm.plan import split_options
 
 CASES = [
-    (dict(MT=1, BN=8, NT=32, KC=32, SPLITK=2, MINB=0), (3, 9, 70)),  # 3 row blocks of 1
-    (dict(MT=2, BN=8, NT=32, KC=16, SPLITK=2, MINB=0), (2, 13, 21)),
-    (dict(MT=4, BN=16, NT=32, KC=8, SPLITK=1, MINB=0), (3, 37, 29)),  # N ragged: scalar loads
-    (dict(MT=8, BN=16, NT=32, KC=8, SPLITK=3, MINB=0), (9, 40, 50)),
-    (dict(MT=16, BN=16, NT=32, KC=16, SPLITK=1, MINB=0), (5, 16, 600)),  # 3 super-chunks of A
-    (dict(MT=2, BN=8, NT=32, KC=16, SPLITK=18, MINB=0), (3, 12, 150)),  # 2 levels: 5+5+5+3
+    (dict(MT=1, BN=8, NT=32, KC=32, SPLITK=2, MINB=0, NBUF=0), (3, 9, 70)),  # 3 row blocks
+    (dict(MT=2, BN=8, NT=32, KC=16, SPLITK=2, MINB=0, NBUF=0), (2, 13, 21)),
+    # N ragged: scalar loads
+    (dict(MT=4, BN=16, NT=32, KC=8, SPLITK=1, MINB=0, NBUF=0), (3, 37, 29)),
+    (dict(MT=8, BN=16, NT=32, KC=8, SPLITK=3, MINB=0, NBUF=0), (9, 40, 50)),
+    # 3 super-chunks of A; then K in two levels of slices (5 + 5 + 5 + 3)
+    (dict(MT=16, BN=16, NT=32, KC=16, SPLITK=1, MINB=0, NBUF=0), (5, 16, 600)),
+    (dict(MT=2, BN=8, NT=32, KC=16, SPLITK=18, MINB=0, NBUF=0), (3, 12, 150)),
     # a GEMV's B chunk loaded before A is staged: 2 super-chunks of A (4096 + 54), ragged N
-    (dict(MT=1, BN=4, NT=32, KC=32, SPLITK=1, MINB=0), (2, 5, 4150)),
+    (dict(MT=1, BN=4, NT=32, KC=32, SPLITK=1, MINB=0, NBUF=0), (2, 5, 4150)),
     # 2-8 rows, chunks in two halves (the next half's loads before this half's FMAs): 3
     # super-chunks of A (512 + 512 + 76, the last chunk ragged), ragged N; then 128-bit loads
-    (dict(MT=8, BN=16, NT=32, KC=16, SPLITK=1, MINB=0), (6, 21, 1100)),
-    (dict(MT=4, BN=16, NT=32, KC=32, SPLITK=2, MINB=0), (4, 40, 600)),
+    (dict(MT=8, BN=16, NT=32, KC=16, SPLITK=1, MINB=0, NBUF=0), (6, 21, 1100)),
+    (dict(MT=4, BN=16, NT=32, KC=32, SPLITK=2, MINB=0, NBUF=0), (4, 40, 600)),
+    # B through a ring of NBUF chunks in SMEM (cp.async): 69 chunks round a ring of 3 over 3
+    # super-chunks of A, ragged N (4-byte copies); 128-bit copies into a ring of 2 over two
+    # slices; a ring of 4 deeper than each slice (3 + 3 + 1 chunks: empty groups), 3 row blocks
+    (dict(MT=8, BN=16, NT=32, KC=16, SPLITK=1, MINB=0, NBUF=3), (6, 21, 1100)),
+    (dict(MT=4, BN=16, NT=32, KC=32, SPLITK=2, MINB=0, NBUF=2), (4, 40, 600)),
+    (dict(MT=1, BN=8, NT=32, KC=16, SPLITK=3, MINB=0, NBUF=4), (3, 12, 100)),
 ]
 
 
-@pytest.mark.parametrize("cfg, shape", CASES, ids=[f"MT{c['MT']}-S{c['SPLITK']}" for c, _ in CASES])
+@pytest.mark.parametrize("cfg, shape", CASES,
+                         ids=[f"MT{c['MT']}-S{c['SPLITK']}-NBUF{c['NBUF']}" for c, _ in CASES])
 @pytest.mark.parametrize("beta", [0.0, 0.5])
 def test_skinny_configs(cfg, shape, beta, rng):
     stage = numba_gemm.get_stage("skinny").with_config(cfg)

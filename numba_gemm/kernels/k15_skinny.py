@@ -10,15 +10,20 @@ k-groups of a block walk interleaved rows of B, so a block streams ``KG`` rows o
 a time, each read exactly once, with ``KC / KG`` loads per thread in flight per chunk. A (small)
 is staged in SMEM by super-chunks of ``MT x KS`` (``As[k, m]``, 16 KB: KS = 256 columns for MT = 16,
 4096 for MT = 1), so the B stream crosses a barrier only every ``KS / KC`` chunks; a warp reads A
-all at once (a broadcast). With ``MT = 1`` (a GEMV) the first B chunk of each super-chunk is
-loaded before A is staged, so that the two DRAM round trips overlap (at K = 768, a GPT-2
-layer, the whole K is one to three chunks). With 2-8 rows a chunk goes in two halves: the loads
-of the next half are issued (``issue_fence``) before the FMAs of this one, so that a warp always
-has B in flight (left to itself, ptxas spread a chunk's loads over its FMAs, one or two in
-flight). N / BN blocks alone cannot fill the GPU (32 for N = 4096), so K is split over the grid
+all at once (a broadcast). A's elements are 4-byte ``cp.async`` copies (``numba_gemm.cpasync``),
+all of a thread's in flight at once. With ``MT = 1`` (a GEMV) the first B chunk of each
+super-chunk is loaded before A is staged, so that the two DRAM round trips overlap (at K = 768,
+a GPT-2 layer, the whole K is one to three chunks). With 2-8 rows a chunk goes in two halves:
+the loads of the next half are issued (``issue_fence``) before the FMAs of this one, so that a
+warp always has B in flight (left to itself, ptxas spread a chunk's loads over its FMAs, one or
+two in flight). N / BN blocks alone cannot fill the GPU (32 for N = 4096), so K is split over the grid
 (``SPLITK``) and, inside a block, over the k-groups; the k-groups' partial sums meet in SMEM at
 the end, the K slices in split-K's workspace, summed by the last slice of each tile to finish
-(``_splitk``). Blocks of 512 or 1024 threads with
+(``_splitk``). With ``NBUF > 0`` B does not pass through registers: a ring of NBUF chunks in
+SMEM is filled by 16-byte ``cp.async`` copies NBUF - 1 chunks ahead of the FMAs, each thread
+copying (and later reading) only its own rows and columns of a chunk, so the ring needs no
+barrier; the registers then hold the accumulators alone (2-4 blocks per SM at MT = 8-16), and the
+ring's SMEM takes the k-groups' partial sums at the end. Blocks of 512 or 1024 threads with
 ``BN = 32 .. 128`` are the GEMV form (cuBLAS's at the 1-token layers): one block per SM, 16-128
 k-groups, K split over the warps of a block first.
 
@@ -33,7 +38,8 @@ columns per thread would leave 12 of every 16 bytes a warp's load touches unused
 
 Source: the split-K GEMV of the "GEMM with few rows" regime, as in NVIDIA CUTLASS's
 ``GemvBatched`` / ``GemmSplitKParallel``; the roofline argument (bytes of B per flop) from
-Williams, Waterman and Patterson, "Roofline" (CACM 2009).
+Williams, Waterman and Patterson, "Roofline" (CACM 2009); the ring of asynchronous copies from
+CUTLASS's sm_80 ``MmaMultistage`` and the PTX ISA's ``cp.async``.
 """
 
 from __future__ import annotations
@@ -44,6 +50,7 @@ from collections.abc import Mapping
 
 from numba import cuda, float32
 
+from ..cpasync import commit, copy_async, wait
 from ..launch import tile_grid
 from ..registry import Stage
 from ..vecmem import SMEM_ALIGN, load4, rows_view, store4
@@ -53,27 +60,34 @@ from ._common import device_jit, issue_fence, kernel_jit, load_b4, load_b_cols, 
 
 #: MT rows of C per block; BN columns (BN / 4 threads per row of the B tile); NT threads; KC rows
 #: of B per chunk (KC / KG per thread); SPLITK slices of K over the grid; MINB blocks per SM asked
-#: of ptxas (0: none).
-DEFAULT_CONFIG = dict(MT=16, BN=128, NT=256, KC=64, SPLITK=8, MINB=0)
+#: of ptxas (0: none); NBUF chunks of B in an SMEM ring filled by cp.async (0: B in registers).
+DEFAULT_CONFIG = dict(MT=16, BN=128, NT=256, KC=64, SPLITK=8, MINB=0, NBUF=0)
 
-KEYS = ("MT", "BN", "NT", "KC", "SPLITK", "MINB")
+KEYS = ("MT", "BN", "NT", "KC", "SPLITK", "MINB", "NBUF")
 #: SMEM for the k-groups' partial sums: rows of C reduced per pass so that they fit this.
 REDUCE_SMEM = 16 * 1024
 #: SMEM for A: a super-chunk of KS = A_SMEM / (4 MT) columns (a multiple of KC) is staged at once,
 #: so that the B stream runs KS / KC chunks between two barriers.
 A_SMEM = 16 * 1024
+#: Static SMEM of a block (the CUDA limit without the dynamic opt-in): with a ring of B chunks
+#: (NBUF > 0) A's super-chunk gets what the ring leaves, at most A_SMEM.
+STATIC_SMEM = 48 * 1024
 #: The largest M the stage takes: beyond it B is read M / MT times and the tiled stages win.
 MAX_M = 64
 
 
 def derived(cfg: Mapping[str, int]) -> dict:
     """CG threads per B row, KG k-groups, KSTEP loads per thread and chunk, RM rows per pass of
-    the final reduction, KS columns of A per super-chunk in SMEM."""
+    the final reduction, BS_ROWS rows of the SMEM array that holds the ring of B chunks (NBUF > 0)
+    and then the k-groups' partial sums, KS columns of A per super-chunk in SMEM, SMEM bytes."""
     cg = cfg["BN"] // 4
     kg = max(cfg["NT"] // max(cg, 1), 1)
     rm = max(1, min(cfg["MT"], REDUCE_SMEM // (4 * kg * cfg["BN"])))
-    ks = max(cfg["KC"], A_SMEM // (4 * cfg["MT"]) // cfg["KC"] * cfg["KC"])
-    return dict(CG=cg, KG=kg, KSTEP=cfg["KC"] // kg, RM=rm, KS=ks)
+    bs_rows = max(cfg["NBUF"] * cfg["KC"], kg * rm)
+    a_smem = A_SMEM if not cfg["NBUF"] else min(A_SMEM, STATIC_SMEM - 4 * bs_rows * cfg["BN"])
+    ks = max(cfg["KC"], a_smem // (4 * cfg["MT"]) // cfg["KC"] * cfg["KC"])
+    return dict(CG=cg, KG=kg, KSTEP=cfg["KC"] // kg, RM=rm, BS_ROWS=bs_rows, KS=ks,
+                SMEM=4 * (bs_rows * cfg["BN"] + ks * cfg["MT"]))
 
 
 def check_config(cfg: Mapping[str, int]) -> None:
@@ -93,19 +107,29 @@ def check_config(cfg: Mapping[str, int]) -> None:
         (1 <= cfg["SPLITK"] <= 64, "SPLITK must be 1-64"),
         (0 <= cfg["MINB"] <= 8 and cfg["MINB"] * cfg["NT"] <= 2048,
          "MINB must be 0-8 and MINB * NT <= 2048"),
+        (cfg["NBUF"] == 0 or 2 <= cfg["NBUF"] <= 8, "NBUF must be 0 (B in registers) or 2-8"),
+        (d["SMEM"] <= STATIC_SMEM, f"the B ring, A's super-chunk and the sums need "
+         f"{d['SMEM']} bytes of SMEM, more than {STATIC_SMEM}"),
     ])
 
 
 SPACE = tun.valid_configs(check_config, (
-    *(dict(MT=mt, BN=bn, NT=nt, KC=kc, SPLITK=s, MINB=0)
+    *(dict(MT=mt, BN=bn, NT=nt, KC=kc, SPLITK=s, MINB=0, NBUF=0)
       for mt in (1, 2, 4, 8, 16)
       for bn, nt in ((128, 128), (128, 256), (256, 256), (64, 256))
       for kc in (32, 64)
       for s in (4, 8, 16)),
+    # the cp.async ring: 2-8 copies of B per thread and chunk, 3-6 chunks, up to 4 blocks per SM
+    *(dict(MT=mt, BN=bn, NT=nt, KC=nt // (bn // 4) * kstep, SPLITK=s, MINB=0, NBUF=nbuf)
+      for mt in (1, 4, 8, 16)
+      for bn, nt in ((128, 128), (64, 128), (128, 256), (256, 256))
+      for kstep in (2, 4, 8)
+      for nbuf in (3, 4, 6)
+      for s in (8, 16, 32)),
     # the GEMV form: 512 or 1024 threads, 2-8 loads of B per thread and chunk, one block per SM
     # asked of ptxas (without it the GPU's JIT gave some of them more than 128 registers); MT = 8
     # with 512 threads only (64 registers cannot hold 32 accumulators and a B chunk)
-    *(dict(MT=mt, BN=bn, NT=nt, KC=nt // (bn // 4) * kstep, SPLITK=s, MINB=1)
+    *(dict(MT=mt, BN=bn, NT=nt, KC=nt // (bn // 4) * kstep, SPLITK=s, MINB=1, NBUF=0)
       for mt in (1, 8)
       for bn, nt in ((32, 512), (64, 512), (128, 512), (64, 1024), (128, 1024))
       if mt * nt <= 4096
@@ -116,26 +140,26 @@ SPACE = tun.valid_configs(check_config, (
 @functools.cache
 def _make_kernel(items: tuple, vec: bool, layout: str = "NN"):
     cfg = dict(items)
-    MT, BN, NT, KC, SPLITK, MINB = (cfg[k] for k in KEYS)
+    MT, BN, NT, KC, SPLITK, MINB, NBUF = (cfg[k] for k in KEYS)
     d = derived(cfg)
     CG, KG, KSTEP, RM = d["CG"], d["KG"], d["KSTEP"], d["RM"]
     A4 = MT % 4 == 0  # A's chunk read four rows at a time (SMEM rows 16-byte aligned)
-    KS = d["KS"]
+    KS, BS_ROWS = d["KS"], d["BS_ROWS"]
+    WAIT_PENDING = max(NBUF - 2, 0)  # copy groups left in flight when a chunk must have landed
     A_ELEMS = (KS * MT + NT - 1) // NT  # A super-chunk elements per thread
-    RED_ROWS = KG * RM  # SMEM rows of the final reduction: RM rows of C per k-group
     ACC, BREG = 4 * MT, 4 * KSTEP  # accumulators and B registers per thread
     # a thread's four columns: n + G * (0, 1, 2, 3); vector variant 4 consecutive (G = 1)
     G = 1 if vec else math.gcd(CG, tun.WARP_SIZE)
     # one row per block (a GEMV): the first B chunk of each super-chunk is loaded before A is
     # staged. With more rows the chunk's registers, live across the staging, cost occupancy or
     # spill (MT = 16: 126 -> 168 registers; 260 bytes of spills at MINB = 2).
-    EARLY_B = MT == 1
+    EARLY_B = MT == 1 and not NBUF
     # 2-8 rows (PIPE): each chunk in two halves of KSTEP / 2 rows, the next half's loads issued
     # (issue_fence) before this half's FMAs, so that a warp always has loads in flight. Left to
     # itself ptxas spreads a chunk's loads over its FMAs (MT = 8: 68 registers, one or two loads
     # in flight). One row: 4 FMAs a load, nothing to overlap. MT = 16: the fenced chunk took
     # 167 registers (one block per SM), 28 % slower at 16 x 4096^2 (bench/NOTES.md).
-    PIPE = 2 <= MT <= 8 and KSTEP % 2 == 0
+    PIPE = not NBUF and 2 <= MT <= 8 and KSTEP % 2 == 0
     KH = KSTEP // 2
 
     @device_jit
@@ -184,6 +208,52 @@ def _make_kernel(items: tuple, vec: bool, layout: str = "NN"):
     # a chunk's first / second half: rows j in [0, KH) / [KH, KSTEP), registers breg[4j:4j+4]
     load_half0, load_half1 = unroll(KH, _load), unroll(KSTEP, _load, KH)
     fma_half0, fma_half1 = unroll(KH, _fma), unroll(KSTEP, _fma, KH)
+
+    @device_jit
+    def _copy(j, ring, slot, Bg, kc, kg, n, c, k_end, N):
+        # cp.async of this thread's j-th row of chunk kc, B[k, n + G*i], into ring row
+        # slot * KC + (k - kc) at the tile's columns c + G*i: the same thread reads it back
+        # (_fma_ring), so no barrier guards the ring. Zero-filled past k_end, columns clamped.
+        kk = kg + j * KG
+        ok = kc + kk < k_end
+        k = min(kc + kk, k_end - 1)
+        r = slot * KC + kk
+        if vec:
+            copy_async(ring, r, c, Bg, k, min(n, N - 4), 16, ok)
+        else:
+            copy_async(ring, r, c, Bg, k, min(n, N - 1), 4, ok)
+            copy_async(ring, r, c + G, Bg, k, min(n + G, N - 1), 4, ok)
+            copy_async(ring, r, c + 2 * G, Bg, k, min(n + 2 * G, N - 1), 4, ok)
+            copy_async(ring, r, c + 3 * G, Bg, k, min(n + 3 * G, N - 1), 4, ok)
+
+    @device_jit
+    def _fma_ring(j, acc, ring, slot, As, kg, k0, c):
+        # SMEM (A broadcast, this thread's B row of the ring) -> accumulators
+        kk = kg + j * KG
+        r = slot * KC + kk
+        if vec:
+            b0, b1, b2, b3 = load4(ring, r, c)
+        else:
+            b0, b1, b2, b3 = ring[r, c], ring[r, c + G], ring[r, c + 2 * G], ring[r, c + 3 * G]
+        fma_rows(acc, As, k0 + kk, b0, b1, b2, b3)
+
+    copy_chunk, fma_ring = unroll(KSTEP, _copy), unroll(KSTEP, _fma_ring)
+
+    @device_jit
+    def stage_a(As, Ag, m0, ks, k_end, M, tid):
+        # As[k, m] = A[m0 + m, ks + k], zeros past M and k_end: 4-byte cp.async copies, all in
+        # flight at once (through registers, each SMEM store waited for its load, one element
+        # after another: 16 round trips per super-chunk at MT = 8, 3.8 us of a 35 us product).
+        # The wait also lands the ring's B chunks issued so far.
+        for e in range(A_ELEMS):
+            i = tid + e * NT
+            if i < KS * MT:
+                m = i // KS
+                k = i - m * KS
+                ok = m0 + m < M and ks + k < k_end
+                copy_async(As, k, m, Ag, min(m0 + m, M - 1), min(ks + k, k_end - 1), 4, ok)
+        commit()
+        wait(0)
 
     @device_jit
     def _put(r, acc, red, kg, c, p):
@@ -239,11 +309,18 @@ def _make_kernel(items: tuple, vec: bool, layout: str = "NN"):
         n = n0 + c
         Bg = rows_view(B, bz)
         As = cuda.shared.array((KS, MT), float32, alignment=SMEM_ALIGN)
-        red = cuda.shared.array((RED_ROWS, BN), float32, alignment=SMEM_ALIGN)
+        # the ring of NBUF B chunks (NBUF > 0); at the end, the k-groups' partial sums
+        red = cuda.shared.array((BS_ROWS, BN), float32, alignment=SMEM_ALIGN)
         acc = cuda.local.array(ACC, float32)
         breg = cuda.local.array(BREG, float32)
         for i in range(ACC):
             acc[i] = float32(0.0)
+        cb, nb = 0, NBUF - 1  # ring slots of chunk kc and of chunk kc + (NBUF - 1) KC
+        if NBUF:  # --- prologue: GMEM -> SMEM copies of chunks 0 .. NBUF-2, a group each
+            for s in range(NBUF - 1):
+                if k_begin + s * KC < k_end:
+                    copy_chunk(red, s, Bg, k_begin + s * KC, kg, n, c, k_end, N)
+                commit()  # (possibly empty: one group per chunk)
 
         for ks in range(k_begin, k_end, KS):
             if EARLY_B:  # --- GMEM -> registers: the first B chunk, in flight while A is staged
@@ -251,20 +328,26 @@ def _make_kernel(items: tuple, vec: bool, layout: str = "NN"):
             elif PIPE:  # the first half chunk
                 load_half0(breg, Bg, ks, kg, n, min(ks + KS, k_end), N)
             cuda.syncthreads()  # everyone is done reading the previous super-chunk of A
-            # --- GMEM -> SMEM: As[k, m] = A[m0 + m, ks + k], zeros past M and k_end
-            for e in range(A_ELEMS):
-                i = tid + e * NT
-                if i < KS * MT:
-                    m = i // KS
-                    k = i - m * KS
-                    ok = m0 + m < M and ks + k < k_end
-                    As[k, m] = A[bz, m0 + m, ks + k] if ok else float32(0.0)
+            stage_a(As, A[bz], m0, ks, k_end, M, tid)  # --- GMEM -> SMEM: A's super-chunk
             cuda.syncthreads()  # the super-chunk of A is in SMEM
             first = ks
             if EARLY_B:  # --- SMEM (A, broadcast) x registers (B) -> accumulators
                 fma_chunk(acc, breg, As, kg, 0)
                 first = ks + KC
-            if PIPE:
+            if NBUF:
+                for kc in range(ks, min(ks + KS, k_end), KC):
+                    wait(WAIT_PENDING)  # this thread's copies of chunk kc have landed
+                    # --- GMEM -> SMEM: chunk kc + (NBUF - 1) KC into the slot chunk kc - KC
+                    # used (this thread's reads of it came before the wait)
+                    k_next = kc + (NBUF - 1) * KC
+                    if k_next < k_end:
+                        copy_chunk(red, nb, Bg, k_next, kg, n, c, k_end, N)
+                    commit()
+                    # --- SMEM (A broadcast, B from the ring) -> accumulators
+                    fma_ring(acc, red, cb, As, kg, kc - ks, c)
+                    cb = cb + 1 if cb + 1 < NBUF else 0
+                    nb = nb + 1 if nb + 1 < NBUF else 0
+            elif PIPE:
                 k_lim = min(ks + KS, k_end)  # past it: zeros, no loads (this super-chunk's end)
                 for kc in range(ks, k_lim, KC):
                     # --- GMEM -> registers: the chunk's second half, issued before ...
@@ -282,6 +365,8 @@ def _make_kernel(items: tuple, vec: bool, layout: str = "NN"):
                     # --- SMEM (A, broadcast) x registers (B) -> accumulators
                     fma_chunk(acc, breg, As, kg, kc - ks)
 
+        if NBUF:
+            wait(0)  # no copy still lands in the ring: it holds the partial sums next
         # --- epilogue: sum the k-groups' partials through SMEM, RM rows at a time; write C, or
         # with SPLITK > 1 this slice's rows of the workspace, and the tile's last slice sums
         if SPLITK == 1:
