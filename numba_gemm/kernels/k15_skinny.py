@@ -13,19 +13,19 @@ is staged in SMEM by super-chunks of ``MT x KS`` (``As[k, m]``, 16 KB: KS = 256 
 all at once (a broadcast). A's elements are 4-byte ``cp.async`` copies (``numba_gemm.cpasync``),
 all of a thread's in flight at once. With ``MT = 1`` (a GEMV) the first B chunk of each
 super-chunk is loaded before A is staged, so that the two DRAM round trips overlap (at K = 768,
-a GPT-2 layer, the whole K is one to three chunks). With 2-8 rows a chunk goes in two halves:
-the loads of the next half are issued (``issue_fence``) before the FMAs of this one, so that a
-warp always has B in flight (left to itself, ptxas spread a chunk's loads over its FMAs, one or
-two in flight). N / BN blocks alone cannot fill the GPU (32 for N = 4096), so K is split over the grid
-(``SPLITK``) and, inside a block, over the k-groups; the k-groups' partial sums meet in SMEM at
-the end, the K slices in split-K's workspace, summed by the last slice of each tile to finish
-(``_splitk``). With ``NBUF > 0`` B does not pass through registers: a ring of NBUF chunks in
-SMEM is filled by 16-byte ``cp.async`` copies NBUF - 1 chunks ahead of the FMAs, each thread
-copying (and later reading) only its own rows and columns of a chunk, so the ring needs no
-barrier; the registers then hold the accumulators alone (2-4 blocks per SM at MT = 8-16), and the
-ring's SMEM takes the k-groups' partial sums at the end. Blocks of 512 or 1024 threads with
-``BN = 32 .. 128`` are the GEMV form (cuBLAS's at the 1-token layers): one block per SM, 16-128
-k-groups, K split over the warps of a block first.
+a GPT-2 layer, the whole K is one to three chunks). With 2-8 rows a chunk goes in two halves: the
+loads of the next half are issued (``issue_fence``) before the FMAs of this one, so that a warp
+always has B in flight (left to itself, ptxas spread a chunk's loads over its FMAs, one or two in
+flight). N / BN blocks alone cannot fill the GPU (32 for N = 4096), so K is split over the grid
+(``SPLITK``) and, inside a block, over the k-groups; the k-groups' partial sums meet in SMEM at the
+end, the K slices in split-K's workspace, summed by the last slice of each tile to finish
+(``_splitk``). With ``NBUF > 0`` B does not pass through registers: a ring of NBUF chunks in SMEM is
+filled by 16-byte ``cp.async`` copies NBUF - 1 chunks ahead of the FMAs, each thread copying (and
+later reading) only its own rows and columns of a chunk, so the ring needs no barrier; the registers
+then hold the accumulators alone (2-4 blocks per SM at MT = 8-16), and the ring's SMEM takes the
+k-groups' partial sums at the end. Blocks of 512 or 1024 threads with ``BN = 32 .. 128`` are the
+GEMV form (cuBLAS's at the 1-token layers): one block per SM, 16-128 k-groups, K split over the
+warps of a block first.
 
 Shapes: A ``(M, K)`` in layout N or T (read element by element into SMEM: it is small), B
 ``(K, N)`` row-major (layout N), C ``(M, N)``, float32, batches of strided matrices as the
