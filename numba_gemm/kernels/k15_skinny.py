@@ -241,10 +241,10 @@ def _make_kernel(items: tuple, vec: bool, layout: str = "NN"):
 
     @device_jit
     def stage_a(As, Ag, m0, ks, k_end, M, tid):
-        # As[k, m] = A[m0 + m, ks + k], zeros past M and k_end: 4-byte cp.async copies, all in
-        # flight at once (through registers, each SMEM store waited for its load, one element
-        # after another: 16 round trips per super-chunk at MT = 8, 3.8 us of a 35 us product).
-        # The wait also lands the ring's B chunks issued so far.
+        # As[k, m] = A[m0 + m, ks + k], zeros past M and k_end: 4-byte cp.async copies, all of a
+        # thread's in flight at once. (Loaded through registers, each element's SMEM store waited
+        # for its load before the next load issued: 8-16 round trips per super-chunk at MT = 8,
+        # 3.8 us of a 35 us product.) The wait also lands the ring's B chunks issued so far.
         for e in range(A_ELEMS):
             i = tid + e * NT
             if i < KS * MT:
