@@ -50,7 +50,9 @@ def test_skinny_configs(cfg, shape, beta, rng):
 def test_skinny_rejects_bad_configs():
     st = numba_gemm.get_stage("skinny")
     for change, msg in [(dict(MT=3), "MT must be"), (dict(KC=20), "multiple of the k-group"),
-                        (dict(SPLITK=65), "SPLITK"), (dict(BM=64), "unknown")]:
+                        (dict(SPLITK=65), "SPLITK"), (dict(BM=64), "unknown"),
+                        (dict(NBUF=1), "NBUF must be"),
+                        (dict(BN=256, NT=256, KC=64, NBUF=4), "bytes of SMEM")]:
         with pytest.raises(ValueError, match=msg):
             st.with_config(dict(st.config, **change))
     assert not k15_skinny.supports(k15_skinny.MAX_M + 1, 8, 8)
