@@ -9,7 +9,8 @@ grid of TM x TN thread tiles. So:
   each read as float4 by the lanes that need it: with TM = TN = 4, the lanes of one sub-tile read
   contiguous 16-byte chunks (one wavefront per LDS.128, conflict-free, the rest broadcast);
 - each thread still holds WMITER*TM x WNITER*TN accumulators (8x8 by default) and reuses every
-  fragment register WNITER*TN (WMITER*TM) times;
+  fragment register WNITER*TN (WMITER*TM) times, walking its outer product row by row in
+  serpentine order (so that consecutive FMAs share an operand: ptxas's register reuse cache);
 - the tile sizes are parameters: ``make_stage(config)`` builds the stage for any configuration
   that passes ``check_config``; ``python -m numba_gemm.tune`` sweeps ``SPACE``.
 
@@ -245,8 +246,13 @@ def make_parts(cfg: Mapping[str, int], layout: str = "NN") -> Parts:
                 reg_n[n], reg_n[n + 1], reg_n[n + 2], reg_n[n + 3] = load4(
                     Bs, k, wn0 + wn * WSUBN + j
                 )
+        # serpentine order (odd rows right to left, as CUTLASS's warp-level MMAs walk theirs):
+        # a row's last FMA and the next row's first share reg_n[n], so ptxas can keep it in its
+        # operand reuse cache. SASS of the 128x128 tile: reuse flags on 1765 -> 2043 of 2176
+        # FFMAs, 247 -> 245 registers; 1-4 % faster on both GPUs (bench/NOTES.md).
         for m in range(WMITER * TM):
-            for n in range(WNITER * TN):
+            for j in range(WNITER * TN):
+                n = j if m % 2 == 0 else WNITER * TN - 1 - j
                 thread_results[m, n] += reg_m[m] * reg_n[n]
 
     mma_tile = unroll(BK, _mma_step)
