@@ -11,8 +11,10 @@ The automatic choice (``stage=None``) prices candidates of every FP32 stage usab
 (the user's tuning cache, else the committed defaults for its compute capability:
 ``numba_gemm.tuning``) with a wave-quantization model (:func:`estimate_ms`) and takes the
 cheapest: the candidates an exhaustive sweep measured at the nearest measured shape, if one lies
-closer than ``tuning.NEAR`` to the product, else every tuned candidate of the product's shape class;
-with no tuning data, the top FP32 stage of the ladder with its default tiles.
+closer than ``tuning.NEAR`` to the product; else, for at most ``tuning.SKINNY_ROWS`` rows, the
+skinny stage's candidates of the measured shape of nearby rows nearest to it, priced by the bytes
+of B they read (:func:`stream_ms`); else every tuned candidate of the product's shape class; with
+no tuning data, the top FP32 stage of the ladder with its default tiles.
 
 The models: CUTLASS's Python ``Gemm`` plan (choose and compile once, ``run()`` many times),
 cuBLASLt's heuristic -> algo, Triton's ``autotune(key=...)``.
@@ -200,6 +202,29 @@ def estimate_ms(
             + reduce_ms(s_new, M, N, cfg))
 
 
+def stream_ms(cand: Mapping[str, Any], M: int, N: int, K: int, sms: int) -> float:
+    """Predicted time (ms) of a skinny-stage candidate at ``(M, N, K)`` from its time at the shape
+    it was measured at (``cand["shape"]``), by the bytes of B it reads: the stage streams B once
+    per ``MT`` rows of C, at a rate that grows with its blocks up to one per SM and is flat past
+    it (on an H100 the 4096^2 picks of 1 and 8 rows, 256 blocks each at 4 and 2 a SM, streamed
+    B at 2.2-2.3 TB/s alike); split-K's sum is priced apart (:func:`reduce_ms`).
+
+    The wave model (:func:`estimate_ms`) counts a second wave of blocks as a second block time,
+    but in a stream the blocks share the DRAM: on an H100 the 8 x 4096^2 pick ran 8 x 8192^2
+    (twice its blocks, four times the bytes) in 3.2x its time, where the wave model said 4x and
+    priced the skinny class's 16-row tiles ahead of it (53 % slower there: bench/NOTES.md)."""
+    cfg = cand["config"]
+    Mr, Nr, Kr = cand["shape"]
+    mt, bn, s = cfg["MT"], cfg["BN"], cfg.get("SPLITK", 1)
+
+    def cost(m, n, k):  # B's bytes read over the share of the SMs the grid fills
+        reads = cdiv(m, mt)
+        return reads * n * k / min(1.0, reads * cdiv(n, bn) * s / sms)
+
+    main = max(float(cand["ms"]) - reduce_ms(s, Mr, Nr, cfg), 0.1 * float(cand["ms"]))
+    return main * cost(M, N, K) / cost(Mr, Nr, Kr) + reduce_ms(s, M, N, cfg)
+
+
 #: K slices the launch layer may give any tuned candidate of one product (split-K): tried only
 #: when the candidate's blocks, with its own split, would leave more than half of the SMs without
 #: a block, up to one block per SM, each slice at least ``MIN_SLICE_TILES`` K steps deep; priced
@@ -276,10 +301,21 @@ def _measured(g: Geometry, aligned: bool, dev: DeviceInfo, names: set[str]
     measured at the nearest measured shape (:func:`tuning.nearest_shape`: an exhaustive sweep's
     fastest there, same alignment, closer than ``tuning.NEAR``), each scaled to this shape by the
     wave model from its own time there (a stream-K candidate only at that very shape: the wave model
-    cannot scale it); cheapest first. Empty for a batch or with no measured shape near."""
+    cannot scale it); cheapest first. With none near and at most ``tuning.SKINNY_ROWS`` rows: the
+    skinny stage's candidates of the measured shape of nearby rows nearest in N and K
+    (:func:`tuning.nearest_rows_shape`), priced by :func:`stream_ms`. Empty for a batch or with
+    no measured shape near."""
     if g.batch != 1:
         return []
     rec = tuning.nearest_shape(g.M, g.N, g.K, aligned, dev)
+    if rec is None and "skinny" in names:  # a few rows: the skinny stage, priced by its bytes
+        rec = tuning.nearest_rows_shape(g.M, g.N, g.K, aligned, dev)
+        if rec is None:
+            return []
+        where = "the measured shape " + "x".join(map(str, rec["shape"])) + " (rows near)"
+        return sorted((stream_ms(dict(c, shape=rec["shape"]), g.M, g.N, g.K, dev.sm_count),
+                       c["stage"], dict(c["config"]), where)
+                      for c in rec["candidates"] if c["stage"] == "skinny")
     if rec is None:
         return []
     where = "the measured shape " + "x".join(map(str, rec["shape"]))
@@ -355,7 +391,9 @@ def _choose(g: Geometry, stage: str | Stage | None, aligned: bool, dev: DeviceIn
             others = [f"{n} {m:.3g} ms" for m, n, _, _ in picks if n != name][:2]
             return built, ms, (
                 f"auto: cheapest of {len(picks)} candidates from {where} on "
-                f"{dev.name} ({src}), priced by the wave model at this shape"
+                f"{dev.name} ({src}), priced by "
+                + ("the bytes of B they read" if where.endswith("(rows near)") else
+                   "the wave model") + " at this shape"
                 + (f"; next: {', '.join(others)}" if others else ""))
     for s in reversed(usable):
         if s.general and ok(s):

@@ -315,19 +315,52 @@ def measured_shapes(device: DeviceInfo | tuple | None = None) -> list[dict]:
                           for rec in entry["shapes"]])
 
 
+#: Rows of the products the skinny stage's bandwidth model prices from a measured shape of
+#: nearby rows however far its N and K (:func:`nearest_rows_shape`): with 8-16 rows it beats
+#: every tiled stage by 1.5-2.7x at the measured shapes, so its measurements say more about such a
+#: product than a class's tiles do.
+SKINNY_ROWS = 16
+
+
 def nearest_shape(M: int, N: int, K: int, aligned: bool,
                   device: DeviceInfo | tuple | None = None) -> dict | None:
     """The measured shape (:func:`record_shape`) of the same alignment nearest to ``(M, N, K)``,
     closer than :data:`NEAR`, as ``{"shape", "aligned", "candidates", "distance"}`` (a copy; the
     user cache's record wins a tie), or None. Candidates malformed for the wave model are
     dropped with a warning."""
-    best, dist = None, NEAR
+    return _nearest(aligned, device, lambda shape: shape_distance((M, N, K), shape), NEAR)
+
+
+def nearest_rows_shape(M: int, N: int, K: int, aligned: bool,
+                       device: DeviceInfo | tuple | None = None) -> dict | None:
+    """For ``M <= SKINNY_ROWS``: the measured shape of the same alignment with ``M`` to ``2 M``
+    rows (at most :data:`SKINNY_ROWS`) nearest to ``(M, N, K)`` at any distance, its rows
+    counted twice (:func:`shape_distance` plus ``|log2(rows / M)|``), as :func:`nearest_shape`
+    returns it; or None. Rows weigh more because they decide the tiles (``MT``) where N and K
+    mostly scale the bytes of B; not so much that 8 x 768^2 goes to 8 x 4096^2 rather than to
+    16 x 768^2, whose K splits fill the GPU at that size. Never fewer rows than ``M``: a shape's
+    candidates are its fastest tiles, and those of fewer rows may read B more often here (the
+    one-row tiles of 1 x 4096^2 read it twice at 2 x 4096^2)."""
+    if M > SKINNY_ROWS:
+        return None
+
+    def distance(shape):
+        if not M <= shape[0] <= min(2 * M, SKINNY_ROWS):
+            return math.inf
+        return math.log2(shape[0] / M) + shape_distance((M, N, K), shape)
+
+    return _nearest(aligned, device, distance, math.inf)
+
+
+def _nearest(aligned: bool, device: DeviceInfo | tuple | None,
+             distance: Callable[[tuple], float], limit: float) -> dict | None:
+    best, dist = None, limit
     for _, entry in _entries(_device(device)):
         for rec in entry["shapes"]:
             try:
                 if bool(rec["aligned"]) != bool(aligned):
                     continue
-                d = shape_distance((M, N, K), tuple(rec["shape"]))
+                d = distance(tuple(rec["shape"]))
             except (KeyError, TypeError, ValueError, ZeroDivisionError):
                 continue
             if d < dist:  # the first of equals wins: the user cache's

@@ -545,6 +545,60 @@ def test_measured_shape_drives_the_pick(tmp_path, monkeypatch, fake_gpu):
     assert dict(far.stage.config)["BM"] == TINY["BM"] and "narrow class" in far.reason
 
 
+def test_few_rows_far_from_measured_shapes_take_the_skinny_stage_by_its_bytes(
+        tmp_path, monkeypatch, fake_gpu):
+    """A product of at most ``SKINNY_ROWS`` rows far from every measured shape is priced from the
+    measured shape of M to 2M rows nearest to it (rows counted twice), by the bytes of B the
+    skinny stage's candidates read there (:func:`plan.stream_ms`), not by the classes; never from
+    a shape of fewer rows, and not past ``SKINNY_ROWS``."""
+    from numba_gemm.plan import reduce_ms, stream_ms
+
+    path = tmp_path / "t.json"
+    monkeypatch.setenv("NUMBA_GEMM_TUNING", str(path))
+    dev = fake_gpu("Fake GPU", (1, 0), sms=132)
+    ring = dict(MT=8, BN=128, NT=256, KC=16, SPLITK=8, MINB=0, NBUF=4)
+    row = dict(ring, MT=1)
+    tile = dict(TINY, BM=64, BN=128, WM=32, WN=64, SPLITK=8)
+    data = tuning.load(path)
+    tuning.record(data, "Fake GPU", (9, 0), "skinny", "skinny",
+                  result(dict(ring, MT=16), ms=0.5, shape=(16, 4096, 4096)))
+    tuning.record_shape(data, "Fake GPU", (9, 0), (8, 4096, 4096), True, [
+        dict(stage="skinny", config=ring, ms=0.03, blocks_per_sm=2),
+        dict(stage="double_buffering", config=tile, ms=0.001, blocks_per_sm=2)])
+    tuning.record_shape(data, "Fake GPU", (9, 0), (16, 768, 768), True, [
+        dict(stage="skinny", config=dict(ring, BN=64), ms=0.01, blocks_per_sm=2)])
+    tuning.record_shape(data, "Fake GPU", (9, 0), (1, 8192, 8192), True, [
+        dict(stage="skinny", config=row, ms=0.09, blocks_per_sm=4)])
+    tuning.save(data, path)
+
+    assert tuning.nearest_shape(8, 8192, 8192, True, dev) is None  # two octaves: too far
+    assert tuning.nearest_rows_shape(8, 8192, 8192, True, dev)["shape"] == [8, 4096, 4096]
+    assert tuning.nearest_rows_shape(5, 1024, 1024, True, dev)["shape"] == [8, 4096, 4096]
+    # rows counted twice: 16 x 768^2 is 1 + 1 away from 8 x 768^2, 8 x 4096^2 4.8
+    assert tuning.nearest_rows_shape(8, 768, 768, True, dev)["shape"] == [16, 768, 768]
+    assert tuning.nearest_rows_shape(2, 8192, 8192, True, dev) is None  # 1 row: fewer than M
+    assert tuning.nearest_rows_shape(17, 4096, 4096, True, dev) is None  # past SKINNY_ROWS
+    assert tuning.nearest_rows_shape(8, 8192, 8192, False, dev) is None  # another alignment
+
+    # four times the bytes at a full grid; 1/8 of the bytes at 8 x 512 x 4096, whose 32 blocks
+    # fill 32 of the 132 SMs; twice the reads of B at 16 rows (two row blocks of 8)
+    cand = dict(stage="skinny", config=ring, ms=0.03, blocks_per_sm=2, shape=(8, 4096, 4096))
+    main = 0.03 - reduce_ms(8, 8, 4096, ring)
+    assert stream_ms(cand, 8, 8192, 8192, 132) == pytest.approx(
+        4 * main + reduce_ms(8, 8, 8192, ring))
+    assert stream_ms(cand, 8, 512, 4096, 132) == pytest.approx(
+        main / 8 / (32 / 132) + reduce_ms(8, 8, 512, ring))
+    assert stream_ms(cand, 16, 4096, 4096, 132) == pytest.approx(
+        2 * main + reduce_ms(8, 16, 4096, ring))
+
+    far = plan_for(8, 8192, 8192)  # the class's 16-row tile and the tiled stage stay out
+    assert far.stage.name == "skinny" and dict(far.stage.config) == ring
+    assert far.predicted_ms == pytest.approx(stream_ms(cand, 8, 8192, 8192, 132))
+    assert "8x4096x4096 (rows near)" in far.reason and "bytes of B" in far.reason
+    assert "skinny class" in plan_for(2, 8192, 8192).reason  # no shape of 2-4 rows: the classes
+    assert "measured shape 1x8192x8192" in plan_for(1, 8192, 8192).reason  # an exact one
+
+
 def test_defaults_consult_this_gpus_entry_then_the_main_one(tmp_path, monkeypatch, fake_gpu):
     """In the committed defaults, the entry of the GPU's own name (shapes measured on that model)
     comes before the file's main entry (the most tuned classes), whose classes serve every GPU of
