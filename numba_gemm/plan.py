@@ -377,24 +377,29 @@ def _choose(g: Geometry, stage: str | Stage | None, aligned: bool, dev: DeviceIn
         raise ValueError(f"compute={compute!r} needs compute capability {need[0]}.{need[1]}+; "
                          f"{dev.name} is {dev.cc[0]}.{dev.cc[1]}" if need else
                          f"no stage computes {compute!r}")
-    # a sweep's measurements near this shape, else the classes' tuned candidates (mixing the
-    # two would let a class's extrapolation, often optimistic, win over a measurement)
-    picks = _measured(g, aligned, dev, {s.name for s in usable})
-    if not picks:
+    def classed():
+        picks = []
         for s in usable:
             picks += [(ms, s.name, cfg, f"the {cls} class")
                       for ms, cfg, cls in _priced(s.name, g, aligned, dev)]
-        picks.sort(key=lambda p: p[:2])
-    for ms, name, cfg, where in picks:
-        built = _configured(get_stage(name), cfg)
-        if built is not None and ok(built):
-            others = [f"{n} {m:.3g} ms" for m, n, _, _ in picks if n != name][:2]
-            return built, ms, (
-                f"auto: cheapest of {len(picks)} candidates from {where} on "
-                f"{dev.name} ({src}), priced by "
-                + ("the bytes of B they read" if where.endswith("(rows near)") else
-                   "the wave model") + " at this shape"
-                + (f"; next: {', '.join(others)}" if others else ""))
+        return sorted(picks, key=lambda p: p[:2])
+
+    # a sweep's measurements near this shape, else the classes' tuned candidates (mixing the
+    # two would let a class's extrapolation, often optimistic, win over a measurement); the
+    # classes also when no measured candidate serves this geometry (a layout the skinny stage
+    # does not take)
+    for picks in (_measured(g, aligned, dev, {s.name for s in usable}), None):
+        picks = classed() if picks is None else picks
+        for ms, name, cfg, where in picks:
+            built = _configured(get_stage(name), cfg)
+            if built is not None and ok(built):
+                others = [f"{n} {m:.3g} ms" for m, n, _, _ in picks if n != name][:2]
+                return built, ms, (
+                    f"auto: cheapest of {len(picks)} candidates from {where} on "
+                    f"{dev.name} ({src}), priced by "
+                    + ("the bytes of B they read" if where.endswith("(rows near)") else
+                       "the wave model") + " at this shape"
+                    + (f"; next: {', '.join(others)}" if others else ""))
     for s in reversed(usable):
         if s.general and ok(s):
             return s, None, (f"auto: no tuning data for {dev.name} that serves this product: the "

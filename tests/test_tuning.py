@@ -551,7 +551,7 @@ def test_few_rows_far_from_measured_shapes_take_the_skinny_stage_by_its_bytes(
     measured shape of M to 2M rows nearest to it (rows counted twice), by the bytes of B the
     skinny stage's candidates read there (:func:`plan.stream_ms`), not by the classes; never from
     a shape of fewer rows, and not past ``SKINNY_ROWS``."""
-    from numba_gemm.plan import reduce_ms, stream_ms
+    from numba_gemm.plan import Geometry, reduce_ms, stream_ms
 
     path = tmp_path / "t.json"
     monkeypatch.setenv("NUMBA_GEMM_TUNING", str(path))
@@ -562,6 +562,8 @@ def test_few_rows_far_from_measured_shapes_take_the_skinny_stage_by_its_bytes(
     data = tuning.load(path)
     tuning.record(data, "Fake GPU", (9, 0), "skinny", "skinny",
                   result(dict(ring, MT=16), ms=0.5, shape=(16, 4096, 4096)))
+    tuning.record(data, "Fake GPU", (9, 0), "skinny", "double_buffering",
+                  result(tile, ms=0.5, shape=(16, 4096, 4096)))
     tuning.record_shape(data, "Fake GPU", (9, 0), (8, 4096, 4096), True, [
         dict(stage="skinny", config=ring, ms=0.03, blocks_per_sm=2),
         dict(stage="double_buffering", config=tile, ms=0.001, blocks_per_sm=2)])
@@ -597,6 +599,12 @@ def test_few_rows_far_from_measured_shapes_take_the_skinny_stage_by_its_bytes(
     assert "8x4096x4096 (rows near)" in far.reason and "bytes of B" in far.reason
     assert "skinny class" in plan_for(2, 8192, 8192).reason  # no shape of 2-4 rows: the classes
     assert "measured shape 1x8192x8192" in plan_for(1, 8192, 8192).reason  # an exact one
+    # B stored transposed: no measured candidate serves it (the skinny stage reads B row-major),
+    # so the classes price it, not the ladder's default tiles
+    for M in (8, 1):
+        nt = Geometry.plain(M, 8192, 8192)._replace(layout="NT", ldb=8192)
+        picked = plan_for(M, 8192, 8192, geometry=nt)
+        assert picked.stage.name == "double_buffering" and "skinny class" in picked.reason
 
 
 def test_defaults_consult_this_gpus_entry_then_the_main_one(tmp_path, monkeypatch, fake_gpu):
