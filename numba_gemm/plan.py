@@ -303,15 +303,16 @@ def _measured(g: Geometry, aligned: bool, dev: DeviceInfo, names: set[str]
     wave model from its own time there (a stream-K candidate only at that very shape: the wave model
     cannot scale it); cheapest first. With none near and at most ``tuning.SKINNY_ROWS`` rows: the
     skinny stage's candidates of the measured shape of nearby rows nearest in N and K
-    (:func:`tuning.nearest_rows_shape`), priced by :func:`stream_ms`. Empty for a batch or with
-    no measured shape near."""
+    (:func:`tuning.nearest_rows_shape`), priced by :func:`stream_ms`, if the skinny stage won
+    there. Empty for a batch or with no measured shape near."""
     if g.batch != 1:
         return []
     rec = tuning.nearest_shape(g.M, g.N, g.K, aligned, dev)
     if rec is None and "skinny" in names:  # a few rows: the skinny stage, priced by its bytes
         rec = tuning.nearest_rows_shape(g.M, g.N, g.K, aligned, dev)
-        if rec is None:
-            return []
+        if rec is None or min(rec["candidates"], key=lambda c: c["ms"],
+                              default={})["stage"] != "skinny":
+            return []  # (16 x 50257 x 768, odd N: the tiled stages won there)
         where = "the measured shape " + "x".join(map(str, rec["shape"])) + " (rows near)"
         return sorted((stream_ms(dict(c, shape=rec["shape"]), g.M, g.N, g.K, dev.sm_count),
                        c["stage"], dict(c["config"]), where)

@@ -566,11 +566,14 @@ def test_few_rows_far_from_measured_shapes_take_the_skinny_stage_by_its_bytes(
                   result(tile, ms=0.5, shape=(16, 4096, 4096)))
     tuning.record_shape(data, "Fake GPU", (9, 0), (8, 4096, 4096), True, [
         dict(stage="skinny", config=ring, ms=0.03, blocks_per_sm=2),
-        dict(stage="double_buffering", config=tile, ms=0.001, blocks_per_sm=2)])
+        dict(stage="double_buffering", config=tile, ms=0.05, blocks_per_sm=2)])
     tuning.record_shape(data, "Fake GPU", (9, 0), (16, 768, 768), True, [
         dict(stage="skinny", config=dict(ring, BN=64), ms=0.01, blocks_per_sm=2)])
     tuning.record_shape(data, "Fake GPU", (9, 0), (1, 8192, 8192), True, [
         dict(stage="skinny", config=row, ms=0.09, blocks_per_sm=4)])
+    tuning.record_shape(data, "Fake GPU", (9, 0), (16, 50257, 768), False, [  # tiles won there
+        dict(stage="double_buffering", config=tile, ms=0.08, blocks_per_sm=2),
+        dict(stage="skinny", config=dict(ring, MT=16), ms=0.09, blocks_per_sm=2)])
     tuning.save(data, path)
 
     assert tuning.nearest_shape(8, 8192, 8192, True, dev) is None  # two octaves: too far
@@ -580,7 +583,7 @@ def test_few_rows_far_from_measured_shapes_take_the_skinny_stage_by_its_bytes(
     assert tuning.nearest_rows_shape(8, 768, 768, True, dev)["shape"] == [16, 768, 768]
     assert tuning.nearest_rows_shape(2, 8192, 8192, True, dev) is None  # 1 row: fewer than M
     assert tuning.nearest_rows_shape(17, 4096, 4096, True, dev) is None  # past SKINNY_ROWS
-    assert tuning.nearest_rows_shape(8, 8192, 8192, False, dev) is None  # another alignment
+    assert tuning.nearest_rows_shape(8, 8192, 8192, False, dev)["shape"] == [16, 50257, 768]
 
     # four times the bytes at a full grid; 1/8 of the bytes at 8 x 512 x 4096, whose 32 blocks
     # fill 32 of the 132 SMs; twice the reads of B at 16 rows (two row blocks of 8)
@@ -593,12 +596,14 @@ def test_few_rows_far_from_measured_shapes_take_the_skinny_stage_by_its_bytes(
     assert stream_ms(cand, 16, 4096, 4096, 132) == pytest.approx(
         2 * main + reduce_ms(8, 16, 4096, ring))
 
-    far = plan_for(8, 8192, 8192)  # the class's 16-row tile and the tiled stage stay out
+    far = plan_for(8, 8192, 8192)  # not the class's 16-row tile nor its tiled stage
     assert far.stage.name == "skinny" and dict(far.stage.config) == ring
     assert far.predicted_ms == pytest.approx(stream_ms(cand, 8, 8192, 8192, 132))
     assert "8x4096x4096 (rows near)" in far.reason and "bytes of B" in far.reason
     assert "skinny class" in plan_for(2, 8192, 8192).reason  # no shape of 2-4 rows: the classes
     assert "measured shape 1x8192x8192" in plan_for(1, 8192, 8192).reason  # an exact one
+    # odd N far from 16 x 50257 x 768, where the tiled stages won: the classes, not its skinny
+    assert "skinny class" in plan_for(12, 50257, 4096, aligned=False).reason
     # B stored transposed: no measured candidate serves it (the skinny stage reads B row-major),
     # so the classes price it, not the ladder's default tiles
     for M in (8, 1):
