@@ -378,7 +378,8 @@ def _choose(g: Geometry, stage: str | Stage | None, aligned: bool, dev: DeviceIn
         raise ValueError(f"compute={compute!r} needs compute capability {need[0]}.{need[1]}+; "
                          f"{dev.name} is {dev.cc[0]}.{dev.cc[1]}" if need else
                          f"no stage computes {compute!r}")
-    def classed():
+
+    def classed():  # every usable stage's tuned candidates for this product's class, priced
         picks = []
         for s in usable:
             picks += [(ms, s.name, cfg, f"the {cls} class")
