@@ -24,6 +24,37 @@ SMALL = dict(BM=64, BN=64, BK=8, WM=32, WN=32, WNITER=1, TM=4, TN=4, MINB=0, SPL
 LAYOUTS = ["NN", "NT", "TN", "TT"]
 
 
+#: The skinny stage with B stored transposed (``x @ W.T``): (config, (M, N, K), layout, pitch).
+SKINNY_T = [
+    # 3 row blocks, K not a multiple of 4: scalar loads along K, two slices
+    (dict(MT=1, BN=8, NT=32, KC=64, SPLITK=2, MINB=0, NBUF=0), (3, 9, 70), "NT", 0),
+    # A transposed too, row pitches: scalar
+    (dict(MT=4, BN=16, NT=32, KC=32, SPLITK=1, MINB=0, NBUF=0), (3, 37, 29), "TT", 3),
+    # 2 row blocks, 3 K slices, 128-bit loads, two steps of 4 k per chunk (KC / KG = 8)
+    (dict(MT=8, BN=16, NT=32, KC=64, SPLITK=3, MINB=0, NBUF=0), (9, 40, 200), "NT", 0),
+    # 3 super-chunks of A (256 + 256 + 88 k), ragged N, two steps per chunk
+    (dict(MT=16, BN=16, NT=32, KC=64, SPLITK=1, MINB=0, NBUF=0), (5, 21, 600), "NT", 0),
+    # two warps: 16 k-groups, each warp 8 of them over two column groups; pitched rows
+    (dict(MT=8, BN=16, NT=64, KC=128, SPLITK=2, MINB=0, NBUF=0), (6, 20, 600), "NT", 4),
+]
+
+
+@pytest.mark.parametrize("cfg, shape, layout, pitch", SKINNY_T,
+                         ids=[f"MT{c['MT']}-{lay}-p{p}" for c, _, lay, p in SKINNY_T])
+def test_skinny_with_b_transposed(cfg, shape, layout, pitch, rng):
+    """The skinny stage reading B stored transposed (rows of W along K, A staged as As[m, k]):
+    every row block, K slice, super-chunk of A and k-group summed once, with C read (beta)."""
+    M, N, K = shape
+    st = get_stage("skinny").with_config(cfg)
+    assert layout in st.layouts
+    a, b, c = randn(rng, (M, K)), randn(rng, (K, N)), randn(rng, (M, N))
+    da, db = stored(a, layout[0] == "T", pitch), stored(b, True, pitch)
+    assert numba_gemm.explain(da, db, stage=st).geometry.layout == layout
+    d_c = cuda.to_device(c)
+    sgemm(da, db, stage=st, out=d_c, alpha=1.5, beta=0.5)
+    assert_close(d_c.copy_to_host(), ref(a, b, c, alpha=1.5, beta=0.5))
+
+
 def small(name: str, **over):
     cfg = dict(SMALL, **over)
     if name == "multistage":

@@ -59,6 +59,19 @@ def test_skinny_rejects_bad_configs():
     assert all(st.with_config(c).config == c for c in st.space)
 
 
+def test_skinny_b_transposed_needs_registers_and_steps_of_four():
+    """B stored transposed (layouts NT, TT) only with B in registers and KC / KG a multiple of 4:
+    a ring configuration and one with two loads per chunk serve B row-major only, and asking
+    for their transposed kernel says which layouts they serve."""
+    base = dict(MT=8, BN=16, NT=32, KC=32, SPLITK=1, MINB=0)
+    assert k15_skinny.make_stage(dict(base, NBUF=0)).layouts == k15_skinny.LAYOUTS
+    for cfg in (dict(base, NBUF=3), dict(base, KC=16, NBUF=0)):  # a ring; KC / KG = 2
+        st = k15_skinny.make_stage(cfg)
+        assert st.layouts == ("NN", "TN")
+        with pytest.raises(ValueError, match=r"serves layouts \(.NN., .TN.\), not .NT."):
+            st.kernel_for("vector", "NT")
+
+
 def test_split_options_only_for_idle_sms():
     """The launch layer re-splits K only when the candidate's blocks leave most SMs idle, and
     never below MIN_SLICE_TILES K steps per slice or past one block per SM (``per_sm``: the

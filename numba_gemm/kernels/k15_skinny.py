@@ -27,14 +27,26 @@ k-groups' partial sums at the end. Blocks of 512 or 1024 threads with ``BN = 32 
 GEMV form (cuBLAS's at the 1-token layers): one block per SM, 16-128 k-groups, K split over the
 warps of a block first.
 
+B stored transposed (layouts NT and TT: ``B = W.T`` with W a row-major ``(N, K)`` weight, as in
+``x @ W.T``, what ``torch.nn.Linear`` computes): a thread still owns four columns of C, now four
+rows of W, and reads each 4 k at a time (one 128-bit load per row); the k-groups are the
+fastest-varying thread index, so a warp's loads of a row of W are consecutive, and A is staged as
+``As[m, k]`` so that a lane's 4 k are one 128-bit SMEM read (consecutive across the lanes). Each
+chunk is ``KC / (4 KG)`` such steps, so the configurations that take it are those with B in
+registers (``NBUF = 0``) and ``KC / KG`` a multiple of 4 (:func:`transposed_b_ok`); their loads
+in flight per thread and their registers match the row-major form's, and the plan prices them
+from the row-major measurements. The k-groups' sums meet in SMEM as above.
+
 Shapes: A ``(M, K)`` in layout N or T (read element by element into SMEM: it is small), B
-``(K, N)`` row-major (layout N), C ``(M, N)``, float32, batches of strided matrices as the
-tunable stages (``_tunable``); any ``M, N, K >= 1`` (``M > MT`` takes ``cdiv(M, MT)`` row blocks,
-each reading all of B: the plan prices that). Computes ``C = alpha * A @ B + beta * C``; C is not
-read when ``beta == 0``. Rows of B not 16-byte aligned: the scalar variant, four 32-bit loads
-per row whose columns are ``G = gcd(BN / 4, 32)`` apart (a thread's columns ``c, c + G, c + 2G,
-c + 3G``), so that each load instruction of a warp reads consecutive floats; four consecutive
-columns per thread would leave 12 of every 16 bytes a warp's load touches unused.
+``(K, N)`` row-major (layout N) or stored transposed (layout T, see above), C ``(M, N)``,
+float32, batches of strided matrices as the tunable stages (``_tunable``); any ``M, N, K >= 1``
+(``M > MT`` takes ``cdiv(M, MT)`` row blocks, each reading all of B: the plan prices that).
+Computes ``C = alpha * A @ B + beta * C``; C is not read when ``beta == 0``. Rows of B not
+16-byte aligned: the scalar variant, four 32-bit loads per row whose columns are
+``G = gcd(BN / 4, 32)`` apart (a thread's columns ``c, c + G, c + 2G, c + 3G``), so that each
+load instruction of a warp reads consecutive floats; four consecutive columns per thread would
+leave 12 of every 16 bytes a warp's load touches unused (B transposed: four 32-bit loads along
+K per row of W, zero past K).
 
 Source: the split-K GEMV of the "GEMM with few rows" regime, as in NVIDIA CUTLASS's
 ``GemvBatched`` / ``GemmSplitKParallel``; the roofline argument (bytes of B per flop) from
@@ -53,10 +65,19 @@ from numba import cuda, float32
 from ..cpasync import commit, copy_async, wait
 from ..launch import tile_grid
 from ..registry import Stage
-from ..vecmem import SMEM_ALIGN, load4, rows_view, store4
+from ..vecmem import SMEM_ALIGN, cols_view, load4, rows_view, store4
 from . import _splitk
 from . import _tunable as tun
-from ._common import device_jit, issue_fence, kernel_jit, load_b4, load_b_cols, store_c4, unroll
+from ._common import (
+    device_jit,
+    issue_fence,
+    kernel_jit,
+    load_a4,
+    load_b4,
+    load_b_cols,
+    store_c4,
+    unroll,
+)
 
 #: MT rows of C per block; BN columns (BN / 4 threads per row of the B tile); NT threads; KC rows
 #: of B per chunk (KC / KG per thread); SPLITK slices of K over the grid; MINB blocks per SM asked
@@ -145,21 +166,30 @@ def _make_kernel(items: tuple, vec: bool, layout: str = "NN"):
     CG, KG, KSTEP, RM = d["CG"], d["KG"], d["KSTEP"], d["RM"]
     A4 = MT % 4 == 0  # A's chunk read four rows at a time (SMEM rows 16-byte aligned)
     KS, BS_ROWS = d["KS"], d["BS_ROWS"]
+    # B stored transposed (layout NT / TT: W = B^T, row-major (N, K), as in x @ W.T): a thread
+    # takes 4 rows of W (its 4 columns of C) and 4 consecutive k at a time, the k-groups are
+    # the fastest-varying thread index (a warp's loads of a W row are consecutive), and A is
+    # staged as As[m, k] so that a lane's 4 k are one 128-bit read
+    BT = layout[1] == "T"
+    if BT and not transposed_b_ok(cfg):
+        raise ValueError(f"skinny config {cfg} cannot take B transposed: {TRANSPOSED_B_RULE}")
+    TSTEP = KSTEP // 4  # (BT) steps of 4 k per chunk and thread, a 128-bit load of 4 W rows each
     WAIT_PENDING = max(NBUF - 2, 0)  # copy groups left in flight when a chunk must have landed
     A_ELEMS = (KS * MT + NT - 1) // NT  # A super-chunk elements per thread
     ACC, BREG = 4 * MT, 4 * KSTEP  # accumulators and B registers per thread
-    # a thread's four columns: n + G * (0, 1, 2, 3); vector variant 4 consecutive (G = 1)
-    G = 1 if vec else math.gcd(CG, tun.WARP_SIZE)
+    # a thread's four columns: n + G * (0, 1, 2, 3); vector variant 4 consecutive (G = 1), and
+    # with B transposed (its scalar loads run along K)
+    G = 1 if vec or BT else math.gcd(CG, tun.WARP_SIZE)
     # one row per block (a GEMV): the first B chunk of each super-chunk is loaded before A is
     # staged. With more rows the chunk's registers, live across the staging, cost occupancy or
     # spill (MT = 16: 126 -> 168 registers; 260 bytes of spills at MINB = 2).
-    EARLY_B = MT == 1 and not NBUF
+    EARLY_B = MT == 1 and not NBUF and not BT
     # 2-8 rows (PIPE): each chunk in two halves of KSTEP / 2 rows, the next half's loads issued
     # (issue_fence) before this half's FMAs, so that a warp always has loads in flight. Left to
     # itself ptxas spreads a chunk's loads over its FMAs (MT = 8: 68 registers, one or two loads
     # in flight). One row: 4 FMAs a load, nothing to overlap. MT = 16: the fenced chunk took
     # 167 registers (one block per SM), 28 % slower at 16 x 4096^2 (bench/NOTES.md).
-    PIPE = not NBUF and 2 <= MT <= 8 and KSTEP % 2 == 0
+    PIPE = not NBUF and not BT and 2 <= MT <= 8 and KSTEP % 2 == 0
     KH = KSTEP // 2
 
     @device_jit
@@ -240,6 +270,43 @@ def _make_kernel(items: tuple, vec: bool, layout: str = "NN"):
     copy_chunk, fma_ring = unroll(KSTEP, _copy), unroll(KSTEP, _fma_ring)
 
     @device_jit
+    def _load_w(i, wreg, Wg, j, k, n, k_end, N):
+        # (BT) W[n + i, k:k+4] = B[k:k+4, n + i] into wreg[16j + 4i ..]: zeros past k_end, the
+        # row clamped (columns of C past N are never stored)
+        b = 16 * j + 4 * i
+        wreg[b], wreg[b + 1], wreg[b + 2], wreg[b + 3] = load_a4(Wg, min(n + i, N - 1), k, k_end,
+                                                                 vec)
+
+    load_w = unroll(4, _load_w)
+
+    @device_jit
+    def _load_t(j, wreg, Wg, kc, kg, n, k_end, N):
+        # (BT) this thread's j-th step of chunk kc: k = kc + 4 (kg + j KG), four rows of W
+        load_w(wreg, Wg, j, kc + 4 * (kg + j * KG), n, k_end, N)
+
+    @device_jit
+    def _dot_row(m, acc, wreg, As, j, kk):
+        # (BT) C[m, n + i] += A[m, k:k+4] . W[n + i, k:k+4] for i < 4 (As[m, kk:kk+4]: one
+        # 128-bit read, consecutive across the lanes of a warp)
+        a0, a1, a2, a3 = load4(As, m, kk)
+        for i in range(4):
+            b = 16 * j + 4 * i
+            acc[4 * m + i] += a0 * wreg[b]
+            acc[4 * m + i] += a1 * wreg[b + 1]
+            acc[4 * m + i] += a2 * wreg[b + 2]
+            acc[4 * m + i] += a3 * wreg[b + 3]
+
+    dot_rows = unroll(MT, _dot_row)
+
+    @device_jit
+    def _fma_t(j, acc, wreg, As, kg, k0):
+        dot_rows(acc, wreg, As, j, k0 + 4 * (kg + j * KG))
+
+    load_chunk_t, fma_chunk_t = unroll(TSTEP, _load_t), unroll(TSTEP, _fma_t)
+    b_view = cols_view if BT else rows_view  # B's 2-D storage: W (N, K) when transposed
+    A_SHAPE = (MT, KS) if BT else (KS, MT)
+
+    @device_jit
     def stage_a(As, Ag, m0, ks, k_end, M, tid):
         # As[k, m] = A[m0 + m, ks + k], zeros past M and k_end: 4-byte cp.async copies, all of a
         # thread's in flight at once. (Loaded through registers, each element's SMEM store waited
@@ -251,7 +318,10 @@ def _make_kernel(items: tuple, vec: bool, layout: str = "NN"):
                 m = i // KS
                 k = i - m * KS
                 ok = m0 + m < M and ks + k < k_end
-                copy_async(As, k, m, Ag, min(m0 + m, M - 1), min(ks + k, k_end - 1), 4, ok)
+                if BT:  # As[m, k]
+                    copy_async(As, m, k, Ag, min(m0 + m, M - 1), min(ks + k, k_end - 1), 4, ok)
+                else:  # As[k, m]
+                    copy_async(As, k, m, Ag, min(m0 + m, M - 1), min(ks + k, k_end - 1), 4, ok)
         commit()
         wait(0)
 
@@ -301,14 +371,16 @@ def _make_kernel(items: tuple, vec: bool, layout: str = "NN"):
         M, K, N = A.shape[1], A.shape[2], B.shape[2]
         bz, k_begin, k_end = tun.block_work(K, KC, SPLITK)
         tid = cuda.threadIdx.x
-        cg = tid % CG  # this thread's columns: n0 + c + G * (0, 1, 2, 3)
-        kg = tid // CG  # and its rows of each chunk: kg, kg + KG, ...
+        # this thread's columns: n0 + c + G * (0, 1, 2, 3), and its rows of each chunk: kg,
+        # kg + KG, ... (B transposed: k = 4 kg, 4 (kg + KG), ..., the k-groups varying fastest)
+        cg = tid // KG if BT else tid % CG
+        kg = tid % KG if BT else tid // CG
         m0 = cuda.blockIdx.y * MT
         n0 = cuda.blockIdx.x * BN
         c = 4 * G * (cg // G) + cg % G
         n = n0 + c
-        Bg = rows_view(B, bz)
-        As = cuda.shared.array((KS, MT), float32, alignment=SMEM_ALIGN)
+        Bg = b_view(B, bz)
+        As = cuda.shared.array(A_SHAPE, float32, alignment=SMEM_ALIGN)
         # the ring of NBUF B chunks (NBUF > 0); at the end, the k-groups' partial sums
         red = cuda.shared.array((BS_ROWS, BN), float32, alignment=SMEM_ALIGN)
         acc = cuda.local.array(ACC, float32)
@@ -334,7 +406,13 @@ def _make_kernel(items: tuple, vec: bool, layout: str = "NN"):
             if EARLY_B:  # --- SMEM (A, broadcast) x registers (B) -> accumulators
                 fma_chunk(acc, breg, As, kg, 0)
                 first = ks + KC
-            if NBUF:
+            if BT:
+                for kc in range(ks, min(ks + KS, k_end), KC):
+                    # --- GMEM -> registers: this thread's 4 rows of W, TSTEP x 4 k, in flight
+                    load_chunk_t(breg, Bg, kc, kg, n, k_end, N)
+                    # --- SMEM (A, 128-bit along k) . registers (W) -> accumulators
+                    fma_chunk_t(acc, breg, As, kg, kc - ks)
+            elif NBUF:
                 for kc in range(ks, min(ks + KS, k_end), KC):
                     wait(WAIT_PENDING)  # this thread's copies of chunk kc have landed
                     # --- GMEM -> SMEM: chunk kc + (NBUF - 1) KC into the slot chunk kc - KC
@@ -392,7 +470,21 @@ def supports(M: int, N: int, K: int) -> bool:
     return 1 <= M <= MAX_M and N >= 1 and K >= 1
 
 
-LAYOUTS = ("NN", "TN")  # A in either layout (read element-wise); B row-major
+LAYOUTS = ("NN", "TN", "NT", "TT")  # A in either layout (read element-wise); B either
+#: When a configuration can take B stored transposed (layouts NT, TT).
+TRANSPOSED_B_RULE = ("B in registers (NBUF = 0) and KC / KG a multiple of 4 (steps of 4 k of "
+                     "a row of W per load)")
+
+
+def transposed_b_ok(cfg: Mapping[str, int]) -> bool:
+    """Whether configuration ``cfg`` runs with B stored transposed (:data:`TRANSPOSED_B_RULE`)."""
+    return cfg["NBUF"] == 0 and derived(cfg)["KSTEP"] % 4 == 0
+
+
+def layouts_of(cfg: Mapping[str, int]) -> tuple[str, ...]:
+    """The layouts configuration ``cfg`` serves: B row-major always, transposed when
+    :func:`transposed_b_ok`."""
+    return LAYOUTS if transposed_b_ok(cfg) else LAYOUTS[:2]
 
 
 def make_stage(config: Mapping[str, int]) -> Stage:
@@ -400,7 +492,8 @@ def make_stage(config: Mapping[str, int]) -> Stage:
     return tun.build_stage(
         "skinny", "15: skinny M (split-K, B read once)", config, _make_kernel, make_stage, SPACE,
         check_config, tile_of=lambda cfg: (cfg["MT"], cfg["BN"]),
-        launch_config_for=launch_config_for, supports=supports, layouts=LAYOUTS, general=False)
+        launch_config_for=launch_config_for, supports=supports, layouts=layouts_of(config),
+        general=False)
 
 
 STAGE = make_stage(DEFAULT_CONFIG)
