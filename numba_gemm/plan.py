@@ -388,8 +388,8 @@ def _choose(g: Geometry, stage: str | Stage | None, aligned: bool, dev: DeviceIn
 
     # a sweep's measurements near this shape, else the classes' tuned candidates (mixing the
     # two would let a class's extrapolation, often optimistic, win over a measurement); the
-    # classes also when no measured candidate serves this geometry (a layout the skinny stage
-    # does not take)
+    # classes also when no measured candidate serves this geometry (B stored transposed, where
+    # the measured skinny configurations all stream B through a ring, which reads it row-major)
     for picks in (_measured(g, aligned, dev, {s.name for s in usable}), None):
         picks = classed() if picks is None else picks
         for ms, name, cfg, where in picks:

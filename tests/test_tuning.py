@@ -604,8 +604,9 @@ def test_few_rows_far_from_measured_shapes_take_the_skinny_stage_by_its_bytes(
     assert "measured shape 1x8192x8192" in plan_for(1, 8192, 8192).reason  # an exact one
     # odd N far from 16 x 50257 x 768, where the tiled stages won: the classes, not its skinny
     assert "skinny class" in plan_for(12, 50257, 4096, aligned=False).reason
-    # B stored transposed: no measured candidate serves it (the skinny stage reads B row-major),
-    # so the classes price it, not the ladder's default tiles
+    # B stored transposed: no measured candidate serves it (these skinny configurations stream
+    # B through a ring, which reads it row-major), so the classes price it, not the ladder's
+    # default tiles
     for M in (8, 1):
         nt = Geometry.plain(M, 8192, 8192)._replace(layout="NT", ldb=8192)
         picked = plan_for(M, 8192, 8192, geometry=nt)
