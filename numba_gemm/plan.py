@@ -310,8 +310,8 @@ def _measured(g: Geometry, aligned: bool, dev: DeviceInfo, names: set[str]
     rec = tuning.nearest_shape(g.M, g.N, g.K, aligned, dev)
     if rec is None and "skinny" in names:  # a few rows: the skinny stage, priced by its bytes
         rec = tuning.nearest_rows_shape(g.M, g.N, g.K, aligned, dev)
-        if rec is None or min(rec["candidates"], key=lambda c: c["ms"],
-                              default={})["stage"] != "skinny":
+        winner = min(rec["candidates"], key=lambda c: c["ms"], default=None) if rec else None
+        if winner is None or winner["stage"] != "skinny":
             return []  # (16 x 50257 x 768, odd N: the tiled stages won there)
         where = "the measured shape " + "x".join(map(str, rec["shape"])) + " (rows near)"
         return sorted((stream_ms(dict(c, shape=rec["shape"]), g.M, g.N, g.K, dev.sm_count),

@@ -601,6 +601,14 @@ def test_few_rows_far_from_measured_shapes_take_the_skinny_stage_by_its_bytes(
     assert far.predicted_ms == pytest.approx(stream_ms(cand, 8, 8192, 8192, 132))
     assert "8x4096x4096 (rows near)" in far.reason and "bytes of B" in far.reason
     assert "skinny class" in plan_for(2, 8192, 8192).reason  # no shape of 2-4 rows: the classes
+    # a shape of 2-4 rows whose only candidate is malformed (dropped): the classes again
+    data = tuning.load(path)
+    tuning.record_shape(data, "Fake GPU", (9, 0), (3, 8192, 8192), True, [
+        dict(stage="skinny", config=ring, ms=0, blocks_per_sm=2)])
+    tuning.save(data, path)
+    tuning.reload()
+    with pytest.warns(UserWarning, match="malformed measured-shape"):
+        assert "skinny class" in plan_for(2, 8192, 4096).reason
     assert "measured shape 1x8192x8192" in plan_for(1, 8192, 8192).reason  # an exact one
     # odd N far from 16 x 50257 x 768, where the tiled stages won: the classes, not its skinny
     assert "skinny class" in plan_for(12, 50257, 4096, aligned=False).reason
