@@ -13,10 +13,12 @@ take the shape, every configuration of the regime stages' spaces (skinny, skinny
 first in parallel processes (``numba_gemm.precompile``).
 Rows: ``race.csv`` (one per shape: cuBLAS, auto, best swept, ratios, GB/s of the operands) and
 ``sweep.csv`` (every candidate, with the variant that ran and its occupancy), under ``--out``.
+``--layout NT`` races ``x @ W.T`` (B the transpose of a row-major ``(N, K)``, as
+``torch.nn.Linear`` computes; cuBLAS gets the same views) and sweeps the candidates that serve it.
 ``--fold`` records a sweep's fastest candidates per shape in a tuning file as measured shapes
 (``numba_gemm.tuning.record_shape``), which the plan prices products near them from.
 
-    python bench/shapes.py --out DIR [--groups skinny deep] [--sweep] [--jobs 16]
+    python bench/shapes.py --out DIR [--groups skinny deep] [--sweep] [--jobs 16] [--layout NT]
     python bench/shapes.py --out DIR --fold DIR/sweep.csv --into numba_gemm/tuning/sm_90.json
 """
 
@@ -57,8 +59,10 @@ def summary(rows: list[dict]) -> str:
         ratios.append(float(r["pct_cublas_e2e"]) / 100)
         kern, e2e = float(r["pct_cublas_kernel"]), float(r["pct_cublas_e2e"])
         us, gbps = 1e3 * float(r["auto_kernel_ms"]), float(r["gbps_kernel"])
-        lines.append(f"{r['group']:10s} {r['M']:>5}x{r['N']:>5}x{r['K']:>5} kernel {kern:6.1f}% "
-                     f"e2e {e2e:6.1f}% {us:9.1f} us {gbps:8.0f} GB/s  {pick} S={split}")
+        lay = "" if r.get("layout", "NN") in ("NN", "", None) else f" {r['layout']}"
+        lines.append(f"{r['group']:10s} {r['M']:>5}x{r['N']:>5}x{r['K']:>5}{lay} "
+                     f"kernel {kern:6.1f}% e2e {e2e:6.1f}% {us:9.1f} us {gbps:8.0f} GB/s  "
+                     f"{pick} S={split}")
     if ratios:
         geo = math.exp(sum(math.log(x) for x in ratios) / len(ratios))
         lines.append(f"geomean e2e {geo:.3f} min {min(ratios):.3f} over {len(ratios)} shapes")
@@ -67,7 +71,7 @@ def summary(rows: list[dict]) -> str:
 
 def candidates(M: int, N: int, K: int, stream_k: bool = True, spaces: bool = True,
                stages: list[str] | None = None, extra: list[dict] | None = None,
-               extra_only: bool = False) -> list[tuple[str, dict]]:
+               extra_only: bool = False, layout: str = "NN") -> list[tuple[str, dict]]:
     """Every ``(stage name, config)`` of the FP32 stages that the sweep times at this shape: the
     tuning data's (every class's winners and alternatives, each with the K splits the plan may
     give it here, ``plan.split_options``, up to the candidate's blocks per SM, and the tiled
@@ -75,7 +79,7 @@ def candidates(M: int, N: int, K: int, stream_k: bool = True, spaces: bool = Tru
     (without ``stream_k``: no stream-K twins; without ``spaces``: the regime stages' tuned
     candidates only; ``stages``: only these stages; ``extra``: more candidates, each a dict
     ``{"stage", "config", "blocks_per_sm"}`` as in the tuning data, swept like its own;
-    ``extra_only``: those alone)."""
+    ``extra_only``: those alone); of those, the ones that serve ``layout``."""
     import numba_gemm
     from numba_gemm import device, plan, tuning
     from numba_gemm.kernels._tunable import STREAM_K
@@ -84,7 +88,12 @@ def candidates(M: int, N: int, K: int, stream_k: bool = True, spaces: bool = Tru
     out: dict[str, tuple[str, dict]] = {}
 
     def add(name, cfg):
-        out[f"{name} {sorted(cfg.items())}"] = (name, dict(cfg))
+        try:
+            serves = layout in numba_gemm.get_stage(name).with_config(cfg).layouts
+        except (TypeError, ValueError):  # a stale configuration: the sweep reports it failing
+            serves = True
+        if serves:
+            out[f"{name} {sorted(cfg.items())}"] = (name, dict(cfg))
 
     tuned = [(name, c) for cls in tuning.CLASSES
              for name, res in tuning.winners(cls.name, dev).items()
@@ -111,7 +120,7 @@ def candidates(M: int, N: int, K: int, stream_k: bool = True, spaces: bool = Tru
         if (spaces and st.name in (stages or [st.name]) and st.tunable and not st.general
                 and st.precision == "fp32" and st.supports(M, N, K)):
             for cfg in st.space:
-                out[f"{st.name} {sorted(cfg.items())}"] = (st.name, dict(cfg))
+                add(st.name, cfg)
     return list(out.values())
 
 
@@ -158,38 +167,44 @@ def fold(sweeps: list[Path], into: Path, within: float = 1.05, keep: int = 3) ->
                     bps = 1
                 if not bps:
                     continue
-                shapes.setdefault(((M, N, K), variant == "vector"), []).append(dict(
+                key = ((M, N, K), variant == "vector", r.get("layout") or "NN")
+                shapes.setdefault(key, []).append(dict(
                     stage=r["stage"], config=cfg, ms=float(r["kernel_ms"]),
                     blocks_per_sm=int(bps)))
-        for (shape, aligned), cands in sorted(shapes.items()):
+        for (shape, aligned, layout), cands in sorted(shapes.items()):
             cands.sort(key=lambda c: c["ms"])
             kept = [c for c in cands if c["ms"] <= within * cands[0]["ms"]][:keep]
-            tuning.record_shape(data, gpu, cc, shape, aligned, kept)
-            report.append(f"{gpu} {'x'.join(map(str, shape))} {'aligned' if aligned else 'scalar'}"
+            tuning.record_shape(data, gpu, cc, shape, aligned, kept, layout)
+            report.append(f"{gpu} {'x'.join(map(str, shape))} {layout} "
+                          f"{'aligned' if aligned else 'scalar'}"
                           f": {len(kept)} of {len(cands)}, best {kept[0]['stage']} "
                           f"{kept[0]['config']} {kept[0]['ms']:.4g} ms")
     tuning.save(data, into)
     return "\n".join(report) + "\n"
 
 
-def precompile(shapes: list[tuple[int, int, int]], jobs: int, sweep: bool, **which) -> None:
+def precompile(shapes: list[tuple[int, int, int]], jobs: int, sweep: bool, layout: str = "NN",
+               **which) -> None:
     """Compile the automatic pick of every shape and, with ``sweep``, every candidate (both
-    variants) into the kernel cache."""
+    variants) into the kernel cache, for operands in ``layout``."""
     import torch
 
     import numba_gemm
     from numba_gemm import precompile as pc
+    from numba_gemm.plan import Geometry
+    from numba_gemm.registry import variant_key
 
     cc = torch.cuda.get_device_capability()
     todo = {}
     for M, N, K in shapes:
-        st = numba_gemm.plan_for(M, N, K).stage
+        st = numba_gemm.plan_for(M, N, K, geometry=Geometry.dense(M, N, K, layout)).stage
         picks = [(st.name, dict(st.config))]
-        for name, cfg in picks + (candidates(M, N, K, **which) if sweep else []):
+        for name, cfg in picks + (candidates(M, N, K, layout=layout, **which) if sweep else []):
             # the variant the sweep runs here (torch's allocations are 16-byte aligned)
+            aligned = Geometry.dense(M, N, K, layout).shape_aligned()
             for variant in (("vector", "scalar") if (name, cfg) in picks
-                            else (("scalar",) if (N | K) & 3 else ("vector",))):
-                job = pc.Job(name, tuple(sorted(cfg.items())), variant, cc)
+                            else (("vector",) if aligned else ("scalar",))):
+                job = pc.Job(name, tuple(sorted(cfg.items())), variant_key(variant, layout), cc)
                 todo[str(job)] = job
     t = time.monotonic()
     res = pc.run(list(todo.values()), jobs)
@@ -211,6 +226,9 @@ def main(argv=None) -> int:
     p.add_argument("--into", type=Path, default=None, metavar="TUNING_JSON")
     p.add_argument("--groups", nargs="*", default=None, choices=list(SUITE))
     p.add_argument("--shapes", default=None, help="MxNxK,... instead of the suite")
+    p.add_argument("--layout", default="NN", choices=["NN", "NT", "TN", "TT"],
+                   help="how A and B are stored, as in BLAS: NT is B = W.T with W a row-major "
+                        "(N, K), as in x @ W.T (torch.nn.Linear); cuBLAS gets the same views")
     p.add_argument("--reps", type=int, default=20)
     p.add_argument("--sweep", action="store_true")
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
@@ -249,7 +267,7 @@ def main(argv=None) -> int:
 
     extra = json.loads(args.extra.read_text()) if args.extra else None
     which = dict(stream_k=args.stream_k, spaces=args.spaces, stages=args.stages, extra=extra,
-                 extra_only=args.extra_only)
+                 extra_only=args.extra_only, layout=args.layout)
     precompile([s for _, s in shapes], args.jobs, args.sweep or args.compile_only, **which)
     if args.compile_only:
         return 0
@@ -259,8 +277,11 @@ def main(argv=None) -> int:
     race, sweep = [], []
 
     def run_shape(group, M, N, K):
-        a = torch.randn(M, K, device="cuda", generator=gen)
-        b = torch.randn(K, N, device="cuda", generator=gen)
+        # a transposed operand: the transpose (a view) of a row-major (K, M) or (N, K) tensor
+        a = (torch.randn(M, K, device="cuda", generator=gen) if args.layout[0] == "N" else
+             torch.randn(K, M, device="cuda", generator=gen).T)
+        b = (torch.randn(K, N, device="cuda", generator=gen) if args.layout[1] == "N" else
+             torch.randn(N, K, device="cuda", generator=gen).T)
         c = torch.empty(M, N, device="cuda")
         ref = a.double() @ b.double()
         ref_norm = torch.linalg.norm(ref).item()
@@ -282,7 +303,7 @@ def main(argv=None) -> int:
         def mm():
             torch.mm(a, b, out=c)
 
-        row = dict(gpu=gpu, group=group, M=M, N=N, K=K)
+        row = dict(gpu=gpu, group=group, M=M, N=N, K=K, layout=args.layout)
         row["cublas_err"] = err_of(mm)
         row["cublas_kernel_ms"] = time_kernel(mm, reps=args.reps).median
         row["cublas_e2e_ms"] = None  # below: in turn with the public call's loops
@@ -306,9 +327,10 @@ def main(argv=None) -> int:
             best = None
             for name, cfg in candidates(M, N, K, **which):
                 st = numba_gemm.get_stage(name).with_config(cfg)
-                entry = dict(gpu=gpu, group=group, M=M, N=N, K=K, stage=name, config=str(cfg))
+                entry = dict(gpu=gpu, group=group, M=M, N=N, K=K, layout=args.layout,
+                             stage=name, config=str(cfg))
                 try:
-                    pl = numba_gemm.plan_for(M, N, K, stage=st)
+                    pl = numba_gemm.explain(a, b, out=c, stage=st)
                     run = lambda pl=pl: pl.launch(a, b, c)  # noqa: E731
                     entry["err"] = err_of(run)
                     if not entry["err"] <= st.rtol:

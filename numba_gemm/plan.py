@@ -66,6 +66,13 @@ class Geometry(NamedTuple):
         """One row-major, C-contiguous product (the ladder's teaching form)."""
         return cls(1, M, N, K, "NN", K, N, N, 0, 0, 0)
 
+    @classmethod
+    def dense(cls, M: int, N: int, K: int, layout: str = "NN") -> Geometry:
+        """One contiguous product with A and B stored as ``layout`` says (A as a row-major
+        ``(K, M)`` when transposed, B as a row-major ``(N, K)``: ``x @ W.T``)."""
+        return cls(1, M, N, K, layout, K if layout[0] == "N" else M,
+                   N if layout[1] == "N" else K, N, 0, 0, 0)
+
     @property
     def is_plain(self) -> bool:
         return self == Geometry.plain(self.M, self.N, self.K)
@@ -304,22 +311,35 @@ def _measured(g: Geometry, aligned: bool, dev: DeviceInfo, names: set[str]
     cannot scale it); cheapest first. With none near and at most ``tuning.SKINNY_ROWS`` rows: the
     skinny stage's candidates of the measured shape of nearby rows nearest in N and K
     (:func:`tuning.nearest_rows_shape`), priced by :func:`stream_ms`, if the skinny stage won
-    there. Empty for a batch or with no measured shape near."""
+    there. Both searches take the measurements of the product's layout first, then those of B
+    stored alike, then any (``tuning.layout_rank``): the skinny stage's configurations for B
+    stored transposed are others than for row-major B. Empty for a batch or with no measured
+    shape near."""
     if g.batch != 1:
         return []
-    rec = tuning.nearest_shape(g.M, g.N, g.K, aligned, dev)
-    if rec is None and "skinny" in names:  # a few rows: the skinny stage, priced by its bytes
-        rec = tuning.nearest_rows_shape(g.M, g.N, g.K, aligned, dev)
-        winner = min(rec["candidates"], key=lambda c: c["ms"], default=None) if rec else None
-        if winner is None or winner["stage"] != "skinny":
-            return []  # (16 x 50257 x 768, odd N: the tiled stages won there)
-        where = "the measured shape " + "x".join(map(str, rec["shape"])) + " (rows near)"
-        return sorted((stream_ms(dict(c, shape=rec["shape"]), g.M, g.N, g.K, dev.sm_count),
-                       c["stage"], dict(c["config"]), where)
-                      for c in rec["candidates"] if c["stage"] == "skinny")
+
+    def named(rec):
+        lay = tuning.layout_of(rec)
+        return ("the measured shape " + "x".join(map(str, rec["shape"]))
+                + ("" if lay == "NN" else f" ({lay})"))
+
+    for rank in range(3):  # the product's layout, then B stored alike, then any
+        rec = tuning.nearest_shape(g.M, g.N, g.K, aligned, dev, g.layout, rank)
+        if rec is not None:
+            break
+        rows = (tuning.nearest_rows_shape(g.M, g.N, g.K, aligned, dev, g.layout, rank)
+                if "skinny" in names else None)
+        if rows is not None:  # a few rows: the skinny stage, priced by the bytes of B
+            winner = min(rows["candidates"], key=lambda c: c["ms"], default=None)
+            if winner is None or winner["stage"] != "skinny":
+                return []  # (16 x 50257 x 768, odd N: the tiled stages won there)
+            where = named(rows) + " (rows near)"
+            return sorted((stream_ms(dict(c, shape=rows["shape"]), g.M, g.N, g.K, dev.sm_count),
+                           c["stage"], dict(c["config"]), where)
+                          for c in rows["candidates"] if c["stage"] == "skinny")
     if rec is None:
         return []
-    where = "the measured shape " + "x".join(map(str, rec["shape"]))
+    where = named(rec)
     out = []
     for c in rec["candidates"]:
         if c["stage"] not in names:

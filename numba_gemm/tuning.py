@@ -24,7 +24,9 @@ Beside the classes, an entry may hold *measured shapes* (``"shapes"``: :func:`re
 fastest candidates an exhaustive sweep timed at one product's shape (``bench/shapes.py --sweep``,
 folded in with ``--fold``). A product near such a shape (:data:`NEAR`) is priced from those
 measurements (:func:`nearest_shape`) rather than from a class tuned at another shape: the way
-cuBLAS's heuristics and Triton's autotuning cache map a shape to a measured kernel choice.
+cuBLAS's heuristics and Triton's autotuning cache map a shape to a measured kernel choice. A
+measured shape records the operands' layout when it is not NN (B stored transposed, ``x @ W.T``,
+runs other skinny configurations), and a product takes the measurements of its own layout first.
 """
 
 from __future__ import annotations
@@ -169,17 +171,34 @@ def _parse(path: Path) -> dict:
     return data
 
 
+#: The operand layouts, as in BLAS: whether A and B are stored transposed.
+LAYOUTS = ("NN", "NT", "TN", "TT")
+
+
+def layout_of(rec: Mapping[str, Any]) -> str:
+    """The layout a measured shape was timed in (records without one: ``"NN"``)."""
+    return rec.get("layout", "NN")
+
+
 def record_shape(data: dict, gpu: str, cc: tuple[int, int], shape: tuple[int, int, int],
-                 aligned: bool, cands: list[Mapping[str, Any]]) -> None:
+                 aligned: bool, cands: list[Mapping[str, Any]], layout: str = "NN") -> None:
     """Put one measured shape into ``data`` in place (replacing an earlier record of the same
-    shape and alignment): ``cands`` are ``{"stage", "config", "ms", "blocks_per_sm"}``, timed
-    at ``shape`` (M, N, K) on rows that are (``aligned``) or are not 16-byte aligned."""
+    shape, alignment and layout): ``cands`` are ``{"stage", "config", "ms", "blocks_per_sm"}``,
+    timed at ``shape`` (M, N, K) on rows that are (``aligned``) or are not 16-byte aligned, with
+    A and B stored as ``layout`` says (``"NN"``, ``"NT"``, ``"TN"``, ``"TT"``; recorded as a
+    ``"layout"`` key unless ``"NN"``)."""
+    if layout not in LAYOUTS:
+        raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
     entry = data["gpus"].setdefault(gpu, {"compute_capability": list(cc), "classes": {}})
     shapes = [s for s in entry.get("shapes", [])
-              if (tuple(s["shape"]), s["aligned"]) != (tuple(shape), aligned)]
-    shapes.append({"shape": list(shape), "aligned": bool(aligned),
-                   "candidates": [dict(c) for c in cands]})
-    entry["shapes"] = sorted(shapes, key=lambda s: (s["shape"], s["aligned"]))
+              if (tuple(s["shape"]), s["aligned"], layout_of(s))
+              != (tuple(shape), aligned, layout)]
+    rec = {"shape": list(shape), "aligned": bool(aligned),
+           "candidates": [dict(c) for c in cands]}
+    if layout != "NN":
+        rec["layout"] = layout
+    shapes.append(rec)
+    entry["shapes"] = sorted(shapes, key=lambda s: (s["shape"], s["aligned"], layout_of(s)))
 
 
 def record(
@@ -310,7 +329,8 @@ def shape_distance(a: tuple[int, int, int], b: tuple[int, int, int]) -> float:
 
 def measured_shapes(device: DeviceInfo | tuple | None = None) -> list[dict]:
     """Every measured shape recorded for ``device`` (user cache first, then committed defaults),
-    a copy: ``{"shape", "aligned", "candidates"}`` each (:func:`record_shape`)."""
+    a copy: ``{"shape", "aligned", "candidates"}`` each, and ``"layout"`` if not NN
+    (:func:`record_shape`)."""
     return copy.deepcopy([rec for _, entry in _entries(_device(device))
                           for rec in entry["shapes"]])
 
@@ -323,16 +343,29 @@ SKINNY_ROWS = 16
 
 
 def nearest_shape(M: int, N: int, K: int, aligned: bool,
-                  device: DeviceInfo | tuple | None = None) -> dict | None:
+                  device: DeviceInfo | tuple | None = None, layout: str = "NN",
+                  rank: int | None = None) -> dict | None:
     """The measured shape (:func:`record_shape`) of the same alignment nearest to ``(M, N, K)``,
     closer than :data:`NEAR`, as ``{"shape", "aligned", "candidates", "distance"}`` (a copy; the
-    user cache's record wins a tie), or None. Candidates malformed for the wave model are
-    dropped with a warning."""
-    return _nearest(aligned, device, lambda shape: shape_distance((M, N, K), shape), NEAR)
+    user cache's record wins a tie), or None. Of the product's ``layout`` if one is that close,
+    else of the same storage of B, else any (:func:`layout_rank`); with ``rank``, only records
+    that far from ``layout``. Candidates malformed for the wave model are dropped with a
+    warning."""
+    return _nearest(aligned, device, lambda shape: shape_distance((M, N, K), shape), NEAR,
+                    layout, rank)
+
+
+def layout_rank(layout: str, recorded: str) -> int:
+    """How far a measurement in layout ``recorded`` is from a product in ``layout``: 0 the same,
+    1 B stored the same way, 2 otherwise. B's storage decides which skinny configurations run
+    and how they read it (``kernels.k15_skinny``); A's changes only how a tile is staged (the
+    tiled stages ran NT, TN and TT within 2-6 % of NN, bench/NOTES.md)."""
+    return 0 if recorded == layout else 1 if recorded[1] == layout[1] else 2
 
 
 def nearest_rows_shape(M: int, N: int, K: int, aligned: bool,
-                       device: DeviceInfo | tuple | None = None) -> dict | None:
+                       device: DeviceInfo | tuple | None = None, layout: str = "NN",
+                       rank: int | None = None) -> dict | None:
     """For ``M <= SKINNY_ROWS``: the measured shape of the same alignment with ``M`` to ``2 M``
     rows (at most :data:`SKINNY_ROWS`) nearest to ``(M, N, K)`` at any distance, its rows
     counted twice (:func:`shape_distance` plus ``|log2(rows / M)|``), as :func:`nearest_shape`
@@ -340,7 +373,8 @@ def nearest_rows_shape(M: int, N: int, K: int, aligned: bool,
     mostly scale the bytes of B; not so much that 8 x 768^2 goes to 8 x 4096^2 rather than to
     16 x 768^2, whose K splits fill the GPU at that size. Never fewer rows than ``M``: a shape's
     candidates are its fastest tiles, and those of fewer rows may read B more often here (the
-    one-row tiles of 1 x 4096^2 read it twice at 2 x 4096^2)."""
+    one-row tiles of 1 x 4096^2 read it twice at 2 x 4096^2). ``layout`` and ``rank`` as in
+    :func:`nearest_shape`."""
     if M > SKINNY_ROWS:
         return None
 
@@ -349,24 +383,27 @@ def nearest_rows_shape(M: int, N: int, K: int, aligned: bool,
             return math.inf
         return math.log2(shape[0] / M) + shape_distance((M, N, K), shape)
 
-    return _nearest(aligned, device, distance, math.inf)
+    return _nearest(aligned, device, distance, math.inf, layout, rank)
 
 
 def _nearest(aligned: bool, device: DeviceInfo | tuple | None,
-             distance: Callable[[tuple], float], limit: float) -> dict | None:
-    best, dist = None, limit
+             distance: Callable[[tuple], float], limit: float, layout: str,
+             rank: int | None) -> dict | None:
+    best, key = None, (3, limit)  # (layout_rank, distance): the nearest of the closest layout
     for _, entry in _entries(_device(device)):
         for rec in entry["shapes"]:
             try:
                 if bool(rec["aligned"]) != bool(aligned):
                     continue
                 d = distance(tuple(rec["shape"]))
-            except (KeyError, TypeError, ValueError, ZeroDivisionError):
+                k = (layout_rank(layout, str(layout_of(rec))), d)
+            except (KeyError, TypeError, ValueError, ZeroDivisionError, IndexError):
                 continue
-            if d < dist:  # the first of equals wins: the user cache's
-                best, dist = rec, d
+            if d < limit and k < key and rank in (None, k[0]):  # first of equals: user cache's
+                best, key = rec, k
     if best is None:
         return None
+    dist = key[1]
     out = copy.deepcopy(best)
     cands = out.get("candidates") if isinstance(out.get("candidates"), list) else []
     out["candidates"] = [c for c in cands if isinstance(c, Mapping) and isinstance(

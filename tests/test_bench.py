@@ -636,7 +636,7 @@ def test_shapes_fold_records_the_fastest_per_shape(tmp_path):
     assert [(c["config"]["SPLITK"], c["ms"], c["blocks_per_sm"])
             for c in recs[(256, 4096, 4096), True]] == [(2, 0.2, 2), (1, 0.21, 2)]
     assert recs[(256, 4095, 4095), False][0]["blocks_per_sm"] == 1
-    assert "256x4096x4096 aligned: 2 of 3" in (tmp_path / "fold.txt").read_text()
+    assert "256x4096x4096 NN aligned: 2 of 3" in (tmp_path / "fold.txt").read_text()
 
     # a sweep of another GPU model goes into an entry of its own, measured shapes only (the
     # H200's classes serve it: tuning._default_entries); the H200's records stay as they were
@@ -656,6 +656,24 @@ def test_shapes_fold_records_the_fastest_per_shape(tmp_path):
     assert [(r["shape"], r["candidates"][0]["config"]["SPLITK"])
             for r in gpus["NVIDIA H100"]["shapes"]] == [([64, 4096, 4096], 8)]
     assert len(gpus["NVIDIA H200"]["shapes"]) == 2
+
+    # rows of another layout (x @ W.T) go into records of their own beside the NN ones
+    skinny = dict(MT=8, BN=128, NT=256, KC=128, SPLITK=8, MINB=0, NBUF=0)
+    with open(sweep, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["gpu", "group", "M", "N", "K", "layout", "stage", "config", "kernel_ms",
+                    "blocks_per_sm"])
+        for layout, ms in (("NT", "0.04"), ("NN", "0.03")):
+            w.writerow(["NVIDIA H100", "given", 8, 4096, 4096, layout, "skinny", str(skinny), ms,
+                        "2"])
+    res = subprocess.run([sys.executable, str(ROOT / "bench" / "shapes.py"), "--out",
+                          str(tmp_path), "--fold", str(sweep), "--into", str(into)],
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    recs = json.loads(into.read_text())["gpus"]["NVIDIA H100"]["shapes"]
+    assert [(r["shape"][0], r.get("layout"), r["candidates"][0]["ms"]) for r in recs] == [
+        (8, None, 0.03), (8, "NT", 0.04), (64, None, 0.065)]
+    assert "8x4096x4096 NT aligned: 1 of 1" in (tmp_path / "fold.txt").read_text()
 
 
 def test_shapes_sweeps_extra_candidates_with_their_splits(fake_gpu):
@@ -680,3 +698,21 @@ def test_shapes_sweeps_extra_candidates_with_their_splits(fake_gpu):
     assert all(n == "multistage" and dict(c, SPLITK=1) == cfg for n, c in got)
     everything = shapes.candidates(M, N, K, extra=extra)
     assert len(everything) > len(got) and all(g in everything for g in got)
+
+
+def test_shapes_sweeps_only_the_candidates_that_serve_the_layout(fake_gpu):
+    """``--layout NT`` (``x @ W.T``) sweeps the candidates that serve B stored transposed: of the
+    skinny stage's space, the configurations with B in registers and whole steps of 4 k, none of
+    its ring's (which reads B row-major); every one of them is in the NN sweep too."""
+    from numba_gemm.kernels import k15_skinny
+
+    fake_gpu("NVIDIA H100 80GB HBM3")
+    spec = importlib.util.spec_from_file_location("shapes", ROOT / "bench" / "shapes.py")
+    shapes = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(shapes)
+    nn = shapes.candidates(8, 4096, 4096, stages=["skinny"])
+    nt = shapes.candidates(8, 4096, 4096, stages=["skinny"], layout="NT")
+    assert len(nn) > len(nt) > 0 and all(c in nn for c in nt)
+    assert all(k15_skinny.transposed_b_ok(c) for _, c in nt)
+    assert all(("skinny", c) in nt for c in k15_skinny.SPACE if k15_skinny.transposed_b_ok(c))
+    assert any(c["NBUF"] for _, c in nn) and not any(c["NBUF"] for _, c in nt)

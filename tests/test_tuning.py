@@ -621,6 +621,55 @@ def test_few_rows_far_from_measured_shapes_take_the_skinny_stage_by_its_bytes(
         assert picked.stage.name == "double_buffering" and "skinny class" in picked.reason
 
 
+def test_measured_shapes_of_the_products_layout_come_first(tmp_path, monkeypatch, fake_gpu):
+    """A product with B stored transposed (``x @ W.T``) is priced from the measurements of its
+    own layout (the skinny configurations that read W, not the ring's), then of B stored alike,
+    then the row-major ones; the few-rows search of its layout comes before a row-major shape
+    however near; a row-major product keeps its own measurements."""
+    from numba_gemm.plan import Geometry
+
+    path = tmp_path / "t.json"
+    monkeypatch.setenv("NUMBA_GEMM_TUNING", str(path))
+    dev = fake_gpu("Fake GPU", (1, 0), sms=132)
+    ring = dict(MT=8, BN=128, NT=256, KC=16, SPLITK=8, MINB=0, NBUF=4)
+    regs = dict(MT=8, BN=128, NT=256, KC=64, SPLITK=8, MINB=0, NBUF=0)  # 8 k a thread: NT too
+    data = tuning.load(path)
+    tuning.record_shape(data, "Fake GPU", (9, 0), (8, 4096, 4096), True, [
+        dict(stage="skinny", config=ring, ms=0.030, blocks_per_sm=2),
+        dict(stage="skinny", config=regs, ms=0.031, blocks_per_sm=2)])
+    tuning.record_shape(data, "Fake GPU", (9, 0), (8, 4096, 4096), True, [
+        dict(stage="skinny", config=dict(regs, SPLITK=4), ms=0.035, blocks_per_sm=2),
+        dict(stage="skinny", config=regs, ms=0.040, blocks_per_sm=2)], layout="NT")
+    tuning.record_shape(data, "Fake GPU", (9, 0), (8, 8192, 8192), True, [
+        dict(stage="skinny", config=ring, ms=0.1, blocks_per_sm=2)])
+    with pytest.raises(ValueError, match="layout must be one of"):
+        tuning.record_shape(data, "Fake GPU", (9, 0), (8, 8192, 8192), True, [], layout="N")
+    tuning.save(data, path)
+
+    def near(layout, rank=None):
+        rec = tuning.nearest_shape(8, 4096, 4096, True, dev, layout, rank)
+        return tuning.layout_of(rec), rec["candidates"][0]["ms"]
+
+    assert near("NN") == ("NN", 0.030) and near("TN") == ("NN", 0.030)  # B stored alike
+    assert near("NT") == ("NT", 0.035) and near("TT") == ("NT", 0.035)
+    assert near("NT", rank=2) == ("NN", 0.030) and near("TN", rank=1) == ("NN", 0.030)
+    assert tuning.nearest_shape(8, 4096, 4096, True, dev, "TN", rank=0) is None
+
+    def plan(M, N, K, layout):
+        return plan_for(M, N, K, geometry=Geometry.dense(M, N, K, layout))
+
+    assert dict(plan(8, 4096, 4096, "NN").stage.config) == ring
+    nt = plan(8, 4096, 4096, "NT")
+    assert dict(nt.stage.config) == dict(regs, SPLITK=4)
+    assert "measured shape 8x4096x4096 (NT)" in nt.reason
+    # 8 x 8192^2 NT: the NT shape of nearby rows, not the row-major one at this very shape
+    # (whose ring configuration cannot read W)
+    far = plan(8, 8192, 8192, "NT")
+    assert dict(far.stage.config) == dict(regs, SPLITK=4)
+    assert "8x4096x4096 (NT) (rows near)" in far.reason
+    assert dict(plan(8, 8192, 8192, "NN").stage.config) == ring
+
+
 def test_defaults_consult_this_gpus_entry_then_the_main_one(tmp_path, monkeypatch, fake_gpu):
     """In the committed defaults, the entry of the GPU's own name (shapes measured on that model)
     comes before the file's main entry (the most tuned classes), whose classes serve every GPU of
@@ -652,12 +701,13 @@ def test_committed_measured_shapes_are_valid():
     for path in sorted(tuning.DEFAULTS_DIR.glob("sm_*.json")):
         for entry in tuning.load(path)["gpus"].values():
             recs = entry.get("shapes", [])
-            keys = [(tuple(r["shape"]), r["aligned"]) for r in recs]
+            keys = [(tuple(r["shape"]), r["aligned"], tuning.layout_of(r)) for r in recs]
             assert len(set(keys)) == len(keys)
             for r in recs:
                 assert r["candidates"]
                 for c in r["candidates"]:
-                    numba_gemm.get_stage(c["stage"]).with_config(c["config"])
+                    st = numba_gemm.get_stage(c["stage"]).with_config(c["config"])
+                    assert tuning.layout_of(r) in st.layouts
                     assert tuning._valid_candidate(dict(c, shape=r["shape"]), stream_k=True)
 
 
