@@ -13,6 +13,7 @@ goes the general way.
 
 from __future__ import annotations
 
+import functools
 import math
 import numbers
 import struct
@@ -21,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from . import tuning
-from .devarray import F32, PLAIN, Operand, all_rows_aligned, operand, overlaps
+from .devarray import F32, PLAIN, PLAIN_T, Operand, all_rows_aligned, operand, overlaps
 from .device import SIMULATOR
 from .launch import DEFAULT_STREAM, SHARED_STREAMS, stream_handle
 from .plan import MAX_PLANS, Geometry, Plan, check_grid, plan_for
@@ -352,11 +353,18 @@ def sgemm(
     return _run(A, B, C, g, shape, out, alpha, beta, stage, stream, compute)
 
 
+@functools.lru_cache(maxsize=MAX_PLANS)
+def _dense(M: int, N: int, K: int, layout: str) -> Geometry:
+    """``Geometry.dense``, memoized (the fast lane keys transposed operands' plans by it)."""
+    return Geometry.dense(M, N, K, layout)
+
+
 def _plain_call(a: Any, b: Any, out: Any, stage: Any, alpha: Any, beta: Any) -> Any:
     """``sgemm``'s fast lane, for the call nearly every caller makes: plain operands
-    (``devarray.PLAIN``: 2-D, float32, C-contiguous, on the one visible GPU, no producer stream),
-    float scalars the call path has met before, the default stream, and a plan already made for
-    the shape. One pass over the operands, no ``Operand`` objects, the plan's pointer launcher
+    (``devarray.PLAIN``: 2-D, float32, C-contiguous, on the one visible GPU, no producer stream;
+    A or B may be the transpose of one, ``devarray.PLAIN_T``, as ``x @ w.T`` passes it), float
+    scalars the call path has met before, the default stream, and a plan already made for the
+    shape (and layout: ``Geometry.dense``). One pass over the operands, no ``Operand`` objects, the plan's pointer launcher
     (``Plan.run_plain``; a staged plan's inherited one wraps the pointers for its copies). Returns
     the result, or None with nothing done for any other call (a first call, an error to raise):
     the general path then decides, and it keys its plans as this lane does, so both launch the
@@ -365,8 +373,14 @@ def _plain_call(a: Any, b: Any, out: Any, stage: Any, alpha: Any, beta: Any) -> 
     if ra is None or rb is None:
         return None
     pa, pb = ra(a), rb(b)
-    if pa is None or pb is None:
-        return None
+    layout = None  # both plain: the plain geometry's plans
+    if pa is None or pb is None:  # a transposed operand (x @ w.T): its geometry's plans
+        ta, tb = "N" if pa else "T", "N" if pb else "T"
+        pa = pa or PLAIN_T[type(a)](a)
+        pb = pb or PLAIN_T[type(b)](b)
+        if pa is None or pb is None:
+            return None
+        layout = ta + tb
     a0, M, K = pa
     b0, kb, N = pb
     alpha32 = _SCALARS.get(alpha) if type(alpha) is float else None
@@ -388,8 +402,11 @@ def _plain_call(a: Any, b: Any, out: Any, stage: Any, alpha: Any, beta: Any) -> 
             beta32 = _SCALARS.get(beta) if type(beta) is float else None
             if beta32 is None:
                 return None
-    p = _plans.get((0, M, N, K, all_rows_aligned(a0, b0, c0, K, N),
-                    stage if stage is None or type(stage) is str else _stage_key(stage), None))
+    skey = stage if stage is None or type(stage) is str else _stage_key(stage)
+    if layout is None:
+        p = _plans.get((0, M, N, K, all_rows_aligned(a0, b0, c0, K, N), skey, None))
+    else:  # keyed as the general path keys a geometry (its alignment: the pointers')
+        p = _plans.get((0, _dense(M, N, K, layout), not ((a0 | b0 | c0) & 15), skey, None))
     if p is None:
         return None
     if out is None:

@@ -13,7 +13,8 @@ dtype, GPU ordinal and the stream the producer last used (CAI v3), without build
 
 For the call path's fast lane, each of the first three (and the simulator's arrays) also has a
 *plain* reader (:data:`PLAIN`): ``(ptr, rows, cols)`` of a 2-D float32 C-contiguous operand with
-nothing to order after, None for anything else.
+nothing to order after, None for anything else; and one for the transpose of such an operand
+(:data:`PLAIN_T`: ``x @ w.T``).
 
 The alignment rule of the vector kernels, :func:`rows_aligned`, lives here too: the plan and the
 launch both use it.
@@ -209,11 +210,56 @@ def _plain_simulator(x: Any) -> tuple[int, int, int] | None:
     return None
 
 
+# Transposed plain operands: the transpose of a plain one (``w.T`` of a row-major ``(N, K)``
+# weight, as ``x @ w.T`` passes it): 2-D float32 with strides ``(4, 4 * rows)``. Their readers
+# return ``(ptr, rows, cols)`` of the view, None for anything else; the fast lane asks them only
+# of an operand that is not plain.
+
+
+def _plain_t_torch(x: Any) -> tuple[int, int, int] | None:
+    if x.is_cuda and x.dtype is _TORCH_F32:
+        st = x.stride()
+        if len(st) == 2 and st[0] == 1:
+            rows, cols = x.shape
+            if st[1] == rows:
+                return x.data_ptr(), rows, cols
+    return None
+
+
+def _plain_t_numba(x: Any) -> tuple[int, int, int] | None:
+    shape, st = x.shape, x.strides
+    if len(shape) == 2 and st[0] == 4 and st[1] == 4 * shape[0] and x.dtype == F32:
+        gd = x.gpu_data
+        if gd is not None and not x.stream:
+            return int(gd.device_pointer), shape[0], shape[1]
+    return None
+
+
+def _plain_t_cupy(x: Any) -> tuple[int, int, int] | None:
+    shape, st = x.shape, x.strides
+    if (len(shape) == 2 and st[0] == 4 and st[1] == 4 * shape[0] and x.dtype == F32
+            and not sys.modules["cupy"].cuda.get_current_stream().ptr):
+        return x.data.ptr, shape[0], shape[1]
+    return None
+
+
+def _plain_t_simulator(x: Any) -> tuple[int, int, int] | None:
+    o = _from_simulator(x)
+    shape = o.shape
+    if len(shape) == 2 and o.strides == (4, 4 * shape[0]) and o.dtype == F32:
+        return o.ptr, shape[0], shape[1]
+    return None
+
+
 #: type -> its plain reader (types with one, once ``operand`` has met them; none with several
 #: GPUs visible, where each operand's GPU must be read and checked)
 PLAIN: dict[type, Any] = {}
-_PLAIN_OF = {_from_torch: _plain_torch, _from_numba: _plain_numba, _from_cupy: _plain_cupy,
-             _from_simulator: _plain_simulator}
+#: type -> its transposed plain reader (every type of :data:`PLAIN`)
+PLAIN_T: dict[type, Any] = {}
+_PLAIN_OF = {_from_torch: (_plain_torch, _plain_t_torch),
+             _from_numba: (_plain_numba, _plain_t_numba),
+             _from_cupy: (_plain_cupy, _plain_t_cupy),
+             _from_simulator: (_plain_simulator, _plain_t_simulator)}
 
 _READERS: dict[type, Any] = {}
 
@@ -245,7 +291,8 @@ def _reader(tp: type, x: Any) -> Any:
         return None
     _READERS[tp] = r
     if r in _PLAIN_OF and (SIMULATOR or not _MULTI_GPU):
-        PLAIN[tp] = _PLAIN_OF[r]
+        PLAIN_T[tp] = _PLAIN_OF[r][1]
+        PLAIN[tp] = _PLAIN_OF[r][0]
     return r
 
 

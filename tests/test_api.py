@@ -304,6 +304,41 @@ def test_fast_lane_runs_the_general_paths_plan(M, N, K, offset, rng, monkeypatch
     assert plan_runs[0].variant == ("vector" if (K | N) & 3 == 0 and not offset else "scalar")
 
 
+@pytest.mark.parametrize("layout", ["NT", "TN", "TT"])
+def test_fast_lane_takes_transposed_operands(layout, rng, monkeypatch, plan_runs):
+    """The second call with the transpose of a plain operand as A or B (``x @ w.T``, as
+    ``torch.nn.Linear`` passes its weight) takes the fast lane: the plan the general path made
+    for that layout, fresh operands read anew; a transposed view that is not dense does not."""
+    M, N, K = 9, 12, 8
+
+    def on_device(x, t):  # t == "T": the transpose of a row-major copy of x.T
+        return cuda.to_device(np.ascontiguousarray(x.T)).T if t == "T" else cuda.to_device(x)
+
+    sgemm(on_device(randn(rng, (M, K)), layout[0]), on_device(randn(rng, (K, N)), layout[1]),
+          out=poisoned((M, N)))
+    assert len(plan_runs) == 1
+    p = plan_runs[0]
+    assert p.geometry.layout == layout
+    launcher = p.__dict__.get("run_plain")
+    if launcher is not None:  # on a GPU: the plan's pointer launcher
+
+        def recorded(*args):
+            plan_runs.append(p)
+            launcher(*args)
+
+        monkeypatch.setattr(p, "run_plain", recorded)
+    with monkeypatch.context() as m:
+        _no_general_path(m)
+        a, b = randn(rng, (M, K)), randn(rng, (K, N))
+        d_c = poisoned((M, N))
+        assert sgemm(on_device(a, layout[0]), on_device(b, layout[1]), out=d_c) is d_c
+        assert rel_error(d_c.copy_to_host(), reference_f64(a, b)) <= 1e-5
+    assert plan_runs[1:] == [p]
+    wide = cuda.to_device(randn(rng, (N, K + 4)))[:, :K].T  # B transposed, row pitch K + 4
+    assert numba_gemm.api._plain_call(on_device(a, layout[0]), wide, poisoned((M, N)), None,
+                                      1.0, 0.0) is None
+
+
 def test_fast_lane_defers_every_error_to_the_general_path(rng):
     """With the plan of a shape made, calls that are wrong get the general path's errors and
     write nothing: out aliasing a or b, out of another dtype or shape, b of another K; so do
