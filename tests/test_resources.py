@@ -94,3 +94,26 @@ def test_occupancy_model():
     assert occupancy_sm90(16, 0, 1024) == (2, 1.0)
     # over the per-block SMEM maximum: cannot launch
     assert occupancy_sm90(32, 230 * 1024, 128)[0] == 0
+
+
+def test_skinny_n_blocks_of_512_threads_launch():
+    """skinny_n's 512-thread configurations keep to the 128 registers a thread of such a block
+    can have, in every variant and layout (without the block size told to ptxas, the one the
+    plan picks at 4096 x 16 x 4096 took 140 registers with B stored transposed, 151-153 in the
+    scalar variant, and could not launch)."""
+    code = """
+import dataclasses, json, numba_gemm
+from numba_gemm import resources
+st = numba_gemm.get_stage("skinny_n").with_config(
+    dict(NB=16, RW=4, NT=512, KC=128, SPLITK=2, MINB=0))
+print(json.dumps([dataclasses.asdict(resources.kernel_resources(st, st.kernel_for(v, lay), v, lay))
+                  for v in ("vector", "scalar") for lay in ("NN", "NT")]))
+"""
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+    res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         timeout=900, check=False)
+    assert res.returncode == 0, res.stderr
+    reports = json.loads(res.stdout.strip().splitlines()[-1])
+    assert len(reports) == 4
+    for r in reports:
+        assert r["registers"] <= 128 and r["blocks_per_sm"] >= 1, r

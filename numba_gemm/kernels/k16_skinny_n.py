@@ -289,7 +289,10 @@ def _make_kernel(items: tuple, vec: bool, layout: str = "NN"):
     write_sums = unroll(LF, _write)
     fixup = _splitk.make_fixup(BM, NB, NT, SPLITK)
 
-    @kernel_jit(launch_bounds=(NT, MINB) if MINB else None)
+    # more than 256 threads: ptxas is told the block size, so that it keeps to the 128 registers
+    # a thread of 512 can have (left to itself it gave the B-transposed and scalar variants
+    # 140-153, and the launch failed: CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES)
+    @kernel_jit(launch_bounds=(NT, MINB) if MINB else (NT,) if NT > 256 else None)
     def sgemm_skinny_n(A, B, C, W, L, alpha, beta):
         # A (batch, M, K), B (batch, K, N), C (batch, M, N): strided batches, grid z = batch
         # (or, with SPLITK > 1, the K slice: W, L are split-K's workspace and tile counters)
