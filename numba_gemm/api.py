@@ -364,8 +364,9 @@ def _plain_call(a: Any, b: Any, out: Any, stage: Any, alpha: Any, beta: Any) -> 
     (``devarray.PLAIN``: 2-D, float32, C-contiguous, on the one visible GPU, no producer stream;
     A or B may be the transpose of one, ``devarray.PLAIN_T``, as ``x @ w.T`` passes it), float
     scalars the call path has met before, the default stream, and a plan already made for the
-    shape (and layout: ``Geometry.dense``). One pass over the operands, no ``Operand`` objects, the plan's pointer launcher
-    (``Plan.run_plain``; a staged plan's inherited one wraps the pointers for its copies). Returns
+    shape (and layout: ``Geometry.dense``). One pass over the operands, no ``Operand`` objects,
+    the plan's pointer launcher (``Plan.run_plain``; a staged plan's inherited one wraps the
+    pointers for its copies). Returns
     the result, or None with nothing done for any other call (a first call, an error to raise):
     the general path then decides, and it keys its plans as this lane does, so both launch the
     same plan for the same operands."""
