@@ -688,10 +688,11 @@ def plan_for(M: int, N: int, K: int, *, stage: str | Stage | None = None, aligne
             f"stage {st.name!r} needs {st.needs()}, this GPU ({dev.name}) is "
             f"{dev.cc[0]}.{dev.cc[1]}"
         )
-    if stage is None and not aligned and g.is_plain and compute in (None, "fp32"):
+    if (stage is None and not aligned and g == Geometry.dense(M, N, K, g.layout)
+            and compute in (None, "fp32")):
         from .staging import consider  # the aligned plan of the padded shape, between copies
 
-        staged = consider(M, N, K, dev, predicted)
+        staged = consider(M, N, K, dev, predicted, g.layout)
         if staged is not None:
             with _plans_lock:
                 return _plans.setdefault(key, staged)

@@ -13,6 +13,10 @@ Staging copies the operands whose rows are unaligned into buffers with pitches r
   ``beta != 0`` C is copied in first);
 - an operand whose base pointer alone is unaligned (a sliced view) is copied as it is.
 
+B stored transposed (layout NT, ``x @ W.T`` with W a row-major ``(N, K)``) is padded the same way
+in its own storage: W -> ``(N4, K4)``, and the inner plan is of that layout. A stored transposed
+is not staged (its rows would need M padded too).
+
 Nothing is padded in M. The copies move each staged operand once more through DRAM (read +
 write), priced by :func:`copy_ms`; the plan (``plan.plan_for``, automatic choice only) stages a
 product when its aligned plan plus the copies is predicted at least :data:`MIN_GAIN` faster
@@ -99,22 +103,25 @@ def copy_ms(M: int, N: int, K: int, s: Staging, beta: bool = False) -> float:
     return nbytes / BYTES_PER_MS + copies * COPY_LAUNCH_MS
 
 
-def consider(M: int, N: int, K: int, dev: DeviceInfo, scalar_ms: float | None
-             ) -> StagedPlan | None:
-    """The staged plan of an unaligned ``M x N x K`` product if it is predicted at least
-    :data:`MIN_GAIN` faster than ``scalar_ms`` (the unaligned plan's prediction), else None:
-    also without a prediction to compare, past :data:`MAX_BYTES` of workspace, or when no
-    aligned shape near the padded one was measured (``tuning.nearest_shape``): the classes'
+def consider(M: int, N: int, K: int, dev: DeviceInfo, scalar_ms: float | None,
+             layout: str = "NN") -> StagedPlan | None:
+    """The staged plan of an unaligned ``M x N x K`` product (dense operands stored as
+    ``layout`` says: NN or NT) if it is predicted at least :data:`MIN_GAIN` faster than
+    ``scalar_ms`` (the unaligned plan's prediction), else None:
+    also without a prediction to compare, past :data:`MAX_BYTES` of workspace, for A stored
+    transposed, or when no aligned shape near the padded one was measured
+    (``tuning.nearest_shape``): the classes'
     extrapolation is often optimistic (256 x 50260 x 768 priced at 0.17 ms from the narrow
     class, where cuBLAS takes 0.41 ms on an H200), and would win against a measured scalar
     time for no reason."""
-    if scalar_ms is None:
+    if scalar_ms is None or layout[0] != "N":
         return None
     s = staging_for(M, N, K)
     if 4 * workspace_floats(M, s) > MAX_BYTES or tuning.nearest_shape(
-            M, s.N4, s.K4, True, dev) is None:
+            M, s.N4, s.K4, True, dev, layout) is None:
         return None
-    inner = plan_for(M, s.N4, s.K4, aligned=True, device=dev)
+    inner = plan_for(M, s.N4, s.K4, aligned=True, device=dev,
+                     geometry=Geometry.dense(M, s.N4, s.K4, layout))
     if inner.predicted_ms is None:
         return None
     cost = inner.predicted_ms + copy_ms(M, N, K, s)
@@ -129,9 +136,11 @@ _workspaces: dict = {}
 _lock = threading.Lock()
 
 
-def buffers(M: int, s: Staging, stream: Any, device: int) -> tuple[Operand, Operand, Operand]:
-    """A' ``(M, K4)``, B' ``(K4, N4)``, C' ``(M, N4)``: C-contiguous float32 operands in this
-    stream's workspace on GPU ``device`` (grow-only; the views are memoized per shape)."""
+def buffers(M: int, s: Staging, stream: Any, device: int, bt: bool = False
+            ) -> tuple[Operand, Operand, Operand]:
+    """A' ``(M, K4)``, B' ``(K4, N4)`` (``bt``, B stored transposed: ``(N4, K4)``), C'
+    ``(M, N4)``: C-contiguous float32 operands (storage views) in this stream's workspace on GPU
+    ``device`` (grow-only; the views are memoized per shape)."""
     key = (device, *_splitk.stream_key(stream))
     need = workspace_floats(M, s)
     entry = _workspaces.get(key)
@@ -142,25 +151,31 @@ def buffers(M: int, s: Staging, stream: Any, device: int) -> tuple[Operand, Oper
                 arr = cuda.device_array(need, dtype=np.float32)
                 entry = _workspaces[key] = (arr, operand(arr).ptr, {})
     arr, base, views = entry
-    got = views.get((M, s))
+    got = views.get((M, s, bt))
     if got is None:
-        shapes = ((M, s.K4), (s.K4, s.N4), (M, s.N4))
+        shapes = ((M, s.K4), (s.N4, s.K4) if bt else (s.K4, s.N4), (M, s.N4))
         got, off = [], 0
         for rows, cols in shapes:
             got.append(Operand(arr, base + 4 * off, (rows, cols), (4 * cols, 4), F32, device))
             off += rows * cols
-        got = views[(M, s)] = tuple(got)
+        got = views[(M, s, bt)] = tuple(got)
     return got
 
 
-def _as3(x: Operand) -> Operand:
-    """A C-contiguous 2-D operand as the copy kernel's ``(1, rows, cols)`` strided array."""
-    rows, cols = x.shape
+def _storage(x: Operand, rows: int, cols: int) -> Operand:
+    """The dense row-major ``(rows, cols)`` storage at ``x.ptr`` as the copy kernel's
+    ``(1, rows, cols)`` strided array (B stored transposed: ``(N, K)``, whatever view of it
+    ``x`` describes)."""
     return Operand(x.obj, x.ptr, (1, rows, cols), (0, 4 * cols, 4), F32, x.device)
 
 
+def _as3(x: Operand) -> Operand:
+    """A C-contiguous 2-D operand (a workspace view) as the copy kernel's array."""
+    return _storage(x, *x.shape)
+
+
 def _grid(x: Operand) -> tuple[int, int, int]:
-    rows, cols = x.shape
+    rows, cols = x.shape[-2:]
     return (cdiv(cols, _pad.BLOCK), min(cdiv(rows, _pad.ROWS), _pad.MAX_GRID_Y), 1)
 
 
@@ -180,7 +195,7 @@ class StagedPlan(Plan):
     def __init__(self, M: int, N: int, K: int, inner: Plan, staging: Staging,
                  scalar_ms: float) -> None:  # not Plan.__init__: the kernel is inner's
         self.M, self.N, self.K = M, N, K
-        self.geometry = Geometry.plain(M, N, K)
+        self.geometry = Geometry.dense(M, N, K, inner.geometry.layout)
         self.inner, self.staging = inner, staging
         self.stage, self.variant, self.device = inner.stage, inner.variant, inner.device
         self.copy_ms = copy_ms(M, N, K, staging)
@@ -215,23 +230,29 @@ class StagedPlan(Plan):
     def run(self, A: Operand, B: Operand, C: Operand, alpha: float, beta: float,
             stream: Any) -> None:
         """Enqueue the copies, the inner plan and the copy back on ``stream``. ``A``, ``B``,
-        ``C``: C-contiguous ``(M, K)``, ``(K, N)``, ``(M, N)``. An operand the shape does not
-        force through a copy is used in place when its base pointer is aligned."""
+        ``C``: dense ``(M, K)``, ``(K, N)``, ``(M, N)`` as ``geometry`` lays them out (only
+        their base pointers count). An operand the shape does not force through a copy is used
+        in place when its base pointer is aligned."""
         if self._copy is None:
             self.kernels()
-        s, copy = self.staging, self._copy
-        A2, B2, C2 = buffers(self.M, s, stream, self.device.id)
+        s, copy, M, N, K = self.staging, self._copy, self.M, self.N, self.K
+        bt = self.geometry.layout[1] == "T"
+        A2, B2, C2 = buffers(M, s, stream, self.device.id, bt)
         a = A2 if s.a or A.ptr & 15 else A
         b = B2 if s.b or B.ptr & 15 else B
         c = C2 if s.c or C.ptr & 15 else C
-        for dst, src in ((a, A), (b, B)):
-            if dst is not src:
-                copy.launch(_grid(dst), (_pad.BLOCK, 1, 1), stream, (_as3(dst), _as3(src)), ())
+        block = (_pad.BLOCK, 1, 1)
+        if a is not A:
+            copy.launch(_grid(a), block, stream, (_as3(a), _storage(A, M, K)), ())
+        if b is not B:
+            copy.launch(_grid(b), block, stream,
+                        (_as3(b), _storage(B, *((N, K) if bt else (K, N)))), ())
         if c is not C and beta != 0.0:
-            copy.launch(_grid(c), (_pad.BLOCK, 1, 1), stream, (_as3(c), _as3(C)), ())
+            copy.launch(_grid(c), block, stream, (_as3(c), _storage(C, M, N)), ())
         self.inner.run(a, b, c, alpha, beta, stream)
         if c is not C:
-            copy.launch(_grid(C), (_pad.BLOCK, 1, 1), stream, (_as3(C), _as3(c)), ())
+            out = _storage(C, M, N)
+            copy.launch(_grid(out), block, stream, (out, _as3(c)), ())
 
     def __repr__(self) -> str:
         return (f"StagedPlan({self.M}x{self.N}x{self.K} on {self.device.name} (device "

@@ -14,6 +14,7 @@ from numba_gemm import plan_for, staging
 from numba_gemm.devarray import operand
 from numba_gemm.kernels import _pad
 from numba_gemm.launch import strided_array
+from numba_gemm.plan import Geometry
 from numba_gemm.reference import reference_f64, rel_error
 
 #: A small double_buffering tile (64 threads) with two K slices: the inner plan then also uses
@@ -64,21 +65,30 @@ def test_staging_for_pads_what_the_shape_needs(M, N, K):
     assert s.K4 % 4 == 0 and s.N4 % 4 == 0 and s.K4 - K < 4 and s.N4 - N < 4
 
 
-def _staged(M, N, K):
+def _staged(M, N, K, layout="NN"):
     st = numba_gemm.get_stage("double_buffering").with_config(SMALL)
     s = staging.staging_for(M, N, K)
-    inner = plan_for(M, s.N4, s.K4, stage=st, aligned=True)
+    inner = plan_for(M, s.N4, s.K4, stage=st, aligned=True,
+                     geometry=Geometry.dense(M, s.N4, s.K4, layout))
     assert inner.variant == "vector"
     return staging.StagedPlan(M, N, K, inner, s, scalar_ms=1.0)
 
 
-@pytest.mark.parametrize("M, N, K, beta", [(37, 45, 21, 0.0), (33, 36, 23, 0.5),
-                                           (35, 43, 24, -1.0)],
-                         ids=["K-and-N", "K-beta", "N-beta"])
-def test_staged_plan_matches_reference(M, N, K, beta, rng):
+def _b_on_device(b, layout):
+    """B (K, N) on the GPU, stored as ``layout`` says (NT: the transpose of a row-major W)."""
+    return cuda.to_device(np.ascontiguousarray(b.T)).T if layout[1] == "T" else cuda.to_device(b)
+
+
+@pytest.mark.parametrize("M, N, K, beta, layout", [
+    (37, 45, 21, 0.0, "NN"), (33, 36, 23, 0.5, "NN"), (35, 43, 24, -1.0, "NN"),
+    (37, 45, 21, 0.0, "NT"), (33, 36, 23, 0.5, "NT"), (35, 43, 24, -1.0, "NT")],
+    ids=["K-and-N", "K-beta", "N-beta", "NT-K-and-N", "NT-K-beta", "NT-N-beta"])
+def test_staged_plan_matches_reference(M, N, K, beta, layout, rng):
     """The staged product against float64, out in the middle of a buffer whose other elements
-    must stay as they were; NaN in C is not read when beta == 0."""
-    p = _staged(M, N, K)
+    must stay as they were; NaN in C is not read when beta == 0. B stored transposed (NT) is
+    padded in its own storage, W (N, K) -> (N4, K4)."""
+    p = _staged(M, N, K, layout)
+    assert p.geometry == Geometry.dense(M, N, K, layout)
     a, b = randn(rng, (M, K)), randn(rng, (K, N))
     c0 = randn(rng, (M, N))
     if beta == 0.0:
@@ -87,7 +97,8 @@ def test_staged_plan_matches_reference(M, N, K, beta, rng):
     guard[4:-4] = c0.ravel()
     buf = cuda.to_device(guard)
     d_c = buf[4:-4].reshape(M, N)  # 16-byte offset: C's base stays aligned
-    p.run(operand(cuda.to_device(a)), operand(cuda.to_device(b)), operand(d_c), 1.5, beta, 0)
+    p.run(operand(cuda.to_device(a)), operand(_b_on_device(b, layout)), operand(d_c), 1.5, beta,
+          0)
     cuda.synchronize()
     got = buf.copy_to_host()
     assert (got[:4] == 7).all() and (got[-4:] == 7).all(), "wrote outside C"
@@ -127,11 +138,13 @@ def test_staged_plan_copies_a_misaligned_view(rng):
     assert rel_error(d_c.copy_to_host(), reference_f64(a, b)) <= p.stage.rtol
 
 
-def test_sgemm_runs_a_staged_plan(rng, monkeypatch):
+@pytest.mark.parametrize("layout", ["NN", "NT"])
+def test_sgemm_runs_a_staged_plan(layout, rng, monkeypatch):
     """The public call with a staged plan chosen (the choice itself needs measured data: the
-    next test): a new output and ``out=`` with beta; ``explain`` says what runs."""
+    next test): a new output and ``out=`` with beta; ``explain`` says what runs; B stored
+    transposed too (``x @ W.T``)."""
     M, N, K = 21, 30, 19
-    staged = _staged(M, N, K)
+    staged = _staged(M, N, K, layout)
     monkeypatch.setattr(staging, "consider", lambda *a: staged)
     monkeypatch.setattr(numba_gemm.plan, "_plans", {})
     monkeypatch.setattr(numba_gemm.api, "_plans", {})
@@ -139,7 +152,7 @@ def test_sgemm_runs_a_staged_plan(rng, monkeypatch):
     monkeypatch.setattr(numba_gemm.plan, "_choose",
                         lambda g, stage, aligned, dev, compute="fp32": (staged.stage, 1.0, "test"))
     a, b = randn(rng, (M, K)), randn(rng, (K, N))
-    d_a, d_b = cuda.to_device(a), cuda.to_device(b)
+    d_a, d_b = cuda.to_device(a), _b_on_device(b, layout)
     assert numba_gemm.explain(d_a, d_b) is staged
     assert "through aligned copies" in repr(staged) and "staged" in staged.reason
     got = numba_gemm.sgemm(d_a, d_b).copy_to_host()
@@ -175,6 +188,14 @@ def test_h200_stages_large_ragged_products_only(fake_gpu):
                           staging.StagedPlan)
     assert not isinstance(plan_for(999, 1001, 1000, aligned=False, device=dev),
                           staging.StagedPlan)
+    # x @ W.T: staged too, W padded in its own storage and the inner plan of that layout; A
+    # stored transposed is not (its rows would need M padded)
+    for n in (4095, 4097):
+        nt = plan_for(n, n, n, aligned=False, device=dev, geometry=Geometry.dense(n, n, n, "NT"))
+        assert isinstance(nt, staging.StagedPlan), repr(nt)
+        assert nt.inner.geometry == Geometry.dense(n, staging.round4(n), staging.round4(n), "NT")
+        tn = plan_for(n, n, n, aligned=False, device=dev, geometry=Geometry.dense(n, n, n, "TN"))
+        assert not isinstance(tn, staging.StagedPlan)
 
 
 def test_copy_cost_counts_each_staged_operand():
