@@ -626,10 +626,10 @@ def plan_for(M: int, N: int, K: int, *, stage: str | Stage | None = None, aligne
         aligned: whether A, B and C start on 16-byte boundaries (``cudaMalloc`` and the array
             libraries' allocators give that; a sliced view may not). Rows are aligned only if
             also the pitches, batch strides and contiguous extents are multiples of 4
-            (``Geometry.shape_aligned``; ``devarray.rows_aligned``). An unaligned plain FP32
-            product with ``stage=None`` may get a ``staging.StagedPlan``: the aligned plan of
-            the shape padded to multiples of 4, between copies, when that is predicted faster
-            than the scalar-GMEM kernel.
+            (``Geometry.shape_aligned``; ``devarray.rows_aligned``). An unaligned dense FP32
+            product (``Geometry.dense``, A row-major, B either way) with ``stage=None`` may get
+            a ``staging.StagedPlan``: the aligned plan of the shape padded to multiples of 4,
+            between copies, when that is predicted faster than the scalar-GMEM kernel.
         device: a CUDA device ordinal or ``DeviceInfo`` (default: the current device).
         geometry: batch, layout, pitches and batch strides (default: one row-major,
             C-contiguous product, ``Geometry.plain(M, N, K)``); its M, N, K must be these.
