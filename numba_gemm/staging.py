@@ -107,10 +107,9 @@ def consider(M: int, N: int, K: int, dev: DeviceInfo, scalar_ms: float | None,
              layout: str = "NN") -> StagedPlan | None:
     """The staged plan of an unaligned ``M x N x K`` product (dense operands stored as
     ``layout`` says: NN or NT) if it is predicted at least :data:`MIN_GAIN` faster than
-    ``scalar_ms`` (the unaligned plan's prediction), else None:
-    also without a prediction to compare, past :data:`MAX_BYTES` of workspace, for A stored
-    transposed, or when no aligned shape near the padded one was measured
-    (``tuning.nearest_shape``): the classes'
+    ``scalar_ms`` (the unaligned plan's prediction), else None: also without a prediction to
+    compare, past :data:`MAX_BYTES` of workspace, for A stored transposed, or when no aligned
+    shape near the padded one was measured (``tuning.nearest_shape``): the classes'
     extrapolation is often optimistic (256 x 50260 x 768 priced at 0.17 ms from the narrow
     class, where cuBLAS takes 0.41 ms on an H200), and would win against a measured scalar
     time for no reason."""
