@@ -269,6 +269,19 @@ def _no_general_path(monkeypatch):
     monkeypatch.setattr(numba_gemm.api, "_validate", boom)
 
 
+def _record_pointer_launches(p, plan_runs, monkeypatch):
+    """On a GPU the plan's pointer launcher replaces ``run_plain`` after the first call (no
+    longer through ``Plan.run``): record its launches in ``plan_runs`` too."""
+    launcher = p.__dict__.get("run_plain")
+    if launcher is not None:
+
+        def recorded(*args):
+            plan_runs.append(p)
+            launcher(*args)
+
+        monkeypatch.setattr(p, "run_plain", recorded)
+
+
 @pytest.mark.parametrize("M, N, K, offset", [(9, 5, 7, 0), (12, 8, 16, 0), (12, 8, 16, 1)])
 def test_fast_lane_runs_the_general_paths_plan(M, N, K, offset, rng, monkeypatch, plan_runs):
     """The second call of a shape (aligned, odd sizes, or an A whose base is 4 bytes past a
@@ -280,14 +293,7 @@ def test_fast_lane_runs_the_general_paths_plan(M, N, K, offset, rng, monkeypatch
     sgemm(d_a, d_b, out=poisoned((M, N)), alpha=1.5, beta=0.5)
     assert len(plan_runs) == 1
     p = plan_runs[0]
-    launcher = p.__dict__.get("run_plain")
-    if launcher is not None:  # on a GPU: the plan's pointer launcher, no longer through run
-
-        def recorded(*args):
-            plan_runs.append(p)
-            launcher(*args)
-
-        monkeypatch.setattr(p, "run_plain", recorded)
+    _record_pointer_launches(p, plan_runs, monkeypatch)
     with monkeypatch.context() as m:
         _no_general_path(m)
         a, b, c = randn(rng, (M, K)), randn(rng, (K, N)), randn(rng, (M, N))
@@ -319,14 +325,7 @@ def test_fast_lane_takes_transposed_operands(layout, rng, monkeypatch, plan_runs
     assert len(plan_runs) == 1
     p = plan_runs[0]
     assert p.geometry.layout == layout
-    launcher = p.__dict__.get("run_plain")
-    if launcher is not None:  # on a GPU: the plan's pointer launcher
-
-        def recorded(*args):
-            plan_runs.append(p)
-            launcher(*args)
-
-        monkeypatch.setattr(p, "run_plain", recorded)
+    _record_pointer_launches(p, plan_runs, monkeypatch)
     with monkeypatch.context() as m:
         _no_general_path(m)
         a, b = randn(rng, (M, K)), randn(rng, (K, N))
