@@ -197,11 +197,12 @@ def precompile(shapes: list[tuple[int, int, int]], jobs: int, sweep: bool, layou
     cc = torch.cuda.get_device_capability()
     todo = {}
     for M, N, K in shapes:
-        st = numba_gemm.plan_for(M, N, K, geometry=Geometry.dense(M, N, K, layout)).stage
+        g = Geometry.dense(M, N, K, layout)
+        st = numba_gemm.plan_for(M, N, K, geometry=g).stage
         picks = [(st.name, dict(st.config))]
+        # the variant the sweep runs here (torch's allocations are 16-byte aligned)
+        aligned = g.shape_aligned()
         for name, cfg in picks + (candidates(M, N, K, layout=layout, **which) if sweep else []):
-            # the variant the sweep runs here (torch's allocations are 16-byte aligned)
-            aligned = Geometry.dense(M, N, K, layout).shape_aligned()
             for variant in (("vector", "scalar") if (name, cfg) in picks
                             else (("vector",) if aligned else ("scalar",))):
                 job = pc.Job(name, tuple(sorted(cfg.items())), variant_key(variant, layout), cc)
