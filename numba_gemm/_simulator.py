@@ -19,9 +19,9 @@ The simulator runs a block's threads as Python threads, one block at a time
 2. **Atomic** ``cuda.shared.array``. ``FakeCUDAShared.array`` finds a block's array by the calling
    line with an unlocked check-then-create: two threads switched between the check and the
    create get different arrays for the same line, and the kernel reads SMEM nobody wrote. Seen
-   in CI (a ``double_buffering`` run; an ``ldmatrix`` test, probably the first kernel of its
-   worker process, where the lookup's first reading of the source file releases the GIL). Same
-   lookup (the caller's file and line), under a lock.
+   in CI (a ``double_buffering`` run). Same lookup (the caller's file and line), under a lock.
+   (An ``ldmatrix`` test that read garbage in CI, once blamed on this, had another cause: the
+   warp exchange of ``numba_gemm.mma``'s simulator model; fixed there.)
 """
 
 from __future__ import annotations

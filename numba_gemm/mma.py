@@ -167,12 +167,12 @@ if SIMULATOR:
 
     from numba import float32, int32
 
-    _slots: dict = {}
     _slots_lock = threading.Lock()
     _local = threading.local()
     #: Seconds a lane waits for the rest of its warp: a kernel whose lanes do not all make the
     #: call (divergent control flow: undefined behaviour on the GPU) fails instead of hanging.
     WARP_TIMEOUT = 120.0
+
     def _warp_slot():
         """This thread's warp's exchange slot for the current launch, and its lane. (Plain
         Python called from a simulated kernel: the simulator's thread object holds its
@@ -184,18 +184,18 @@ if SIMULATOR:
         mgr = me._manager
         if int(np.prod(mgr._block_dim)) % 32:
             raise ValueError("warp-collective mma/ldmatrix need whole warps (threads % 32 == 0)")
-        # a launch's threads share its block manager: key by it, so a launch never meets the
-        # state of an earlier (perhaps aborted) one
+        # The slots live on the launch's block manager, so they die with it and a launch never
+        # meets the state of an earlier (perhaps aborted) one. (Keyed by ``id(mgr)`` in a module
+        # dict they did not: a later launch's manager at a freed one's address found its warps'
+        # finished results and returned them; seen in CI as an ldmatrix test reading garbage.)
         b = me.blockIdx
-        key = (id(mgr), b.x, b.y, b.z, me.thread_id // 32)
+        key = (b.x, b.y, b.z, me.thread_id // 32)
         with _slots_lock:
-            slot = _slots.get(key)
+            slots = mgr.__dict__.setdefault("_numba_gemm_warp_slots", {})
+            slot = slots.get(key)
             if slot is None:
-                if len(_slots) > 4096:  # forget the oldest launches' slots
-                    for old in list(_slots)[:2048]:
-                        del _slots[old]
-                slot = _slots[key] = (([None] * 32, [None] * 32), [(-1, None), (-1, None)],
-                                      threading.Barrier(32), threading.Lock())
+                slot = slots[key] = (([None] * 32, [None] * 32), [(-1, None), (-1, None)],
+                                     threading.Barrier(32), threading.Lock())
         _local.slot, _local.calls = (me, slot), 0
         return slot, me.thread_id % 32
 

@@ -7,6 +7,8 @@ so the model and the hardware are checked against the same index expressions.
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import pytest
 from helpers import check_sgemm
@@ -155,6 +157,49 @@ def _split_kernel(x, big, small, rbig, rsmall, rounded):
     big[i], small[i] = mma.split_tf32(x[i])
     rounded[i] = mma.round_tf32_bits(mma.to_tf32(x[i]))
     rbig[i], rsmall[i] = mma.split_tf32_bits(rounded[i])
+
+
+class _FakeManager:
+    """Stands in for the simulator's per-block ``BlockManager`` (what ``_warp_slot`` reads)."""
+    _block_dim = (32, 1, 1)
+
+
+def _run_warp(mgr, values, op):
+    """Each of 32 threads (posing as one simulated block's warp of ``mgr``) calls
+    ``mma._warp_op(values[lane], op)``; returns the 32 results."""
+    block = type("Dim3", (), {"x": 0, "y": 0, "z": 0})()
+    got = [None] * 32
+
+    def lane(i):
+        got[i] = mma._warp_op(values[i], op)
+
+    threads = [threading.Thread(target=lane, args=(i,)) for i in range(32)]
+    for i, t in enumerate(threads):
+        t._manager, t.blockIdx, t.thread_id = mgr, block, i
+        t.start()
+    for t in threads:
+        t.join()
+    return got
+
+
+@pytest.mark.skipif(not mma.SIMULATOR, reason="the simulator's warp exchange")
+def test_warp_exchange_state_dies_with_its_launch():
+    """A launch whose block manager sits at a freed one's address must not get the old
+    launch's results (CI read garbage from an ldmatrix test when the slots were keyed by
+    ``id(manager)``)."""
+    first = _FakeManager()
+    assert _run_warp(first, list(range(32)), lambda v: [x + 1 for x in v]) == list(range(1, 33))
+    address = id(first)
+    del first
+    held = []  # allocate until CPython hands out the freed address again
+    while len(held) < 10_000:
+        held.append(_FakeManager())
+        if id(held[-1]) == address:
+            break
+    else:
+        pytest.fail("CPython never reused the freed manager's address")
+    got = _run_warp(held[-1], list(range(100, 132)), lambda v: [-x for x in v])
+    assert got == [-x for x in range(100, 132)]
 
 
 def test_split_tf32_recovers_fp32(rng):
