@@ -30,6 +30,7 @@ from numba import float32
 from .device import SIMULATOR
 
 if SIMULATOR:
+    from .vecmem import check16
 
     def copy_async(dst, dr, dc, src, sr, sc, size, valid):
         """Simulator path: synchronous copy of ``size`` bytes (``size // itemsize`` elements),
@@ -40,6 +41,8 @@ if SIMULATOR:
         n = size // src.itemsize
         if not (0 <= sr < src.shape[0] and 0 <= sc and sc + n <= src.shape[1]):
             raise IndexError(f"copy_async source [{sr}, {sc}:{sc + n}] outside {src.shape}")
+        if size == 16:  # a 16-byte copy needs a 16-byte aligned source
+            check16(src, sr, sc)
         for i in range(n):
             dst[dr, dc + i] = src[sr, sc + i] if valid else float32(0.0)
 

@@ -41,9 +41,27 @@ from .device import SIMULATOR
 SMEM_ALIGN = None if SIMULATOR else 16
 
 if SIMULATOR:
+    from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray, FakeWithinKernelCUDAArray
+
+    def check16(arr, r, c):
+        """A GPU's precondition, checked: ``arr[r, c]`` of a global-memory array (a simulated
+        device array; SMEM tiles are aligned by construction) is 16-byte aligned and its row
+        contiguous, else the "misaligned address" error the GPU would raise, as ValueError. A
+        plan that runs a 128-bit variant on rows that do not allow it fails on the CPU."""
+        t = type(arr)
+        if t is FakeWithinKernelCUDAArray:  # a device array as a kernel sees it
+            arr, t = arr.__dict__["_item"], FakeCUDAArray
+        if t is FakeCUDAArray:
+            a = arr._ary
+            if (a.strides[1] != a.itemsize
+                    or (a.ctypes.data + r * a.strides[0] + c * a.itemsize) % 16):
+                raise ValueError(f"misaligned 128-bit access at [{r}, {c}] of a "
+                                 f"{a.shape} array with strides {a.strides}")
 
     def load4(arr, r, c):
-        """Simulator path of :func:`load4`: four scalar loads of ``arr[r, c:c+4]``."""
+        """Simulator path of :func:`load4`: four scalar loads of ``arr[r, c:c+4]`` (alignment
+        checked on GMEM: :func:`check16`)."""
+        check16(arr, r, c)
         return arr[r, c], arr[r, c + 1], arr[r, c + 2], arr[r, c + 3]
 
     def load2(arr, r, c):
@@ -56,7 +74,9 @@ if SIMULATOR:
         arr[r, c + 1] = x1
 
     def store4(arr, r, c, x0, x1, x2, x3):
-        """Simulator path of :func:`store4`: four scalar stores to ``arr[r, c:c+4]``."""
+        """Simulator path of :func:`store4`: four scalar stores to ``arr[r, c:c+4]`` (alignment
+        checked on GMEM: :func:`check16`)."""
+        check16(arr, r, c)
         arr[r, c] = x0
         arr[r, c + 1] = x1
         arr[r, c + 2] = x2

@@ -1,6 +1,7 @@
 """The repaired CUDA simulator (``numba_gemm._simulator``): block barriers with the simulator's
 semantics (early-exiting threads no longer counted, the first exception raised at the launch,
-no hang), and one SMEM array per ``cuda.shared.array`` line for the whole block."""
+no hang), and one SMEM array per ``cuda.shared.array`` line for the whole block; and the
+package's simulator models of 128-bit accesses, which check alignment as a GPU does."""
 
 from __future__ import annotations
 
@@ -98,3 +99,32 @@ def test_exception_in_one_thread_is_raised_not_hung():
     err = _launch(_raises_in_one_thread, 1, (out, 17))
     assert isinstance(err, IndexError), f"{type(err).__name__}: {err}"
     assert "tid=[17, 0, 0]" in str(err)
+
+
+def test_vector_accesses_check_alignment_on_gmem():
+    """A 128-bit load, store or 16-byte cp.async of device memory at an address that is not a
+    multiple of 16 bytes fails as on a GPU (a plan that runs a vector variant on unaligned rows
+    must not pass on the CPU); SMEM tiles are not checked."""
+    from numba_gemm.cpasync import copy_async
+    from numba_gemm.vecmem import load4, store4
+
+    pitched = cuda.to_device(np.zeros((3, 70), np.float32))  # rows 280 bytes apart
+    assert load4(pitched, 0, 4) == (0, 0, 0, 0)
+    store4(pitched, 2, 8, 1, 2, 3, 4)  # row 2 starts at 560 = 35 * 16
+    with pytest.raises(ValueError, match="misaligned"):
+        load4(pitched, 1, 4)
+    with pytest.raises(ValueError, match="misaligned"):
+        store4(pitched, 0, 2, 1, 2, 3, 4)
+    with pytest.raises(ValueError, match="misaligned"):
+        copy_async(np.zeros((1, 4), np.float32), 0, 0, pitched, 1, 0, 16, True)
+    copy_async(np.zeros((1, 4), np.float32), 0, 0, pitched, 1, 1, 4, True)  # 4 bytes: any
+    assert load4(np.zeros((2, 6), np.float32), 1, 1) == (0, 0, 0, 0)  # SMEM: not checked
+
+    @cuda.jit
+    def copy_row(x, r, out):  # a kernel sees its device arrays through another wrapper
+        out[0], out[1], out[2], out[3] = load4(x, r, 0)
+
+    out = cuda.to_device(np.zeros(4, np.float32))
+    copy_row[1, 1](pitched, 2, out)
+    with pytest.raises(ValueError, match="misaligned"):
+        copy_row[1, 1](pitched, 1, out)
