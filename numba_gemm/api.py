@@ -259,13 +259,14 @@ def explain(a: Any, b: Any, *, stage: str | Stage | None = None, out: Any = None
     if g is not None:
         M, N, K = g.M, g.N, g.K
     c_ptr = A.ptr if C is None else C.ptr
-    aligned = not ((A.ptr | B.ptr | c_ptr) & 15)
     if g is None:
-        aligned = all_rows_aligned(A.ptr, B.ptr, c_ptr, K, N)
-    elif min(M, N, K) < 1:
-        g = None
+        aligned, ab_aligned = all_rows_aligned(A.ptr, B.ptr, c_ptr, K, N), False
+    else:  # the pointers (plan_for checks the rows)
+        aligned, ab_aligned = not ((A.ptr | B.ptr | c_ptr) & 15), not ((A.ptr | B.ptr) & 15)
+        if min(M, N, K) < 1:
+            g = None
     return plan_for(max(M, 1), max(N, 1), max(K, 1), stage=stage, aligned=aligned,
-                    device=A.device, geometry=g, compute=compute)
+                    ab_aligned=ab_aligned, device=A.device, geometry=g, compute=compute)
 
 
 def sgemm(
@@ -407,7 +408,8 @@ def _plain_call(a: Any, b: Any, out: Any, stage: Any, alpha: Any, beta: Any) -> 
     if layout is None:
         p = _plans.get((0, M, N, K, all_rows_aligned(a0, b0, c0, K, N), skey, None))
     else:  # keyed as the general path keys a geometry (its alignment: the pointers')
-        p = _plans.get((0, _dense(M, N, K, layout), not ((a0 | b0 | c0) & 15), skey, None))
+        p = _plans.get((0, _dense(M, N, K, layout),
+                        (not ((a0 | b0) & 15)) + (not ((a0 | b0 | c0) & 15)), skey, None))
     if p is None:
         return None
     if out is None:
@@ -444,7 +446,9 @@ def _run(A: Operand, B: Operand, C: Operand | None, g: Geometry | None, shape: t
                else _stage_key(stage), compute)
     else:
         M, N, K = g.M, g.N, g.K
-        aligned = not ((A.ptr | B.ptr | (A.ptr if C is None else C.ptr)) & 15)
+        # the pointers' alignment: 2 all three, 1 A and B (C not: the vector_loads variant), 0
+        ab = A.ptr | B.ptr
+        aligned = (not (ab & 15)) + (not ((ab | (A.ptr if C is None else C.ptr)) & 15))
         key = (A.device, g, aligned, stage if stage is None or type(stage) is str
                else _stage_key(stage), compute)
     p = _plans.get(key)
@@ -457,7 +461,7 @@ def _run(A: Operand, B: Operand, C: Operand | None, g: Geometry | None, shape: t
         out = _new_output(A.obj, A.device, shape)
         C = operand(out)
         if C.ptr & 15 and aligned:  # a fresh allocation is 256-byte aligned
-            p = _plan(M, N, K, g, stage, False, A.device, compute)
+            p = _plan(M, N, K, g, stage, False if g is None else 1, A.device, compute)
     if M == 0 or N == 0 or (g is not None and g.batch == 0):
         return out
     if (A.stream is not None or B.stream is not None or C.stream is not None) and not SIMULATOR:
@@ -695,14 +699,19 @@ def matmul(a: Any, b: Any, *, out: Any = None, stage: str | Stage | None = None,
     return out
 
 
-def _plan(M: int, N: int, K: int, g: Geometry | None, stage: Any, aligned: bool, device: int,
-          compute: str | None = None) -> Plan:
+def _plan(M: int, N: int, K: int, g: Geometry | None, stage: Any, aligned: bool | int,
+          device: int, compute: str | None = None) -> Plan:
     """``plan_for`` this product; an empty one (a zero dimension) gets a 1 x 1 x 1 plan, which
-    only lends its GPU and scale kernel."""
-    if g is not None and min(M, N, K, g.batch) < 1:
-        g = None
+    only lends its GPU and scale kernel. ``aligned``: without ``g``, whether the rows are
+    16-byte aligned; with it, the pointers' code (2: A, B and C on 16-byte boundaries, 1: A and
+    B only, 0: otherwise)."""
+    ab_aligned = False
+    if g is not None:  # ``aligned`` is the pointers' code: 2 all three, 1 A and B, 0
+        aligned, ab_aligned = aligned == 2, aligned >= 1
+        if min(M, N, K, g.batch) < 1:
+            g = None
     return plan_for(max(M, 1), max(N, 1), max(K, 1), stage=stage, aligned=aligned,
-                    device=device, geometry=g, compute=compute)
+                    ab_aligned=ab_aligned, device=device, geometry=g, compute=compute)
 
 
 def _order_after_producers(strm: int, p: Plan, *ops: Operand) -> None:

@@ -86,6 +86,14 @@ class Geometry(NamedTuple):
         return not ((self.lda | self.ldb | self.ldc | self.stride_a | self.stride_b
                      | self.stride_c | ea | eb | self.N) & 3)
 
+    def loads_aligned(self) -> bool:
+        """:meth:`shape_aligned` for A and B alone: whether, with their base pointers 16-byte
+        aligned, every row of A and B allows 128-bit loads (the ``"vector_loads"`` variant,
+        whatever C's pitch; ``registry.VECTOR_LOADS``)."""
+        ea = self.K if self.layout[0] == "N" else self.M
+        eb = self.N if self.layout[1] == "N" else self.K
+        return not ((self.lda | self.ldb | self.stride_a | self.stride_b | ea | eb) & 3)
+
     def arrays(self, A: Any, B: Any, C: Any) -> tuple[Operand, Operand, Operand]:
         """The kernel arguments of a strided-batch stage (spec ``S``): A ``(batch, M, K)``,
         B ``(batch, K, N)``, C ``(batch, M, N)`` with byte strides, over the operands' memory
@@ -437,7 +445,8 @@ class Plan:
         M, N, K: the shape: A ``(M, K)``, B ``(K, N)``, C ``(M, N)`` (per matrix of a batch).
         geometry: the :class:`Geometry` (batch, layout, pitches, batch strides).
         stage: the configured :class:`~numba_gemm.registry.Stage`.
-        variant: ``"vector"`` (128-bit GMEM accesses) or ``"scalar"`` (rows not 16-byte aligned).
+        variant: ``"vector"`` (128-bit GMEM accesses), ``"scalar"`` (rows not 16-byte aligned)
+            or ``"vector_loads"`` (only C's rows not aligned; ``registry.VECTOR_LOADS``).
         split_k: K slices (>1: partial products into a workspace, summed by the last slice of
             each tile in the same kernel); ``STREAM_K`` (0): stream-K on ``grid[0]`` blocks.
         device: the GPU (``numba_gemm.device.DeviceInfo``).
@@ -616,7 +625,8 @@ def _device_info(device: DeviceInfo | int | None) -> DeviceInfo:
 
 def plan_for(M: int, N: int, K: int, *, stage: str | Stage | None = None, aligned: bool = True,
              device: DeviceInfo | int | None = None, geometry: Geometry | None = None,
-             compute: str | None = None, out_dtype: str = "float32") -> Plan:
+             compute: str | None = None, out_dtype: str = "float32",
+             ab_aligned: bool = False) -> Plan:
     """The plan ``sgemm`` (or ``hgemm``) runs for an ``(M, K) @ (K, N)`` product (memoized).
 
     Args:
@@ -637,6 +647,12 @@ def plan_for(M: int, N: int, K: int, *, stage: str | Stage | None = None, aligne
             is among stages of that precision. None: ``"fp32"``, or a named stage's own.
             ``"fp16"`` (``hgemm``: float16 A and B) and the FP16 stages go only together.
         out_dtype: C's dtype, ``"float32"`` or (FP16 stages only) ``"float16"``.
+        ab_aligned: with ``aligned`` False, whether A and B (not C) start on 16-byte
+            boundaries. If their rows are then aligned (``Geometry.loads_aligned``) and B is
+            stored transposed (``x @ W.T``, layouts NT and TT), the stage chosen as for
+            unaligned rows (the scalar kernels' measurements and prices: an upper bound) runs
+            its ``"vector_loads"`` variant where it has one (``registry.VECTOR_LOADS``: 128-bit
+            loads, 32-bit stores of C), and nothing is staged.
 
     Raises:
         ValueError: a dimension < 1; an unknown stage name (valid names listed); a stage that
@@ -655,8 +671,12 @@ def plan_for(M: int, N: int, K: int, *, stage: str | Stage | None = None, aligne
     if (g.M, g.N, g.K) != (M, N, K):
         raise ValueError(f"geometry {g} is not for M={M}, N={N}, K={K}")
     aligned = bool(aligned) and g.shape_aligned()
+    # only C unaligned, B read along K: the vector_loads variant (B along N would need the vector
+    # variant's column order, which the scalar C stores do not take: k08_warptiling)
+    loads = (not aligned and bool(ab_aligned) and g.layout[1] == "T" and g.loads_aligned()
+             and compute in (None, "fp32"))
     key = (dev, g, aligned, stage if not isinstance(stage, Stage) else id(stage), compute,
-           out_dtype)
+           out_dtype, loads)
     p = _plans.get(key)
     if p is not None:
         return p
@@ -688,7 +708,7 @@ def plan_for(M: int, N: int, K: int, *, stage: str | Stage | None = None, aligne
             f"stage {st.name!r} needs {st.needs()}, this GPU ({dev.name}) is "
             f"{dev.cc[0]}.{dev.cc[1]}"
         )
-    if (stage is None and not aligned and g == Geometry.dense(M, N, K, g.layout)
+    if (stage is None and not aligned and not loads and g == Geometry.dense(M, N, K, g.layout)
             and compute in (None, "fp32")):
         from .staging import consider  # the aligned plan of the padded shape, between copies
 
@@ -697,7 +717,11 @@ def plan_for(M: int, N: int, K: int, *, stage: str | Stage | None = None, aligne
             with _plans_lock:
                 return _plans.setdefault(key, staged)
     variant = "vector" if aligned or st.scalar_kernel is None else "scalar"
-    if not aligned and st.scalar_kernel is not None:
+    if variant == "scalar" and loads and st.vector_loads and g.layout in st.layouts:
+        variant = "vector_loads"
+        reason += ("; vector_loads variant: 128-bit loads of A and B, 32-bit stores of C "
+                   "(rows of C are not 16-byte aligned)")
+    elif variant == "scalar":
         reason += "; scalar-GMEM variant: rows of A, B or C are not 16-byte aligned"
     p = Plan(g, st, variant, dev, predicted, reason)
     with _plans_lock:

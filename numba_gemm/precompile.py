@@ -7,12 +7,13 @@ A new process otherwise pays 3-9 s of NVVM and nvJitLink per kernel on its first
 configuration in the tuning data for this GPU (``numba_gemm.tuning.winners`` of each shape class,
 winner and alternatives, and the candidates of every measured shape, ``tuning.measured_shapes``),
 each in both variants (``"vector"``: ``stage.kernel``; ``"scalar"``:
-``stage.scalar_kernel``, where there is one); plus the split-K reduction when a configuration
-splits K, and the ``C = beta * C`` kernel of ``K == 0`` products. Each is keyed as
-``numba_gemm.plan`` loads it (``config=stage.config``, the variant, the signature of
-``numba_gemm.launch.numba_signature``), so that the plan finds it. Compilation is CPU-bound
-(NVVM, nvJitLink): ``--jobs`` worker processes (``spawn``) share the work and write into the
-cache directly.
+``stage.scalar_kernel``, where there is one), and with B stored transposed also in the
+``"vector_loads"`` one where the stage has it (``registry.VECTOR_LOADS``); plus the split-K
+reduction when a configuration splits K, and the ``C = beta * C`` kernel of ``K == 0``
+products. Each is keyed as ``numba_gemm.plan`` loads it (``config=stage.config``, the
+variant, the signature of ``numba_gemm.launch.numba_signature``), so that the plan finds it.
+Compilation is CPU-bound (NVVM, nvJitLink): ``--jobs`` worker processes (``spawn``) share the
+work and write into the cache directly.
 
 With ``--cc 9.0`` it compiles for that compute capability without a GPU (nvJitLink links offline;
 :func:`numba_gemm.cache.can_compile_offline`), e.g. to fill a cache directory on a build machine
@@ -136,7 +137,8 @@ def plan(
             variants = ["vector"] + (["scalar"] if st.scalar_kernel is not None else [])
             served = st.with_config(cfg).layouts if cfg != dict(st.config) else st.layouts
             for layout in [lay for lay in layouts if lay in served]:
-                for v in variants:
+                loads = ["vector_loads"] if st.vector_loads and layout[1] == "T" else []
+                for v in variants + loads:
                     job = Job(st.name, tuple(sorted(cfg.items())), variant_key(v, layout),
                               tuple(cc))
                     if job not in jobs:

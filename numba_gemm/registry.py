@@ -23,9 +23,18 @@ LaunchConfig = tuple[Dims, Dims]
 TOLERANCE = MappingProxyType({"fp32": 1e-5, "3xtf32": 1e-5, "tf32": 5e-3, "fp16": 1e-2})
 
 
+#: A tunable stage's ``layout_kernel(vec, layout)`` with ``vec`` this value builds the
+#: ``"vector_loads"`` variant: 128-bit loads of A and B, 32-bit stores of C (in the scalar
+#: variant's column order), for products whose A and B rows are 16-byte aligned and C's are not:
+#: ``x @ W.T`` with an odd N, where W ``(N, K)`` has aligned rows and the ``(M, N)`` output does
+#: not. (``vec`` True is the vector variant, False the scalar one.)
+VECTOR_LOADS = 2
+
+
 def variant_key(variant: str, layout: str = "NN") -> str:
-    """The name of a kernel variant in the cache and the precompile list: ``"vector"`` or
-    ``"scalar"``, with ``-<layout>`` appended for layouts other than NN (``"vector-TN"``)."""
+    """The name of a kernel variant in the cache and the precompile list (``"vector"``,
+    ``"scalar"`` or ``"vector_loads"``), with ``-<layout>`` appended for layouts other than NN
+    (``"vector-TN"``)."""
     return variant if layout == "NN" else f"{variant}-{layout}"
 
 
@@ -85,6 +94,8 @@ class Stage:
         layout_smem: dynamic SMEM per layout, when it differs from ``dynamic_smem``.
         general: whether the automatic choice may fall back to this stage without tuning data
             (False for a stage built for one regime of shapes, e.g. few rows).
+        vector_loads: whether ``layout_kernel`` builds the ``"vector_loads"`` variant
+            (:data:`VECTOR_LOADS`).
     """
 
     name: str
@@ -105,9 +116,10 @@ class Stage:
     tile: tuple[int, int] | None = None
     args: str = "AAAff"
     layouts: tuple[str, ...] = ("NN",)
-    layout_kernel: Callable[[bool, str], Any] | None = None
+    layout_kernel: Callable[[int, str], Any] | None = None
     layout_smem: Mapping[str, int] = field(default_factory=dict)
     general: bool = True
+    vector_loads: bool = False
 
     @property
     def rtol(self) -> float:
@@ -154,11 +166,20 @@ class Stage:
 
     def kernel_for(self, variant: str, layout: str = "NN") -> Any:
         """The ``"vector"`` kernel, or the ``"scalar"`` one (the vector kernel when the stage has
-        no scalar variant: it then uses no 128-bit GMEM access), for operand ``layout``.
+        no scalar variant: it then uses no 128-bit GMEM access), or the ``"vector_loads"`` one
+        (:data:`VECTOR_LOADS`), for operand ``layout``.
 
         Raises:
-            ValueError: the stage does not serve ``layout``.
+            ValueError: the stage does not serve ``layout``, or has no ``"vector_loads"``
+                variant.
         """
+        if variant == "vector_loads":
+            if not self.vector_loads or self.layout_kernel is None:
+                raise ValueError(f"stage {self.name!r} has no vector_loads variant")
+            if layout not in self.layouts:
+                raise ValueError(f"stage {self.name!r} serves layouts {self.layouts}, not "
+                                 f"{layout!r}")
+            return self.layout_kernel(VECTOR_LOADS, layout)
         if layout != "NN":
             if layout not in self.layouts or self.layout_kernel is None:
                 raise ValueError(f"stage {self.name!r} serves layouts {self.layouts}, not "

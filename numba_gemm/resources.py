@@ -240,8 +240,9 @@ def kernel_resources(stage: Any, kernel: Any, variant: str, layout: str = "NN"
 
 
 def stage_resources(stage: Any, layouts: Sequence[str] = ("NN",)) -> list[KernelResources]:
-    """Resources of every kernel variant of ``stage`` (vector first, then scalar fallback), for
-    each of ``layouts`` that the stage serves."""
+    """Resources of every kernel variant of ``stage`` (vector first, then scalar fallback, then
+    ``vector_loads`` with B stored transposed, where the plan runs it), for each of ``layouts``
+    that the stage serves."""
     out = []
     for layout in [lay for lay in layouts if lay in stage.layouts]:
         out.append(kernel_resources(stage, stage.kernel_for("vector", layout),
@@ -249,19 +250,22 @@ def stage_resources(stage: Any, layouts: Sequence[str] = ("NN",)) -> list[Kernel
         if stage.scalar_kernel is not None:
             out.append(kernel_resources(stage, stage.kernel_for("scalar", layout), "scalar",
                                         layout))
+        if stage.vector_loads and layout[1] == "T":
+            out.append(kernel_resources(stage, stage.kernel_for("vector_loads", layout),
+                                        "vector_loads", layout))
     return out
 
 
 def format_table(rows: Sequence[KernelResources]) -> str:
     head = (
-        f"{'stage':<20} {'variant':<10} {'regs':>4} {'spill':>9} {'stack':>5} {'smem':>7} "
+        f"{'stage':<20} {'variant':<15} {'regs':>4} {'spill':>9} {'stack':>5} {'smem':>7} "
         f"{'thr':>4} {'blk/SM':>6} {'occ':>5} {'ldg.v4':>6} {'lds.v4':>6} {'stg.v4':>6} "
         f"{'sts.v4':>6} {'local':>5} {'mma':>4} {'ldsm':>4} {'wgmma':>5}"
     )
     lines = [head, "-" * len(head)]
     for r in rows:
         lines.append(
-            f"{r.stage:<20} {r.variant:<10} {r.registers:>4} "
+            f"{r.stage:<20} {r.variant:<15} {r.registers:>4} "
             f"{f'{r.spill_stores}/{r.spill_loads}':>9} {r.stack_frame:>5} "
             f"{r.smem_static + r.smem_dynamic:>7} "
             f"{r.threads:>4} {r.blocks_per_sm:>6} {r.occupancy:>5.0%} {r.ptx_ld_global_v4:>6} "

@@ -36,7 +36,19 @@ SKINNY_T = [
     (dict(MT=16, BN=16, NT=32, KC=64, SPLITK=1, MINB=0, NBUF=0), (5, 21, 600), "NT", 0),
     # two warps: 16 k-groups, each warp 8 of them over two column groups; pitched rows
     (dict(MT=8, BN=16, NT=64, KC=128, SPLITK=2, MINB=0, NBUF=0), (6, 20, 600), "NT", 4),
+    # odd N, rows of A and W aligned: 128-bit loads, 32-bit stores of C (vector_loads), 3 slices
+    (dict(MT=8, BN=16, NT=32, KC=64, SPLITK=3, MINB=0, NBUF=0), (9, 41, 200), "NT", 0),
 ]
+
+
+def variant_for(M: int, N: int, K: int, layout: str, pitch: int = 0) -> str:
+    """The kernel variant the plan must run for dense operands in ``layout`` (row pitches
+    ``pitch`` floats longer than the rows)."""
+    ea = (K if layout[0] == "N" else M) + pitch  # A's and B's storage row pitches
+    eb = (N if layout[1] == "N" else K) + pitch
+    if not (ea % 4 or eb % 4 or N % 4):
+        return "vector"
+    return "vector_loads" if layout[1] == "T" and not (ea % 4 or eb % 4) else "scalar"
 
 
 @pytest.mark.parametrize("cfg, shape, layout, pitch", SKINNY_T,
@@ -49,7 +61,8 @@ def test_skinny_with_b_transposed(cfg, shape, layout, pitch, rng):
     assert layout in st.layouts
     a, b, c = randn(rng, (M, K)), randn(rng, (K, N)), randn(rng, (M, N))
     da, db = stored(a, layout[0] == "T", pitch), stored(b, True, pitch)
-    assert numba_gemm.explain(da, db, stage=st).geometry.layout == layout
+    plan = numba_gemm.explain(da, db, stage=st)
+    assert (plan.geometry.layout, plan.variant) == (layout, variant_for(M, N, K, layout, pitch))
     d_c = cuda.to_device(c)
     sgemm(da, db, stage=st, out=d_c, alpha=1.5, beta=0.5)
     assert_close(d_c.copy_to_host(), ref(a, b, c, alpha=1.5, beta=0.5))
@@ -110,14 +123,15 @@ def assert_close(out, expect, rtol=1e-5):
 
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("name", TUNABLE)
-@pytest.mark.parametrize("M, N, K", [(67, 70, 13), (68, 72, 24)])  # ragged: scalar; /4: vector
+# ragged: scalar; /4: vector; only N ragged: vector_loads with B transposed, else scalar
+@pytest.mark.parametrize("M, N, K", [(67, 70, 13), (68, 72, 24), (68, 70, 24)])
 def test_layouts(name, layout, M, N, K, rng):
     a, b = randn(rng, (M, K)), randn(rng, (K, N))
     da, db = stored(a, layout[0] == "T"), stored(b, layout[1] == "T")
     st = small(name)
     plan = numba_gemm.explain(da, db, stage=st)
     assert plan.geometry.layout == layout
-    assert plan.variant == ("vector" if M % 4 == 0 and N % 4 == 0 and K % 4 == 0 else "scalar")
+    assert plan.variant == variant_for(M, N, K, layout)
     c0 = randn(rng, (M, N))
     d_c = cuda.to_device(c0)
     sgemm(da, db, stage=st, out=d_c, alpha=0.5, beta=-2.0)
@@ -156,6 +170,26 @@ def test_split_k_with_pitched_out(layout, rng):
     host = big.copy_to_host()
     assert_close(host[:, :N], ref(a, b))
     assert np.isnan(host[:, N:]).all()
+
+
+@pytest.mark.parametrize("name", ["double_buffering", "skinny"])
+def test_unaligned_out_with_b_transposed_runs_vector_loads(name, rng):
+    """``x @ W.T`` into an ``out`` that starts one float into its buffer (its rows not 16-byte
+    aligned; x's and W's are): the plan runs the vector_loads variant, through the general path
+    and then the fast lane, and writes only ``out`` (split-K: the workspace takes C's order)."""
+    M, N, K = 8, 24, 136
+    st = small(name, SPLITK=2) if name != "skinny" else get_stage("skinny").with_config(
+        dict(MT=8, BN=16, NT=32, KC=64, SPLITK=2, MINB=0, NBUF=0))
+    a, b = randn(rng, (M, K)), randn(rng, (K, N))
+    da, db = stored(a, False), stored(b, True)
+    big = cuda.to_device(np.full((M, N + 1), np.nan, np.float32))
+    out = big[:, 1:]
+    assert numba_gemm.explain(da, db, stage=st, out=out).variant == "vector_loads"
+    for _ in range(2):
+        sgemm(da, db, stage=st, out=out)
+        host = big.copy_to_host()
+        assert_close(host[:, 1:], ref(a, b))
+        assert np.isnan(host[:, 0]).all()
 
 
 def test_batch(rng):
@@ -360,17 +394,19 @@ def test_cupy_in_cupy_out(rng):
 
 @pytest.mark.parametrize("name, layout", [("skinny", "TN"), ("skinny_n", "NT"),
                                           ("skinny_n", "NN")])
-@pytest.mark.parametrize("M, N, K, pitch", [(5, 12, 150, 0), (8, 8, 136, 0), (6, 10, 140, 3)])
+@pytest.mark.parametrize("M, N, K, pitch", [(5, 12, 150, 0), (8, 8, 136, 0), (6, 10, 140, 3),
+                                            (8, 9, 136, 0)])
 def test_regime_stages_layouts(name, layout, M, N, K, pitch, rng):
     """The few-rows and few-columns stages in the layouts they declare (the small operand staged
-    element-wise: either storage order, with row pitches), ragged (scalar) and aligned (vector)."""
+    element-wise: either storage order, with row pitches), ragged (scalar), aligned (vector) and
+    only C ragged (vector_loads with B transposed)."""
     st = sim_sized(get_stage(name))
     assert layout in st.layouts
     a, b = randn(rng, (M, K)), randn(rng, (K, N))
     da = stored(a, layout[0] == "T", pitch)
     db = stored(b, layout[1] == "T", pitch)
     plan = numba_gemm.explain(da, db, stage=st)
-    assert plan.geometry.layout == layout
+    assert (plan.geometry.layout, plan.variant) == (layout, variant_for(M, N, K, layout, pitch))
     d_c = cuda.to_device(np.full((M, N), np.nan, np.float32))
     sgemm(da, db, stage=st, out=d_c, alpha=1.5)
     assert_close(d_c.copy_to_host(), ref(a, b, alpha=1.5))

@@ -149,6 +149,10 @@ def _seq(first, then):
 # feed every output, so they are *zero-filled*. ``vec`` is a literal at every call site: after
 # inlining, the untaken path is dead code.
 
+# ``vec`` 1 (True): the vector variant; 0 (False): the scalar one; 2: the VECTOR_LOADS variant
+# (``registry.VECTOR_LOADS``: 128-bit loads of A and B, 32-bit stores of C). The load helpers
+# take any nonzero ``vec`` as 128-bit; a stage's C side tests ``vec == 1``.
+
 
 @device_jit
 def load_a4(A, r, c, K, vec):

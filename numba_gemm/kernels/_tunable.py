@@ -351,7 +351,8 @@ def build_stage(
 ) -> Stage:
     """A ``Stage`` for one configuration of a tunable stage (validated by ``check`` first).
 
-    ``make_kernel(items, vec, layout)`` builds the kernel from the sorted config items;
+    ``make_kernel(items, vec, layout)`` builds the kernel from the sorted config items (``vec``:
+    True vector, False scalar, ``registry.VECTOR_LOADS`` the stage's third variant);
     ``smem(cfg, layout)`` is its dynamic SMEM (None: static SMEM only). By default the block tile
     is ``(BM, BN)``, the launch grid ``(N/BN, M/BM, SPLITK)`` blocks of NUM_THREADS
     (``(N/BN, M/BM, batch)`` for a batch; with stream-K ``(G, 1, 1)``, one block per resident
@@ -397,4 +398,5 @@ def build_stage(
         min_cc=min_cc,
         tile=(cfg["BM"], cfg["BN"]) if tile_of is None else tile_of(cfg),
         general=general,
+        vector_loads=True,
     )

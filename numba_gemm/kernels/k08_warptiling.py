@@ -131,13 +131,17 @@ def make_mover(extent: int, BK: int, threads: int, k_contiguous: bool, column=sa
 
     ``column``, ``step`` (B, :func:`make_column_order`): in the scalar variant, SMEM column
     ``o`` of the tile holds tile column ``column(o)``, and SMEM columns ``o .. o+3`` (``o % 4 ==
-    0``) hold columns ``step`` apart. The vector variant keeps the identity order.
+    0``) hold columns ``step`` apart. The vector variant keeps the identity order. The
+    ``VECTOR_LOADS`` variant (``vec == 2``; C stored as the scalar variant stores it) keeps the
+    scalar order with 128-bit loads where they run along K; along M (N) a reordered tile's loads
+    stay scalar (its four SMEM columns are not consecutive in GMEM).
 
     Returns ``(coords, load_all, store_all)``: ``coords(tid) -> (p, q)``, this thread's first
     float4 (storage row, column) in the tile; ``load_all(X, regs, k0, p, q, o0, olim, k_end,
     vec)`` and ``store_all(Xs, regs, p, q)``, unrolled over the thread's share of float4s.
     """
     loads = (extent * BK // 4) // threads
+    IDENTITY = column is same_column  # (A) no reordering: 128-bit loads whenever vec
     run = BK if k_contiguous else extent  # floats along a storage row of the tile
     stride = threads // (run // 4)  # storage rows covered per pass
 
@@ -149,8 +153,8 @@ def make_mover(extent: int, BK: int, threads: int, k_contiguous: bool, column=sa
         @device_jit
         def _load(l, X, regs, k0, p, q, o0, olim, k_end, vec):
             o = p + l * stride
-            if not vec:
-                o = column(o)  # the scalar variant's order (make_column_order)
+            if vec != 1:
+                o = column(o)  # the scalar C stores' order (make_column_order)
             r = min(o0 + o, olim - 1)  # clamp: rows past M (N) are never stored
             regs[4 * l], regs[4 * l + 1], regs[4 * l + 2], regs[4 * l + 3] = load_a4(
                 X, r, k0 + q, k_end, vec)
@@ -164,7 +168,7 @@ def make_mover(extent: int, BK: int, threads: int, k_contiguous: bool, column=sa
         @device_jit
         def _load(l, X, regs, k0, p, q, o0, olim, k_end, vec):
             k = k0 + p + l * stride
-            if vec:
+            if vec == 1 or (vec and IDENTITY):
                 regs[4 * l], regs[4 * l + 1], regs[4 * l + 2], regs[4 * l + 3] = load_b4(
                     X, k, o0 + q, k_end, olim, True)
             else:  # the scalar variant's order: columns ``step`` apart
@@ -298,7 +302,7 @@ def make_parts(cfg: Mapping[str, int], layout: str = "NN") -> Parts:
 
 
 @functools.cache
-def _make_kernel(items: tuple, vec: bool, layout: str = "NN"):
+def _make_kernel(items: tuple, vec: int, layout: str = "NN"):
     cfg = dict(items)
     pt = make_parts(cfg, layout)
     a_view, b_view, thread_origin, a_coords, b_coords = (
@@ -311,6 +315,7 @@ def _make_kernel(items: tuple, vec: bool, layout: str = "NN"):
     RES_M, RES_N = pt.d["WMITER"] * TM, cfg["WNITER"] * TN
     work = tun.make_work(BM, BN, BK, SPLITK)
     epilogue = tun.make_epilogue(store_results, BM, BN, pt.d["NUM_THREADS"], SPLITK)
+    CVEC = vec == 1  # 128-bit stores of C (not in the VECTOR_LOADS variant)
 
     @device_jit
     def sgemm_warptiling_unit(u, A, B, C, W, L, alpha, beta):
@@ -348,7 +353,8 @@ def _make_kernel(items: tuple, vec: bool, layout: str = "NN"):
             cuda.syncthreads()  # everyone is done reading before the next tiles overwrite SMEM
 
         # --- epilogue: write C (split-K / stream-K: the workspace; the tile's last sums)
-        epilogue(C, W, L, job, thread_results, row0 + wm0, col0 + wn0, M, N, alpha, beta, vec)
+        epilogue(C, W, L, job, thread_results, row0 + wm0, col0 + wn0, M, N, alpha, beta,
+                 CVEC)
 
     return tun.unit_kernel("sgemm_warptiling", sgemm_warptiling_unit, cfg)
 

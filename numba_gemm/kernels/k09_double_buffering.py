@@ -46,7 +46,7 @@ SPACE = tun.make_space(check_config)
 
 
 @functools.cache
-def _make_kernel(items: tuple, vec: bool, layout: str = "NN"):
+def _make_kernel(items: tuple, vec: int, layout: str = "NN"):
     cfg = dict(items)
     pt = wt.make_parts(cfg, layout)
     a_view, b_view, thread_origin, a_coords, b_coords = (
@@ -59,6 +59,7 @@ def _make_kernel(items: tuple, vec: bool, layout: str = "NN"):
     RES_M, RES_N = pt.d["WMITER"] * TM, cfg["WNITER"] * TN
     work = tun.make_work(BM, BN, BK, SPLITK)
     epilogue = tun.make_epilogue(store_results, BM, BN, pt.d["NUM_THREADS"], SPLITK)
+    CVEC = vec == 1  # 128-bit stores of C (not in the VECTOR_LOADS variant)
 
     @device_jit
     def sgemm_double_buffering_unit(u, A, B, C, W, L, alpha, beta):
@@ -108,7 +109,8 @@ def _make_kernel(items: tuple, vec: bool, layout: str = "NN"):
             buf = 1 - buf
 
         # --- epilogue: write C (split-K / stream-K: the workspace; the tile's last sums)
-        epilogue(C, W, L, job, thread_results, row0 + wm0, col0 + wn0, M, N, alpha, beta, vec)
+        epilogue(C, W, L, job, thread_results, row0 + wm0, col0 + wn0, M, N, alpha, beta,
+                 CVEC)
 
     return tun.unit_kernel("sgemm_double_buffering", sgemm_double_buffering_unit, cfg)
 

@@ -86,9 +86,10 @@ def make_copier(extent: int, BK: int, threads: int, k_contiguous: bool,
     warp ``w`` copies rows ``w * BK/NW ...`` of the tile, lane ``l`` columns ``l, l + 32, ...``,
     so that a warp's 4-byte copies read 128 contiguous bytes and a thread's copies of one row are
     one address plus constant offsets.
-    ``slot`` (B: ``make_parts``'s ``b_slot``): in the scalar variant (``not vec``), tile column
-    ``o`` goes to SMEM column ``slot(o)``, the order of the FMA core and epilogue
-    (``warptiling.make_column_order``).
+    ``slot`` (B: ``make_parts``'s ``b_slot``): in the scalar variant (``not vec``) and the
+    ``VECTOR_LOADS`` one (``vec == 2``: an unreordered tile read along M is copied 16 bytes at a
+    time, a reordered one along N element by element), tile column ``o`` goes to SMEM column
+    ``slot(o)``, the order of the FMA core and epilogue (``warptiling.make_column_order``).
     ``full`` (a literal at the call site): the tile lies before ``k_end`` and, for a tile read
     along M (N), the block's columns before ``olim``, so no copy needs a bounds check or a clamp;
     else copies past ``k_end`` zero-fill and every address is clamped into the matrix.
@@ -103,7 +104,7 @@ def make_copier(extent: int, BK: int, threads: int, k_contiguous: bool,
             o = tid // (BK // 4) + j * stride
             kk = (tid % (BK // 4)) * 4
             src_row = min(o0 + o, olim - 1)  # clamp: rows past M (N) are never stored
-            if not vec:
+            if vec != 1:  # the scalar C stores' order (also in the VECTOR_LOADS variant)
                 o = slot(o)
             for i in range(4):  # transposing: Xs[k, o] = X[o, k], one element per copy
                 k = k0 + kk + i
@@ -148,9 +149,11 @@ def make_copier(extent: int, BK: int, threads: int, k_contiguous: bool,
     copy4_all = unroll(loads4, _copy4)
     copy1_all = unroll(elems, _copy1)
 
+    IDENTITY = slot is wt.same_column  # (A) no reordering: 16-byte copies whenever vec
+
     @device_jit
     def copy_tile(Xs, X, k0, tid, o0, olim, K, k_end, vec, full):
-        if vec:
+        if vec == 1 or (vec and IDENTITY):
             copy4_all(Xs, X, k0, tid, o0, olim, K, k_end, full)
         else:
             copy1_all(Xs, X, k0, tid, o0, olim, K, k_end, full)
@@ -159,7 +162,7 @@ def make_copier(extent: int, BK: int, threads: int, k_contiguous: bool,
 
 
 @functools.cache
-def _make_kernel(items: tuple, vec: bool, layout: str = "NN"):
+def _make_kernel(items: tuple, vec: int, layout: str = "NN"):
     cfg = dict(items)
     pt = wt.make_parts(cfg, layout)
     a_view, b_view, thread_origin = pt.a_view, pt.b_view, pt.thread_origin
@@ -176,6 +179,7 @@ def _make_kernel(items: tuple, vec: bool, layout: str = "NN"):
     RES_M, RES_N = pt.d["WMITER"] * TM, cfg["WNITER"] * TN
     work = tun.make_work(BM, BN, BK, SPLITK)
     epilogue = tun.make_epilogue(store_results, BM, BN, NT, SPLITK)
+    CVEC = vec == 1  # 128-bit stores of C (not in the VECTOR_LOADS variant)
 
     @device_jit
     def copy_tiles(As, Bs, Ag, Bg, k0, tid, row0, col0, M, N, K, k_end, full):
@@ -236,7 +240,8 @@ def _make_kernel(items: tuple, vec: bool, layout: str = "NN"):
         wait(0)  # no copy may still be writing SMEM when the block exits (or the unit ends)
 
         # --- epilogue: write C (split-K / stream-K: the workspace; the tile's last sums)
-        epilogue(C, W, L, job, thread_results, row0 + wm0, col0 + wn0, M, N, alpha, beta, vec)
+        epilogue(C, W, L, job, thread_results, row0 + wm0, col0 + wn0, M, N, alpha, beta,
+                 CVEC)
 
     return tun.unit_kernel("sgemm_multistage", sgemm_multistage_unit, cfg)
 

@@ -159,7 +159,7 @@ SPACE = tun.valid_configs(check_config, (
 
 
 @functools.cache
-def _make_kernel(items: tuple, vec: bool, layout: str = "NN"):
+def _make_kernel(items: tuple, vec: int, layout: str = "NN"):
     cfg = dict(items)
     MT, BN, NT, KC, SPLITK, MINB, NBUF = (cfg[k] for k in KEYS)
     d = derived(cfg)
@@ -171,6 +171,9 @@ def _make_kernel(items: tuple, vec: bool, layout: str = "NN"):
     # the fastest-varying thread index (a warp's loads of a W row are consecutive), and A is
     # staged as As[m, k] so that a lane's 4 k are one 128-bit read
     BT = layout[1] == "T"
+    # 128-bit stores of C: not in the VECTOR_LOADS variant (vec == 2), whose loads are the vector
+    # variant's (the columns a thread sums do not decide which it stores: ``_pass``)
+    CVEC = vec == 1
     if BT and not transposed_b_ok(cfg):
         raise ValueError(f"skinny config {cfg} cannot take B transposed: {TRANSPOSED_B_RULE}")
     TSTEP = KSTEP // 4  # (BT) steps of 4 k per chunk and thread, a 128-bit load of 4 W rows each
@@ -359,7 +362,7 @@ def _make_kernel(items: tuple, vec: bool, layout: str = "NN"):
                 s2 += x2
                 s3 += x3
             store_c4(Cg, z0 + m0 + p * RM + r, n0 + col, s0, s1, s2, s3, alpha, beta, z0 + M,
-                     N, vec)
+                     N, CVEC)
 
     reduce_store = unroll(MT // RM, _pass)
     fixup = _splitk.make_fixup(MT, BN, NT, SPLITK)
@@ -453,7 +456,7 @@ def _make_kernel(items: tuple, vec: bool, layout: str = "NN"):
             Wg = rows_view(W, 0)
             reduce_store(acc, red, Wg, tid, kg, c, m0, n0, cuda.blockIdx.z * M, M, N,
                          float32(1.0), float32(0.0))
-            fixup(Wg, L, rows_view(C, 0), m0, n0, M, N, alpha, beta, vec)
+            fixup(Wg, L, rows_view(C, 0), m0, n0, M, N, alpha, beta, CVEC)
 
     return sgemm_skinny
 

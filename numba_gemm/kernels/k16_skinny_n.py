@@ -164,7 +164,7 @@ def _butterfly(o: int):
 
 
 @functools.cache
-def _make_kernel(items: tuple, vec: bool, layout: str = "NN"):
+def _make_kernel(items: tuple, vec: int, layout: str = "NN"):
     cfg = dict(items)
     NB, RW, NT, KC, SPLITK, MINB = (cfg[k] for k in KEYS)
     d = derived(cfg)
@@ -339,7 +339,7 @@ def _make_kernel(items: tuple, vec: bool, layout: str = "NN"):
             if owner:
                 write_sums(acc, Wg, cuda.blockIdx.z * M, row0, first, n0, M, N, alpha, beta,
                            True)
-            fixup(Wg, L, rows_view(C, 0), m0, n0, M, N, alpha, beta, vec)
+            fixup(Wg, L, rows_view(C, 0), m0, n0, M, N, alpha, beta, vec == 1)
 
     return sgemm_skinny_n
 
