@@ -20,6 +20,8 @@ every operand's rows are 16-byte aligned (``devarray``'s alignment rule), scalar
 (``Stage.scalar_kernel``); rows/columns past M/N are clamped (never stored), elements past K
 zero-filled, as in stage 6. The scalar variant spreads a thread's TN columns of C a row of lanes
 apart, so that its 32-bit stores (and loads of B) cover whole sectors (``make_column_order``).
+When only C's rows are unaligned, a third variant loads A and B 128 bits at a time and stores C
+as the scalar one does (``registry.VECTOR_LOADS``; B read along K: ``x @ W.T`` with an odd N).
 
 From here on the kernels also leave the teaching form's single row-major layout: A, B and C are
 batches of strided matrices (``A: (batch, M, K)``, ``B: (batch, K, N)``, ``C: (batch, M, N)``,

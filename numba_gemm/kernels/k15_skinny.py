@@ -172,7 +172,7 @@ def _make_kernel(items: tuple, vec: int, layout: str = "NN"):
     # staged as As[m, k] so that a lane's 4 k are one 128-bit read
     BT = layout[1] == "T"
     # 128-bit stores of C: not in the VECTOR_LOADS variant (vec == 2), whose loads are the vector
-    # variant's (the columns a thread sums do not decide which it stores: ``_pass``)
+    # variant's (``_pass`` stores C from the summed SMEM rows, whatever order B was loaded in)
     CVEC = vec == 1
     if BT and not transposed_b_ok(cfg):
         raise ValueError(f"skinny config {cfg} cannot take B transposed: {TRANSPOSED_B_RULE}")
