@@ -107,13 +107,39 @@ from numba_gemm import resources
 st = numba_gemm.get_stage("skinny_n").with_config(
     dict(NB=16, RW=4, NT=512, KC=128, SPLITK=2, MINB=0))
 print(json.dumps([dataclasses.asdict(resources.kernel_resources(st, st.kernel_for(v, lay), v, lay))
-                  for v in ("vector", "scalar") for lay in ("NN", "NT")]))
+                  for v in ("vector", "scalar") for lay in ("NN", "NT")]
+                 + [dataclasses.asdict(resources.kernel_resources(
+                     st, st.kernel_for("vector_loads", "NT"), "vector_loads", "NT"))]))
 """
     env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
     res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                          timeout=900, check=False)
     assert res.returncode == 0, res.stderr
     reports = json.loads(res.stdout.strip().splitlines()[-1])
-    assert len(reports) == 4
+    assert len(reports) == 5
     for r in reports:
         assert r["registers"] <= 128 and r["blocks_per_sm"] >= 1, r
+
+
+def test_vector_loads_variant_loads_128_bits_and_stores_32():
+    """The vector_loads variant (``registry.VECTOR_LOADS``, x @ W.T with an odd N) of the tiled
+    and the few-rows stage, B stored transposed: ld.global.v4 for A and W, no st.global.v4 (C's
+    rows are not aligned), and no more registers than the scalar twin it replaces (same
+    occupancy)."""
+    code = """
+import dataclasses, json, numba_gemm
+from numba_gemm import resources
+def report(st, v):
+    return dataclasses.asdict(resources.kernel_resources(st, st.kernel_for(v, "NT"), v, "NT"))
+print(json.dumps([report(st, v) for st in map(numba_gemm.get_stage, ("double_buffering", "skinny"))
+                  for v in ("vector_loads", "scalar")]))
+"""
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+    res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         timeout=900, check=False)
+    assert res.returncode == 0, res.stderr
+    reports = json.loads(res.stdout.strip().splitlines()[-1])
+    for loads, scalar in (reports[:2], reports[2:]):
+        assert loads["ptx_ld_global_v4"] >= 2 and loads["ptx_st_global_v4"] == 0, loads
+        assert scalar["ptx_ld_global_v4"] == 0, scalar
+        assert loads["blocks_per_sm"] >= scalar["blocks_per_sm"], (loads, scalar)
