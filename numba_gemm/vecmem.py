@@ -27,7 +27,8 @@ A third helper carves dynamic SMEM (one 1D ``cuda.shared.array(0, float32)``) in
 
 They are Numba ``@intrinsic`` functions, which the CUDA simulator cannot run: under
 ``NUMBA_ENABLE_CUDASIM=1`` the same names are plain Python functions doing four scalar accesses, so
-that every stage runs, unchanged, on the simulator (which checks indexing, not vector width).
+that every stage runs, unchanged, on the simulator (which checks indexing, not vector width; on
+device memory ``load4`` and ``store4`` also check the 16-byte alignment the GPU needs).
 The PTX evidence (vector instructions present, no local memory) is checked by
 ``numba_gemm.resources`` and its test.
 """
