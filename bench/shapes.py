@@ -200,11 +200,12 @@ def precompile(shapes: list[tuple[int, int, int]], jobs: int, sweep: bool, layou
         g = Geometry.dense(M, N, K, layout)
         st = numba_gemm.plan_for(M, N, K, geometry=g).stage
         picks = [(st.name, dict(st.config))]
-        # the variant the sweep runs here (torch's allocations are 16-byte aligned; with only
-        # C's rows unaligned and B stored transposed: vector_loads, plan.plan_for)
-        run = ("vector" if g.shape_aligned() else "vector_loads"
-               if layout[1] == "T" and g.loads_aligned() else "scalar")
         for name, cfg in picks + (candidates(M, N, K, layout=layout, **which) if sweep else []):
+            # the variant the sweep runs here (torch's allocations are 16-byte aligned; only C's
+            # rows unaligned: vector_loads where the stage has it, plan.plan_for)
+            loads = (g.loads_aligned() and numba_gemm.get_stage(name).with_config(cfg)
+                     .has_vector_loads(layout))
+            run = "vector" if g.shape_aligned() else "vector_loads" if loads else "scalar"
             for variant in (("vector", "scalar", run) if (name, cfg) in picks else (run,)):
                 job = pc.Job(name, tuple(sorted(cfg.items())), variant_key(variant, layout), cc)
                 todo[str(job)] = job

@@ -81,10 +81,7 @@ class Geometry(NamedTuple):
         """The alignment rule (``devarray.rows_aligned``) on everything but the base pointers:
         every pitch and batch stride, and the length of each operand's contiguous dimension
         (the vector kernels clamp a float4 inside it), are multiples of 4 floats."""
-        ea = self.K if self.layout[0] == "N" else self.M
-        eb = self.N if self.layout[1] == "N" else self.K
-        return not ((self.lda | self.ldb | self.ldc | self.stride_a | self.stride_b
-                     | self.stride_c | ea | eb | self.N) & 3)
+        return self.loads_aligned() and not ((self.ldc | self.stride_c | self.N) & 3)
 
     def loads_aligned(self) -> bool:
         """:meth:`shape_aligned` for A and B alone: whether, with their base pointers 16-byte
@@ -671,9 +668,8 @@ def plan_for(M: int, N: int, K: int, *, stage: str | Stage | None = None, aligne
     if (g.M, g.N, g.K) != (M, N, K):
         raise ValueError(f"geometry {g} is not for M={M}, N={N}, K={K}")
     aligned = bool(aligned) and g.shape_aligned()
-    # only C unaligned, B read along K: the vector_loads variant (B along N would need the vector
-    # variant's column order, which the scalar C stores do not take: k08_warptiling)
-    loads = (not aligned and bool(ab_aligned) and g.layout[1] == "T" and g.loads_aligned()
+    # only C unaligned: the vector_loads variant, where the stage has it for this layout
+    loads = (not aligned and bool(ab_aligned) and g.loads_aligned()
              and compute in (None, "fp32"))
     key = (dev, g, aligned, stage if not isinstance(stage, Stage) else id(stage), compute,
            out_dtype, loads)
@@ -717,7 +713,7 @@ def plan_for(M: int, N: int, K: int, *, stage: str | Stage | None = None, aligne
             with _plans_lock:
                 return _plans.setdefault(key, staged)
     variant = "vector" if aligned or st.scalar_kernel is None else "scalar"
-    if variant == "scalar" and loads and st.vector_loads and g.layout in st.layouts:
+    if variant == "scalar" and loads and st.has_vector_loads(g.layout):
         variant = "vector_loads"
         reason += ("; vector_loads variant: 128-bit loads of A and B, 32-bit stores of C "
                    "(rows of C are not 16-byte aligned)")

@@ -137,7 +137,7 @@ def plan(
             variants = ["vector"] + (["scalar"] if st.scalar_kernel is not None else [])
             served = st.with_config(cfg).layouts if cfg != dict(st.config) else st.layouts
             for layout in [lay for lay in layouts if lay in served]:
-                loads = ["vector_loads"] if st.vector_loads and layout[1] == "T" else []
+                loads = ["vector_loads"] if st.has_vector_loads(layout) else []
                 for v in variants + loads:
                     job = Job(st.name, tuple(sorted(cfg.items())), variant_key(v, layout),
                               tuple(cc))

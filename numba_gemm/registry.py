@@ -189,6 +189,13 @@ class Stage:
             return self.scalar_kernel
         return self.kernel
 
+    def has_vector_loads(self, layout: str = "NN") -> bool:
+        """Whether the plan may run the ``"vector_loads"`` variant for operand ``layout``: the
+        stage builds it and serves the layout, and B is stored transposed (read along K; read
+        along N, its tile in the scalar C stores' column order cannot be loaded 128 bits at a
+        time: ``kernels.k08_warptiling.make_mover``)."""
+        return self.vector_loads and layout[1] == "T" and layout in self.layouts
+
     def smem_for(self, layout: str = "NN") -> int:
         """Dynamic SMEM per block (bytes) of the kernel for ``layout``."""
         return self.layout_smem.get(layout, self.dynamic_smem)

@@ -250,7 +250,7 @@ def stage_resources(stage: Any, layouts: Sequence[str] = ("NN",)) -> list[Kernel
         if stage.scalar_kernel is not None:
             out.append(kernel_resources(stage, stage.kernel_for("scalar", layout), "scalar",
                                         layout))
-        if stage.vector_loads and layout[1] == "T":
+        if stage.has_vector_loads(layout):
             out.append(kernel_resources(stage, stage.kernel_for("vector_loads", layout),
                                         "vector_loads", layout))
     return out
