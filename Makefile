@@ -14,33 +14,33 @@ setup:  ## virtual environment with the package (editable) and the test/bench/li
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e ".[test,bench,lint]"
 
-test:  ## the whole suite on the CUDA simulator (CPU only)
+test: lint  ## lint, then the whole suite on the CUDA simulator (CPU only)
 	NUMBA_ENABLE_CUDASIM=1 $(PY) -m pytest -n auto --dist loadgroup -q
 
 test-gpu:  ## the same suite on a real GPU
 	$(PY) -m pytest -q
 
-lint:
+lint:  ## ruff: the lint rules and the formatting (run by `make test`, so CI runs it)
 	$(PY) -m ruff check numba_gemm tests notebooks
-	$(PY) -m ruff format --check numba_gemm tests
+	$(PY) -m ruff format --check numba_gemm tests notebooks
 
 resources:  ## registers, spills, SMEM and occupancy per stage for sm_90, without a GPU
-	$(PY) -m numba_gemm.resources
+	$(PY) -m numba_gemm.tools.resources
 
 bench:  ## every stage against cuBLAS on the GPU: table, CSV/JSON, plots under bench/results/
 	$(PY) -m numba_gemm.bench --sizes $(SIZES)
 
-bench-sim:  ## the bench pipeline on the simulator (timings not comparable)
-	$(PY) -m numba_gemm.bench --simulator --sizes 16..64
+bench-sim:  ## the bench pipeline on the simulator, about a minute on 2 cores (timings not comparable)
+	$(PY) -m numba_gemm.bench --simulator --out $${TMPDIR:-/tmp}/numba_gemm-bench-sim
 
 tune:  ## sweep tile configurations on this GPU and cache the winners
-	$(PY) -m numba_gemm.tune
+	$(PY) -m numba_gemm.tools.tune
 
 precompile:  ## compile this GPU's tuned kernels into the on-disk cache, in parallel
-	$(PY) -m numba_gemm.precompile
+	$(PY) -m numba_gemm.tools.precompile
 
-results-table:  ## regenerate README's results table from the newest committed CSV
-	$(PY) bench/results_table.py $(RESULTS_CSV)
+results-table:  ## README's results tables (one per precision, FP32 end to end) from the newest run
+	$(PY) -m numba_gemm.tools.results_table $(RESULTS_CSV)
 
 notebooks:  ## .ipynb from the jupytext sources, executed in place (GPU if present, else simulator)
 	$(PY) notebooks/execute.py

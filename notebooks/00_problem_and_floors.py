@@ -101,14 +101,18 @@ h.check_stages([None], M, N, K)
 # %%
 peaks = h.gpu_peaks()
 print("time floors in microseconds: FLOP / FP32 peak, bytes / DRAM bandwidth; and cuBLAS FP32")
-print(f"{'N':>6} {'GFLOP':>9} {'MB moved':>9} {'FLOP/B':>7} {'at FP32 peak':>13} "
-      f"{'at DRAM BW':>11} {'cuBLAS FP32':>12}")
+print(
+    f"{'N':>6} {'GFLOP':>9} {'MB moved':>9} {'FLOP/B':>7} {'at FP32 peak':>13} "
+    f"{'at DRAM BW':>11} {'cuBLAS FP32':>12}"
+)
 for n in h.square_sizes():
     flop, nbytes = 2 * n**3, 4 * 3 * n * n
     r = h.result(h.CUBLAS, n)
-    print(f"{n:>6} {flop / 1e9:>9.3g} {nbytes / 1e6:>9.3g} {flop / nbytes:>7.0f} "
-          f"{flop / peaks['flops'] * 1e6:>13.3g} {nbytes / peaks['bytes_per_s'] * 1e6:>11.3g}"
-          f" {r['median_ms'] * 1e3:>12.3g}")
+    print(
+        f"{n:>6} {flop / 1e9:>9.3g} {nbytes / 1e6:>9.3g} {flop / nbytes:>7.0f} "
+        f"{flop / peaks['flops'] * 1e6:>13.3g} {nbytes / peaks['bytes_per_s'] * 1e6:>11.3g}"
+        f" {r['median_ms'] * 1e3:>12.3g}"
+    )
 
 # %% [markdown]
 # ## The roofline of the GPU the results come from
@@ -122,10 +126,15 @@ for n in h.square_sizes():
 
 # %%
 print(f"GPU: {peaks['gpu']} (compute capability {peaks['cc'][0]}.{peaks['cc'][1]})")
-print(f"FP32 peak = {peaks['sms']} SMs x {peaks['fma_per_clock_per_sm']} FMA/clock x 2 FLOP x "
-      f"{peaks['clock_hz'] / 1e9:.2f} GHz = {peaks['flops'] / 1e12:.1f} TFLOP/s")
-print(f"DRAM bandwidth (datasheet) = {peaks['bytes_per_s'] / 1e12:.1f} TB/s; ridge point = "
-      f"{peaks['flops'] / peaks['bytes_per_s']:.1f} FLOP/byte")
+print(
+    f"FP32 peak = {peaks['sms']} SMs x {peaks['fma_per_clock_per_sm']} FMA/clock x 2 FLOP x "
+    f"{peaks['clock_hz'] / 1e9:.2f} GHz = {peaks['flops'] / 1e12:.1f} TFLOP/s"
+)
+print(
+    f"DRAM bandwidth (datasheet) = {peaks['bytes_per_s'] / 1e12:.1f} TB/s; ridge point = "
+    f"{peaks['flops'] / peaks['bytes_per_s']:.1f} FLOP/byte"
+)
+
 
 # %%
 def intensity(n):
@@ -133,10 +142,14 @@ def intensity(n):
 
 
 pts = {}
-for name, label in ((h.CUBLAS, "cuBLAS FP32 (TF32 off)"),
-                    ("cublas_tf32", "cuBLAS TF32 (tensor cores: not bound by the FP32 roof)")):
-    pts[label] = [(intensity(n), h.result(name, n)["gflops"], f"N={n}" if name == h.CUBLAS else "")
-                  for n in h.square_sizes()]
+for name, label in (
+    (h.CUBLAS, "cuBLAS FP32 (TF32 off)"),
+    ("cublas_tf32", "cuBLAS TF32 (tensor cores: not bound by the FP32 roof)"),
+):
+    pts[label] = [
+        (intensity(n), h.result(name, n)["gflops"], f"N={n}" if name == h.CUBLAS else "")
+        for n in h.square_sizes()
+    ]
 h.plot_roofline(peaks, pts)
 
 # %% [markdown]
@@ -170,9 +183,11 @@ h.plot_roofline(peaks, pts)
 # %%
 for n in h.square_sizes():
     fp32, tf32 = h.result(h.CUBLAS, n), h.result("cublas_tf32", n)
-    print(f"N = {n:>5}: cuBLAS FP32 {fp32['gflops']:>9,.0f} GFLOP/s = "
-          f"{fp32['gflops'] * 1e9 / peaks['flops']:>5.1%} of FP32 peak;  TF32 "
-          f"{tf32['gflops']:>9,.0f} GFLOP/s, relative error {tf32['rel_error']:.1e}")
+    print(
+        f"N = {n:>5}: cuBLAS FP32 {fp32['gflops']:>9,.0f} GFLOP/s = "
+        f"{fp32['gflops'] * 1e9 / peaks['flops']:>5.1%} of FP32 peak;  TF32 "
+        f"{tf32['gflops']:>9,.0f} GFLOP/s, relative error {tf32['rel_error']:.1e}"
+    )
 
 # %% [markdown]
 # The whole ladder against cuBLAS, as measured (the left plot: `sgemm`'s automatic choice; the

@@ -58,8 +58,10 @@ h.draw_smem_tiling(k03.BM, k03.BN, k03.BK)
 # %%
 per_fma = (k03.BM + k03.BN) / (k03.BM * k03.BN)
 print(f"stage 3: {per_fma:.4f} GMEM floats per FMA, {2 / per_fma:.0f}x fewer than stage 2's 2")
-print(f"SMEM per block: As + Bs = 4 B x ({k03.BM}x{k03.BK} + {k03.BK}x{k03.BN}) = "
-      f"{4 * (k03.BM * k03.BK + k03.BK * k03.BN)} B")
+print(
+    f"SMEM per block: As + Bs = 4 B x ({k03.BM}x{k03.BK} + {k03.BK}x{k03.BN}) = "
+    f"{4 * (k03.BM * k03.BK + k03.BK * k03.BN)} B"
+)
 
 # %% [markdown]
 # ## Why two `syncthreads`
@@ -119,9 +121,11 @@ _ = h.resources(["gmem_coalesce", "smem_tiling"])
 peaks = h.gpu_peaks()
 bound = h.smem_issue_bound(ffma=1, wavefronts=2)
 measured = h.result("smem_tiling", max(h.square_sizes()))
-print(f"SMEM-issue bound: {bound:.1%} of {peaks['flops'] / 1e12:.1f} TFLOP/s = "
-      f"{bound * peaks['flops'] / 1e12:.1f} TFLOP/s; measured at N = {measured['N']}: "
-      f"{measured['gflops'] / 1e3:.1f} TFLOP/s ({peaks['gpu']})")
+print(
+    f"SMEM-issue bound: {bound:.1%} of {peaks['flops'] / 1e12:.1f} TFLOP/s = "
+    f"{bound * peaks['flops'] / 1e12:.1f} TFLOP/s; measured at N = {measured['N']}: "
+    f"{measured['gflops'] / 1e3:.1f} TFLOP/s ({peaks['gpu']})"
+)
 
 # %% [markdown]
 # To do better, each value read from SMEM must feed more than one FMA: each thread has to compute

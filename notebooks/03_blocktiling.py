@@ -71,11 +71,22 @@ h.show_source(k05)
 
 # %%
 fig, axes = plt.subplots(1, 3, figsize=(13, 4.6), gridspec_kw={"width_ratios": [1, 1, 0.6]})
-h.draw_thread_tiles(axes[0], k04.BM, k04.BN, k04.TM, 1,
-                    f"stage 4: {k04.BM} x {k04.BN} block tile, TM x 1 = {k04.TM} x 1 per thread")
-h.draw_thread_tiles(axes[1], k05.BM, k05.BN, k05.TM, k05.TN,
-                    f"stage 5: {k05.BM} x {k05.BN} block tile, TM x TN = {k05.TM} x {k05.TN} "
-                    "per thread")
+h.draw_thread_tiles(
+    axes[0],
+    k04.BM,
+    k04.BN,
+    k04.TM,
+    1,
+    f"stage 4: {k04.BM} x {k04.BN} block tile, TM x 1 = {k04.TM} x 1 per thread",
+)
+h.draw_thread_tiles(
+    axes[1],
+    k05.BM,
+    k05.BN,
+    k05.TM,
+    k05.TN,
+    f"stage 5: {k05.BM} x {k05.BN} block tile, TM x TN = {k05.TM} x {k05.TN} per thread",
+)
 h.draw_outer_product(axes[2], k05.TM, k05.TN)
 fig.tight_layout()
 plt.show()
@@ -89,15 +100,21 @@ plt.show()
 # warp-FMAs per clock), counting one wavefront per SMEM load instruction of a warp.
 
 # %%
-rungs = [("smem_tiling", k03.BM, k03.BN, k03.BK, 1, 1),  # one element per thread
-         ("blocktiling_1d", k04.BM, k04.BN, k04.BK, k04.TM, 1),
-         ("blocktiling_2d", k05.BM, k05.BN, k05.BK, k05.TM, k05.TN)]
-print(f"{'stage':<16} {'BMxBNxBK':>10} {'TMxTN':>6} {'threads':>7} {'SMEM ld/FMA':>11} "
-      f"{'GMEM fl/FMA':>11} {'SMEM-issue bound':>16}")
+rungs = [
+    ("smem_tiling", k03.BM, k03.BN, k03.BK, 1, 1),  # one element per thread
+    ("blocktiling_1d", k04.BM, k04.BN, k04.BK, k04.TM, 1),
+    ("blocktiling_2d", k05.BM, k05.BN, k05.BK, k05.TM, k05.TN),
+]
+print(
+    f"{'stage':<16} {'BMxBNxBK':>10} {'TMxTN':>6} {'threads':>7} {'SMEM ld/FMA':>11} "
+    f"{'GMEM fl/FMA':>11} {'SMEM-issue bound':>16}"
+)
 for name, BM, BN, BK, TM, TN in rungs:
     bound = h.smem_issue_bound(ffma=TM * TN, wavefronts=TM + TN)
-    print(f"{name:<16} {f'{BM}x{BN}x{BK}':>10} {f'{TM}x{TN}':>6} {BM * BN // (TM * TN):>7} "
-          f"{(TM + TN) / (TM * TN):>11.3f} {(BM + BN) / (BM * BN):>11.4f} {bound:>16.0%}")
+    print(
+        f"{name:<16} {f'{BM}x{BN}x{BK}':>10} {f'{TM}x{TN}':>6} {BM * BN // (TM * TN):>7} "
+        f"{(TM + TN) / (TM * TN):>11.3f} {(BM + BN) / (BM * BN):>11.4f} {bound:>16.0%}"
+    )
 
 # %% [markdown]
 # Stage 4 is still SMEM-bound by this count (per `k` a warp issues `TM` loads of A, all
@@ -149,6 +166,7 @@ h.plot_results(["smem_tiling", "blocktiling_1d", "blocktiling_2d"])
 sms = h.gpu_peaks()["sms"]
 print(f"blocks in the grid of an N x N product, for the {sms} SMs of the {h.gpu_peaks()['gpu']}:")
 for n in (256, 512, 1024, 2048):
-    counts = ", ".join(f"{name} {h.waves(n, n, BM, BN, sms)['blocks']}"
-                       for name, BM, BN, *_ in rungs)
+    counts = ", ".join(
+        f"{name} {h.waves(n, n, BM, BN, sms)['blocks']}" for name, BM, BN, *_ in rungs
+    )
     print(f"N = {n:>4}: {counts}")

@@ -37,7 +37,7 @@ print("outputs from:", h.machine())
 # %% [markdown]
 # ## Stage 6: 128-bit accesses
 #
-# Numba has no `float4` type: `numba_gemm.vecmem.load4/store4` are `@intrinsic`s that emit an
+# Numba has no `float4` type: `numba_gemm.ptx.vecmem.load4/store4` are `@intrinsic`s that emit an
 # LLVM `<4 x float>` access with 16-byte alignment, which NVVM lowers to the `.v4` instructions.
 # A 128-bit access needs a 16-byte aligned address, so the stage exists twice (`make_kernel(vec)`):
 # the vector kernel, launched when A, B and C have 16-byte aligned rows (K and N multiples of 4),
@@ -53,8 +53,9 @@ h.show_source(k06)
 
 # %%
 fig, axes = plt.subplots(1, 2, figsize=(10, 3.6), gridspec_kw={"width_ratios": [1, 2]})
-h.draw_float4_copy(axes, k06.BK, 16, lambda tid: tid // (k06.BK // 4),
-                   lambda tid: (tid % (k06.BK // 4)) * 4)
+h.draw_float4_copy(
+    axes, k06.BK, 16, lambda tid: tid // (k06.BK // 4), lambda tid: (tid % (k06.BK // 4)) * 4
+)
 fig.tight_layout()
 plt.show()
 
@@ -101,8 +102,9 @@ def s7_read_a(i):  # load4(As, d, thread_row * TM + i); As is (BK, AS_PITCH)
 
 
 def s7_read_b(g):  # load4(Bs, d, g * COL_GROUP_STRIDE + thread_col * 4)
-    return [[g * k07.COL_GROUP_STRIDE + (t % k07.THREADS_N) * 4 + e for e in range(4)]
-            for t in LANES]
+    return [
+        [g * k07.COL_GROUP_STRIDE + (t % k07.THREADS_N) * 4 + e for e in range(4)] for t in LANES
+    ]
 
 
 def s7_store_a(i):  # As[a_col + i, a_row] = a_i; pitch AS_PITCH = BM + A_PAD
@@ -127,19 +129,24 @@ def s7_store_a(i):  # As[a_col + i, a_row] = a_i; pitch AS_PITCH = BM + A_PAD
 
 # %%
 BANKS = h.BANKS
-print(f"stage 6: pitch BM = {k06.BM} floats; row 4 + i is 4 * {k06.BM} % {BANKS} = "
-      f"{4 * k06.BM % BANKS} banks from row i")
-print(f"stage 7: A_PAD = {k07.A_PAD}, AS_PITCH = BM + A_PAD = {k07.AS_PITCH} floats; row 4 + i is "
-      f"4 * {k07.AS_PITCH} % {BANKS} = {4 * k07.AS_PITCH % BANKS} banks from row i")
-print(f"stage 7: B columns of thread t: 4t and COL_GROUP_STRIDE + 4t, COL_GROUP_STRIDE = BN / 2 = "
-      f"{k07.COL_GROUP_STRIDE}; THREADS_N = {k07.THREADS_N} threads along N read "
-      f"{k07.THREADS_N} x 16 B = {k07.THREADS_N * 16} contiguous bytes per float4 read")
+print(
+    f"stage 6: pitch BM = {k06.BM} floats; row 4 + i is 4 * {k06.BM} % {BANKS} = "
+    f"{4 * k06.BM % BANKS} banks from row i"
+)
+print(
+    f"stage 7: A_PAD = {k07.A_PAD}, AS_PITCH = BM + A_PAD = {k07.AS_PITCH} floats; row 4 + i is "
+    f"4 * {k07.AS_PITCH} % {BANKS} = {4 * k07.AS_PITCH % BANKS} banks from row i"
+)
+print(
+    f"stage 7: B columns of thread t: 4t and COL_GROUP_STRIDE + 4t, COL_GROUP_STRIDE = BN / 2 = "
+    f"{k07.COL_GROUP_STRIDE}; THREADS_N = {k07.THREADS_N} threads along N read "
+    f"{k07.THREADS_N} x 16 B = {k07.THREADS_N * 16} contiguous bytes per float4 read"
+)
 
 # %%
 fig, axes = plt.subplots(2, 2, figsize=(13, 6))
 h.draw_banks(axes[0, 0], s6_store_a(0), f"stage 6: store As[a_col, a_row], pitch BM = {k06.BM}")
-h.draw_banks(axes[0, 1], s7_store_a(0),
-             f"stage 7: same store, pitch BM + A_PAD = {k07.AS_PITCH}")
+h.draw_banks(axes[0, 1], s7_store_a(0), f"stage 7: same store, pitch BM + A_PAD = {k07.AS_PITCH}")
 h.draw_banks(axes[1, 0], s6_read_b(0), "stage 6: LDS.128 of B columns thread_col * TN")
 h.draw_banks(axes[1, 1], s7_read_b(0), "stage 7: LDS.128 of B columns thread_col * 4")
 fig.suptitle("one warp instruction, lanes by colour (numbers: the lanes asking for that word)")
@@ -161,13 +168,17 @@ per_k = {
     "bank_conflict_free": sum(h.wavefronts(s7_read_a(i)) for i in range(0, k07.TM, 4))
     + sum(h.wavefronts(s7_read_b(g)) for g in range(2)),
 }
-stores = {"vectorize": sum(h.wavefronts(s6_store_a(i)) for i in range(4)),
-          "bank_conflict_free": sum(h.wavefronts(s7_store_a(i)) for i in range(4))}
+stores = {
+    "vectorize": sum(h.wavefronts(s6_store_a(i)) for i in range(4)),
+    "bank_conflict_free": sum(h.wavefronts(s7_store_a(i)) for i in range(4)),
+}
 ffma = k05.TM * k05.TN
 for name, w in per_k.items():
-    print(f"{name:<20} fragment loads: {w:>2} wavefronts per k for {ffma} FFMA "
-          f"(SMEM-issue bound {h.smem_issue_bound(ffma, w):.0%});  A stores per tile: "
-          f"{stores.get(name, '-')}")
+    print(
+        f"{name:<20} fragment loads: {w:>2} wavefronts per k for {ffma} FFMA "
+        f"(SMEM-issue bound {h.smem_issue_bound(ffma, w):.0%});  A stores per tile: "
+        f"{stores.get(name, '-')}"
+    )
 
 # %% [markdown]
 # Once the loads are vectorized, SMEM bandwidth is no longer the bound by this count; what the

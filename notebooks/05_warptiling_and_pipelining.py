@@ -29,10 +29,10 @@
 import _helpers as h
 
 import numba_gemm
-from numba_gemm import tuning
 from numba_gemm.kernels import _tunable as tun
 from numba_gemm.kernels import k08_warptiling as k08
 from numba_gemm.kernels import k10_multistage as k10
+from numba_gemm.plan import tuning
 
 print("outputs from:", h.machine())
 wt, db, ms = (numba_gemm.get_stage(n) for n in ("warptiling", "double_buffering", "multistage"))
@@ -49,7 +49,7 @@ wt, db, ms = (numba_gemm.get_stage(n) for n in ("warptiling", "double_buffering"
 # A word on names: "mma" (matrix multiply-accumulate) in `mma_tile` and `_mma_step` is the
 # customary name for this step of a GEMM. Here it is FP32 FMA instructions (FFMA) on the ordinary
 # FP32 pipe, one outer product at a time; it is not the tensor-core `mma` instruction of PTX,
-# which these kernels do not use (`numba_gemm.mma` and the tensor-core stages registered after
+# which these kernels do not use (`numba_gemm.ptx.mma` and the tensor-core stages registered after
 # stage 10 are another matter).
 
 # %%
@@ -82,6 +82,7 @@ h.draw_warp_tiles(cfg, d)
 # `float4`s of their own `WSUBM` rows and `WSUBN` columns. The wavefront model of notebook 04,
 # applied to the kernel's `thread_origin` and `_mma_step` index maps (warp 0, `k = 0`):
 
+
 # %%
 def warp_reads(cfg, d, warp=0):
     """Per-lane SMEM words of one k of `_mma_step`: the A reads and the B reads (float4s)."""
@@ -90,12 +91,26 @@ def warp_reads(cfg, d, warp=0):
     a, b = [], []
     for wm in range(d["WMITER"]):
         for i in range(0, TM, 4):  # load4(As, k, wm0 + wm * WSUBM + i)
-            a.append([[(warp // warps_n) * WM + (ln // lanes_n) * TM + wm * d["WSUBM"] + i + e
-                       for e in range(4)] for ln in range(32)])
+            a.append(
+                [
+                    [
+                        (warp // warps_n) * WM + (ln // lanes_n) * TM + wm * d["WSUBM"] + i + e
+                        for e in range(4)
+                    ]
+                    for ln in range(32)
+                ]
+            )
     for wn in range(cfg["WNITER"]):
         for j in range(0, TN, 4):  # load4(Bs, k, wn0 + wn * WSUBN + j)
-            b.append([[(warp % warps_n) * WN + (ln % lanes_n) * TN + wn * d["WSUBN"] + j + e
-                       for e in range(4)] for ln in range(32)])
+            b.append(
+                [
+                    [
+                        (warp % warps_n) * WN + (ln % lanes_n) * TN + wn * d["WSUBN"] + j + e
+                        for e in range(4)
+                    ]
+                    for ln in range(32)
+                ]
+            )
     return a, b
 
 
@@ -107,8 +122,10 @@ for name, c in configs.items():
     a, b = warp_reads(c, dd)
     w = sum(h.wavefronts(x) for x in a + b)
     ffma = dd["WMITER"] * c["TM"] * c["WNITER"] * c["TN"]
-    print(f"{name:<32} per k and warp: {len(a) + len(b):>2} LDS.128, {w:>2} wavefronts, "
-          f"{ffma:>3} FFMA ({ffma / w:.0f} FFMA per wavefront); {ffma} accumulators per thread")
+    print(
+        f"{name:<32} per k and warp: {len(a) + len(b):>2} LDS.128, {w:>2} wavefronts, "
+        f"{ffma:>3} FFMA ({ffma / w:.0f} FFMA per wavefront); {ffma} accumulators per thread"
+    )
 
 # %% [markdown]
 # Each thread's register tile is `WMITER*TM x WNITER*TN` accumulators, and each fragment value
@@ -136,8 +153,8 @@ h.show_diff(h.kernel_function(wt), h.kernel_function(db))
 # `cp.async` (compute capability 8.0+) copies GMEM to SMEM without passing through registers;
 # a thread groups its copies (`commit`) and waits until at most `n` groups are still in flight
 # (`wait(n)`), then a `syncthreads` makes everyone's copies visible. Numba has no such
-# instruction: `numba_gemm.cpasync` emits it as inline PTX. The module docstring has the schedule;
-# the kernel:
+# instruction: `numba_gemm.ptx.cpasync` emits it as inline PTX. The module docstring has the
+# schedule; the kernel:
 
 # %%
 print(k10.__doc__)
@@ -154,8 +171,14 @@ h.show_source(ms)
 
 # %%
 deepest = max(c["NBUF"] for c in ms.space)
-h.draw_pipelines([("warptiling", 1), ("double_buffering", 2), ("multistage", ms.config["NBUF"]),
-                  ("multistage", deepest)])
+h.draw_pipelines(
+    [
+        ("warptiling", 1),
+        ("double_buffering", 2),
+        ("multistage", ms.config["NBUF"]),
+        ("multistage", deepest),
+    ]
+)
 
 # %% [markdown]
 # The schematic is idealised: a fixed GMEM latency, no contention for memory or issue slots, and
@@ -210,5 +233,7 @@ _ = h.resources(["warptiling", "double_buffering", "multistage"], tuned="large")
 
 # %%
 h.print_results(["bank_conflict_free", "warptiling", "double_buffering", "multistage"])
-h.plot_results(["bank_conflict_free", "warptiling", "double_buffering", "multistage"],
-               highlight=["warptiling", "double_buffering", "multistage"])
+h.plot_results(
+    ["bank_conflict_free", "warptiling", "double_buffering", "multistage"],
+    highlight=["warptiling", "double_buffering", "multistage"],
+)

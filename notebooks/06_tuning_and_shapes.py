@@ -23,12 +23,12 @@ import _helpers as h
 import matplotlib.pyplot as plt
 
 import numba_gemm
-from numba_gemm import tuning
-from numba_gemm.device import DeviceInfo
+from numba_gemm.device import SMEM_OPTIN_LIMIT, DeviceInfo
 from numba_gemm.kernels import _splitk
 from numba_gemm.kernels import _tunable as tun
 from numba_gemm.kernels import k09_double_buffering as k09
 from numba_gemm.kernels import k16_skinny_n as k16
+from numba_gemm.plan import tuning
 
 print("outputs from:", h.machine())
 TUNABLE = ("warptiling", "double_buffering", "multistage")
@@ -63,27 +63,32 @@ except ValueError as e:
 # large (4096) class, from the sm_90 tuning file.
 
 # %%
-copies = {"warptiling": lambda c: 1, "double_buffering": lambda c: k09.SMEM_COPIES,
-          "multistage": lambda c: c["NBUF"]}
+copies = {
+    "warptiling": lambda c: 1,
+    "double_buffering": lambda c: k09.SMEM_COPIES,
+    "multistage": lambda c: c["NBUF"],
+}
 large = tuning.winners("large", device=("", (9, 0)))
-h.plot_space({n: (s.space, copies[n]) for n, s in stages.items()},
-             {f"{n} (large)": (r["config"], copies[n]) for n, r in large.items()})
+h.plot_space(
+    {n: (s.space, copies[n]) for n, s in stages.items()},
+    {f"{n} (large)": (r["config"], copies[n]) for n, r in large.items()},
+)
 
 # %% [markdown]
 # ## What the tuner picked on the H200
 #
-# `python -m numba_gemm.tune` times candidates per **shape class** and keeps the winner and a
+# `python -m numba_gemm.tools.tune` times candidates per **shape class** and keeps the winner and a
 # few alternatives of other block-tile shapes. The *regime* classes hold single products that a
 # class by size misprices (few rows: skinny, narrow; few columns: gemv_n, skinny_n, narrow_n;
 # deep K); the *area* classes (small, medium,
 # large) split the rest by the number of elements of C; batched holds batches of small matrices.
-# The classes, from `numba_gemm.tuning.CLASSES` (`tuning.shape_class` puts a batch of small
+# The classes, from `numba_gemm.plan.tuning.CLASSES` (`tuning.shape_class` puts a batch of small
 # matrices in `batched`, and any other product in the first of the others that holds it, a batch
 # counting as `batch * M` rows):
 
 # %%
 for cls in tuning.CLASSES:
-    bound = f"{cls.limit:,} ({round(cls.limit ** 0.5)}^2)" if cls.limit else ""
+    bound = f"{cls.limit:,} ({round(cls.limit**0.5)}^2)" if cls.limit else ""
     if cls.batch > 1:
         who = f"batches (> 1) of matrices with M*N <= {bound}"
     elif cls.regime:
@@ -91,7 +96,8 @@ for cls in tuning.CLASSES:
             ([f"M <= {cls.max_m}"] if cls.max_m else [])
             + ([f"N <= {cls.max_n}"] if cls.max_n else [])
             + ([f"K >= {cls.min_depth} max(M, N)"] if cls.min_depth else [])
-            + ([f"M*N <= {bound}"] if cls.limit else []))
+            + ([f"M*N <= {bound}"] if cls.limit else [])
+        )
     elif cls.limit is None:
         who = "any other product"
     else:
@@ -136,9 +142,11 @@ print(f"{path.relative_to(h.ROOT)}: classes {[c.name for c in tuning.CLASSES]}")
 for cls in tuning.CLASSES:
     shape = "x".join(map(str, cls.shape)) + (f" x{cls.batch}" if cls.batch > 1 else "")
     for name, r in sorted(tuning.winners(cls.name, device=("", (9, 0))).items()):
-        print(f"{cls.name:<7} {shape:>18} {name:<17} {r['ms']:.3f} ms "
-              f"({r['pct_cublas']:.0%} of cuBLAS), {r['blocks_per_sm']} block(s)/SM: "
-              f"{h.describe(r['config'])}")
+        print(
+            f"{cls.name:<7} {shape:>18} {name:<17} {r['ms']:.3f} ms "
+            f"({r['pct_cublas']:.0%} of cuBLAS), {r['blocks_per_sm']} block(s)/SM: "
+            f"{h.describe(r['config'])}"
+        )
 
 # %% [markdown]
 # ## Wave quantization
@@ -177,8 +185,11 @@ plt.show()
 # per class and prices each at the actual shape.
 
 # %%
-cands = [(r["config"]["BM"], r["config"]["BN"], r["blocks_per_sm"], r["config"]["SPLITK"])
-         for name in ("double_buffering", "multistage") for r in tuning.candidates(large[name])]
+cands = [
+    (r["config"]["BM"], r["config"]["BN"], r["blocks_per_sm"], r["config"]["SPLITK"])
+    for name in ("double_buffering", "multistage")
+    for r in tuning.candidates(large[name], name)
+]
 h.plot_wave_efficiency(cands, sms, range(1024, 8193, 8), marks=(2048, 4096, 8192))
 
 # %% [markdown]
@@ -192,14 +203,17 @@ h.plot_wave_efficiency(cands, sms, range(1024, 8193, 8), marks=(2048, 4096, 8192
 # `sgemm`'s choice at the same sizes.
 
 # %%
-gpu = DeviceInfo(id=0, name=meta["gpu"], cc=h.gpu_peaks()["cc"], sm_count=sms,
-                 smem_optin=tun.SMEM_DYNAMIC_LIMIT)
+gpu = DeviceInfo(
+    id=0, name=meta["gpu"], cc=h.gpu_peaks()["cc"], sm_count=sms, smem_optin=SMEM_OPTIN_LIMIT
+)
 for n in (1024, 2048, 4096, 4095, 4097):
     p = numba_gemm.plan_for(n, n, n, device=gpu)
     r = h.result("auto", n)
-    print(f"{n}^3 plan: {p.stage.name} {h.describe(p.stage.config)}, {p.variant} variant, "
-          f"predicted {p.predicted_ms:.3f} ms\n       bench: {h.describe(r['config'])}, "
-          f"measured {r['median_ms']:.3f} ms ({r['pct_cublas']:.0%} of cuBLAS)")
+    print(
+        f"{n}^3 plan: {p.stage.name} {h.describe(p.stage.config)}, {p.variant} variant, "
+        f"predicted {p.predicted_ms:.3f} ms\n       bench: {h.describe(r['config'])}, "
+        f"measured {r['median_ms']:.3f} ms ({r['pct_cublas']:.0%} of cuBLAS)"
+    )
 print("\nwhy, at 4097:", numba_gemm.plan_for(4097, 4097, 4097, device=gpu).reason)
 
 # %% [markdown]
@@ -287,7 +301,7 @@ _ = h.resources(["double_buffering", "multistage"], tuned="small")
 #
 # They agree when both describe the same code, and here they do not: the small class was tuned
 # (its records carry the date) before later changes to the tunable kernels, among them the fix
-# to `double_buffering`'s prefetch described in bench/NOTES.md, item 8. The record describes the
+# to `double_buffering`'s prefetch described in docs/design.md, item 8. The record describes the
 # kernel as it was compiled then, the report the kernel as it is now; a re-tune would bring the
 # record, and the plan's pricing with it, up to date.
 
@@ -318,15 +332,17 @@ for n in h.square_sizes() + h.square_sizes(pow2=False):
     auto = h.result("auto", n)
     best = min((h.result(s, n) for s in TUNABLE), key=lambda r: r["median_ms"])
     ratio = auto["median_ms"] / best["median_ms"]
-    print(f"{n:>5}: plan {p.stage.name:<16} predicted {p.predicted_ms:8.4f} ms, measured "
-          f"{auto['median_ms']:8.4f} ms | fastest measured: {best['stage']:<16} "
-          f"{best['median_ms']:8.4f} ms; auto / fastest {ratio:.2f}")
+    print(
+        f"{n:>5}: plan {p.stage.name:<16} predicted {p.predicted_ms:8.4f} ms, measured "
+        f"{auto['median_ms']:8.4f} ms | fastest measured: {best['stage']:<16} "
+        f"{best['median_ms']:8.4f} ms; auto / fastest {ratio:.2f}"
+    )
 
 # %% [markdown]
 # From 1024 up the model ranks well, with one exception: at 2048 it picks `multistage` where
 # `double_buffering` measured faster. The tuning record it prices `double_buffering` from is
 # slower than what the benchmark measured (the medium-class entry predates the fix of item 8 in
-# bench/NOTES.md): the error is in the model's data, not in the model.
+# docs/design.md): the error is in the model's data, not in the model.
 #
 # Below 1024 the model itself is the problem. It scales a candidate's time at the tuned shape by
 # `waves x K tiles` and has no term for what does not scale that way: the launch, each block's

@@ -33,9 +33,9 @@ import numpy as np
 from numba import cuda
 
 import numba_gemm
-from numba_gemm import mma
 from numba_gemm.kernels import k11_tf32_mma as k11
 from numba_gemm.kernels import k12_tf32_mma_multistage as k12
+from numba_gemm.ptx import mma
 
 print("outputs from:", h.machine())
 for s in numba_gemm.STAGES:
@@ -110,7 +110,7 @@ h.check_stages(["tf32_mma"], *h.demo_shape())
 #    feeds 4 or 8 mma (128 accumulators per lane, 244 registers).
 # 3. **The `multistage` ring** (`cp.async` into NBUF SMEM buffers) with the next tile's copies
 #    issued *between* the first mma steps, not before them: their address arithmetic then
-#    overlaps tensor-core work (bench/NOTES.md: +17 % for the same tiles).
+#    overlaps tensor-core work (docs/design.md: +17 % for the same tiles).
 #
 # The kernel builder (one function for stages 12-14, the arithmetic is a parameter):
 
@@ -131,8 +131,10 @@ rng = np.random.default_rng(0)
 x = rng.standard_normal(100_000).astype(np.float32)
 big = mma.tf32_round(x)
 small = mma.tf32_round(x - big)
-for label, approx in (("tf32(x)", big.astype(np.float64)),
-                      ("tf32(x) + tf32(x - tf32(x))", big.astype(np.float64) + small)):
+for label, approx in (
+    ("tf32(x)", big.astype(np.float64)),
+    ("tf32(x) + tf32(x - tf32(x))", big.astype(np.float64) + small),
+):
     err = np.abs(approx - x) / np.abs(x)
     print(f"{label:<30} max relative error {err.max():.2e}  (2^{np.log2(err.max()):.1f})")
 
@@ -168,25 +170,30 @@ stage = numba_gemm.get_stage("hgemm_mma")
 if h.simulator():
     stage = stage.with_config(dict(SIM_TILES, BK=16))
 for out_dtype in ("float32", "float16"):
-    c = numba_gemm.hgemm(cuda.to_device(a16), cuda.to_device(b16), out_dtype=out_dtype,
-                         stage=stage).copy_to_host()
+    c = numba_gemm.hgemm(
+        cuda.to_device(a16), cuda.to_device(b16), out_dtype=out_dtype, stage=stage
+    ).copy_to_host()
     err = np.linalg.norm(c.astype(np.float64) - ref) / np.linalg.norm(ref)
-    print(f"hgemm {M}x{N}x{K}, {out_dtype} C: relative error vs float64 of the same FP16 inputs "
-          f"{err:.1e}")
+    print(
+        f"hgemm {M}x{N}x{K}, {out_dtype} C: relative error vs float64 of the same FP16 inputs "
+        f"{err:.1e}"
+    )
 
 # %% [markdown]
 # ## Against cuBLAS
 #
-# The committed run (`python bench/tensor_cores.py`): cuBLAS through `torch.mm` in the same
-# process at each precision, every implementation checked against float64 before it is timed.
-# The dashed lines are what `mma.sync` reaches from registers alone, with no loads at all; cuBLAS
-# itself is above them because on Hopper it uses `wgmma` (asynchronous warpgroup mma on SMEM
+# The committed run (`python -m numba_gemm.tools.tensor_cores`): cuBLAS through `torch.mm` in
+# the same process at each precision, every implementation checked against float64 before it is
+# timed. The dashed lines are what `mma.sync` reaches from registers alone, with no loads at all;
+# cuBLAS itself is above them because on Hopper it uses `wgmma` (asynchronous warpgroup mma on SMEM
 # operands), which this package does not emit.
 
 # %%
 h.plot_tensor_cores()
-print(f"{'size':>5} {'implementation':<26} {'kernel ms':>9} {'TFLOP/s':>8} "
-      f"{'vs baseline':>11} {'vs ceiling':>10}  baseline")
+print(
+    f"{'size':>5} {'implementation':<26} {'kernel ms':>9} {'TFLOP/s':>8} "
+    f"{'vs baseline':>11} {'vs ceiling':>10}  baseline"
+)
 for r in h.tc_results():
     if r["impl"] in h.TC_PLOTTED and r["kernel_ms"]:
         pct = f"{r['pct_baseline_kernel']:.0f} %" if r["pct_baseline_kernel"] else ""
@@ -194,17 +201,19 @@ for r in h.tc_results():
         # 3xTF32 issues three TF32 mma per product: its mma rate is 3x its TFLOP/s
         mma_rate = r["tflops_kernel"] * (3 if "3xtf32" in r["impl"] else 1)
         of_ceiling = f"{mma_rate / ceiling:.0%}" if ceiling and "cuBLAS" not in r["impl"] else ""
-        print(f"{r['n']:>5} {r['impl']:<26} {r['kernel_ms']:>9.3f} {r['tflops_kernel']:>8.1f} "
-              f"{pct:>11} {of_ceiling:>10}  {r['baseline']}")
+        print(
+            f"{r['n']:>5} {r['impl']:<26} {r['kernel_ms']:>9.3f} {r['tflops_kernel']:>8.1f} "
+            f"{pct:>11} {of_ceiling:>10}  {r['baseline']}"
+        )
 
 # %% [markdown]
 # Where that leaves the rungs (the table above): TF32 and FP16 run at about half of the
 # `mma.sync` ceiling, well short of cuBLAS at the same precision, and 3xTF32 edges past cuBLAS
 # FP32 (TF32 off) while being more accurate than it. The resource report of the same kernels
-# (`python -m numba_gemm.resources`; `mma` and `ldsm` count the `mma.sync` and `ldmatrix`
+# (`python -m numba_gemm.tools.resources`; `mma` and `ldsm` count the `mma.sync` and `ldmatrix`
 # instructions in the PTX) shows why the big warp tiles stop there: close to the 255-register
 # limit, one block of 8 warps per SM, no room left to load the next step's fragments while the
-# current step's mma run (bench/NOTES.md has the profiler's stall breakdown).
+# current step's mma run (docs/design.md has the profiler's stall breakdown).
 
 # %%
 print((h.TC_RESULTS_DIR / "resources.txt").read_text())

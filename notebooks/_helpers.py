@@ -44,7 +44,7 @@ FP32_FMA_PER_CLOCK_PER_SM = {(9, 0): 128}
 
 #: DRAM (HBM) bandwidth in bytes/s, by GPU name, from the vendor's datasheet: "NVIDIA H200 Tensor
 #: Core GPU" datasheet, GPU memory bandwidth 4.8 TB/s (H200 SXM). The copy bandwidth measured on
-#: such a GPU is lower (bench/NOTES.md uses 4.3 TB/s); the datasheet figure is the roof.
+#: such a GPU is lower (docs/design.md uses 4.3 TB/s); the datasheet figure is the roof.
 DRAM_BYTES_PER_S = {"NVIDIA H200": 4.8e12}
 
 CUBLAS = "cublas_fp32"
@@ -79,8 +79,10 @@ def machine() -> str:
     from numba_gemm import device
 
     if device.SIMULATOR:
-        return ("CUDA simulator (NUMBA_ENABLE_CUDASIM=1): the kernels run on the CPU, one Python "
-                "thread per CUDA thread, so the problems here are small")
+        return (
+            "CUDA simulator (NUMBA_ENABLE_CUDASIM=1): the kernels run on the CPU, one Python "
+            "thread per CUDA thread, so the problems here are small"
+        )
     d = device.info()
     return f"{d.name} (compute capability {d.cc[0]}.{d.cc[1]}, {d.sm_count} SMs)"
 
@@ -109,7 +111,7 @@ def check_stages(stages, M: int, N: int, K: int, seed: int = 0) -> None:
     from numba import cuda
 
     import numba_gemm
-    from numba_gemm.registry import TOLERANCE
+    from numba_gemm.kernels.stage import TOLERANCE
 
     rng = np.random.default_rng(seed)
     a = rng.standard_normal((M, K), dtype=np.float32)
@@ -125,8 +127,10 @@ def check_stages(stages, M: int, N: int, K: int, seed: int = 0) -> None:
         c = d_c.copy_to_host()
         err = float(np.linalg.norm(c - ref) / np.linalg.norm(ref))
         ok = bool(np.isfinite(c).all()) and err <= rtol
-        print(f"{name:<20} {M}x{N}x{K}: relative error vs float64 NumPy {err:.2e} "
-              f"(bound {rtol:g}): {'ok' if ok else 'FAILED'}")
+        print(
+            f"{name:<20} {M}x{N}x{K}: relative error vs float64 NumPy {err:.2e} "
+            f"(bound {rtol:g}): {'ok' if ok else 'FAILED'}"
+        )
         if not ok:
             failed.append(name)
     assert not failed, f"wrong results from {failed}"
@@ -173,23 +177,29 @@ def show_diff(old, new) -> None:
 
 def resources(names, tuned: str | None = None, scalar: bool = False) -> list[dict]:
     """Registers, spills, SMEM and sm_90 occupancy of the stages' kernels, from
-    ``numba_gemm.resources`` (``numba.cuda.compile_ptx`` + ``ptxas -v``, no GPU needed).
+    ``numba_gemm.tools.resources`` (``numba.cuda.compile_ptx`` + ``ptxas -v``, no GPU needed).
 
     The report compiles real kernels, which the simulator cannot, so it runs in a subprocess
     without ``NUMBA_ENABLE_CUDASIM``. ``tuned``: a shape class (``"large"``...) to report the
     tunable stages with their committed sm_90 configuration for it, as
-    ``python -m numba_gemm.resources --tuned`` does. Only the kernel launched for 16-byte aligned
-    rows is compiled unless ``scalar`` is true: then each stage's scalar-GMEM fallback (the kernel
-    for rows that are not 16-byte aligned) is reported after it too. Prints the report's table;
-    returns its rows.
+    ``python -m numba_gemm.tools.resources --tuned`` does. Only the kernel launched for 16-byte
+    aligned rows is compiled unless ``scalar`` is true: then each stage's scalar-GMEM fallback (the
+    kernel for rows that are not 16-byte aligned) is reported after it too. Prints the report's
+    table; returns its rows.
 
     Raises:
         RuntimeError: the report failed (e.g. no ptxas: install the ``test`` extra).
     """
     env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    cmd = [sys.executable, str(Path(__file__).resolve()), "resources", json.dumps(list(names)),
-           tuned or "", "scalar" if scalar else ""]
+    cmd = [
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "resources",
+        json.dumps(list(names)),
+        tuned or "",
+        "scalar" if scalar else "",
+    ]
     res = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
     if res.returncode != 0:
         raise RuntimeError(f"resource report failed ({res.returncode}):\n{res.stderr[-3000:]}")
@@ -201,7 +211,9 @@ def resources(names, tuned: str | None = None, scalar: bool = False) -> list[dic
 def _resources_main(names: list[str], tuned: str, scalar: bool = False) -> None:
     from dataclasses import asdict
 
-    from numba_gemm import get_stage, resources, tuning
+    from numba_gemm import get_stage
+    from numba_gemm.plan import tuning
+    from numba_gemm.tools import resources
 
     stages = [get_stage(n) for n in names]
     if tuned:
@@ -212,8 +224,10 @@ def _resources_main(names: list[str], tuned: str, scalar: bool = False) -> None:
         rows.append(resources.kernel_resources(s, s.kernel, "vector" if s.scalar_kernel else "-"))
         if scalar and s.scalar_kernel is not None:
             rows.append(resources.kernel_resources(s, s.scalar_kernel, "scalar"))
-    print(f"sm_90, ptxas -v{f'; tunable stages with their tuned {tuned!r} config' if tuned else ''}"
-          f"\n{resources.format_table(rows)}")
+    print(
+        f"sm_90, ptxas -v{f'; tunable stages with their tuned {tuned!r} config' if tuned else ''}"
+        f"\n{resources.format_table(rows)}"
+    )
     for s in stages:
         if s.config:
             print(f"  {s.name}: {dict(s.config)}")
@@ -241,8 +255,10 @@ def results() -> tuple[dict, list[dict]]:
 
 def results_source() -> str:
     meta, _ = results()
-    return (f"{meta['gpu']}, {(RESULTS_DIR / 'results.csv').relative_to(ROOT)}, "
-            "kernel time (CUDA events, median)")
+    return (
+        f"{meta['gpu']}, {(RESULTS_DIR / 'results.csv').relative_to(ROOT)}, "
+        "kernel time (CUDA events, median)"
+    )
 
 
 def gpu_peaks() -> dict:
@@ -252,17 +268,22 @@ def gpu_peaks() -> dict:
     cc = tuple(int(x) for x in meta["compute_capability"].split("."))
     clock_hz = float(meta["clocks"]["max_sm"].split()[0]) * 1e6
     fma = FP32_FMA_PER_CLOCK_PER_SM[cc]
-    return dict(gpu=meta["gpu"], cc=cc, sms=int(meta["sm_count"]), clock_hz=clock_hz,
-                fma_per_clock_per_sm=fma,
-                flops=meta["sm_count"] * fma * 2 * clock_hz,
-                bytes_per_s=DRAM_BYTES_PER_S[meta["gpu"]])
+    return dict(
+        gpu=meta["gpu"],
+        cc=cc,
+        sms=int(meta["sm_count"]),
+        clock_hz=clock_hz,
+        fma_per_clock_per_sm=fma,
+        flops=meta["sm_count"] * fma * 2 * clock_hz,
+        bytes_per_s=DRAM_BYTES_PER_S[meta["gpu"]],
+    )
 
 
 def smem_issue_bound(ffma: float, wavefronts: float) -> float:
     """Fraction of the FP32 peak a kernel can reach when, per step, a warp issues ``ffma`` FFMA
     instructions and needs ``wavefronts`` SMEM wavefronts: an SM serves one SMEM wavefront per
     clock and issues at most 4 warp-FFMAs per clock (128 FP32 lanes), so FFMA issue is capped at
-    ``ffma / wavefronts`` warp instructions per clock (bench/NOTES.md, item 3)."""
+    ``ffma / wavefronts`` warp instructions per clock (docs/design.md, item 3)."""
     return min(1.0, ffma / wavefronts / 4)
 
 
@@ -322,19 +343,26 @@ def plot_results(stages, highlight=None):
     sizes = square_sizes()
     fig, (ax, bx) = plt.subplots(1, 2, figsize=(12, 4.2), gridspec_kw={"width_ratios": [1, 1.2]})
     for s in [CUBLAS, *stages]:
-        pts = [(n, result(s, n)["gflops"]) for n in sizes
-               if result(s, n) and result(s, n)["gflops"]]
+        pts = [
+            (n, result(s, n)["gflops"]) for n in sizes if result(s, n) and result(s, n)["gflops"]
+        ]
         style = dict(color="black", ls="--") if s == CUBLAS else dict(marker="o", ms=3)
         ax.plot(*zip(*pts, strict=True), label=_label(s), **style)
-    ax.set(xscale="log", yscale="log", xlabel="N (M = N = K)", ylabel="GFLOP/s",
-           title="GFLOP/s against size")
+    ax.set(
+        xscale="log",
+        yscale="log",
+        xlabel="N (M = N = K)",
+        ylabel="GFLOP/s",
+        title="GFLOP/s against size",
+    )
     ax.set_xticks(sizes, [str(n) for n in sizes])
     ax.minorticks_off()
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
 
-    ok = [n for n in sizes if all(result(s.name, n) and result(s.name, n)["gflops"]
-                                  for s in STAGES)]
+    ok = [
+        n for n in sizes if all(result(s.name, n) and result(s.name, n)["gflops"] for s in STAGES)
+    ]
     big = ok[-1] if ok else sizes[-1]
     shown = [big, *square_sizes(pow2=False)]
     names = [s.name for s in STAGES]
@@ -343,17 +371,32 @@ def plot_results(stages, highlight=None):
         vals = [100 * ((result(s, n) or {}).get("pct_cublas") or 0) for s in names]
         colors = [f"C{names.index(s) % 10}" if s in highlight else "0.8" for s in names]
         x = np.arange(len(names)) + (j - (len(shown) - 1) / 2) * width
-        bx.bar(x, vals, width, color=colors, edgecolor="black" if j == 0 else "0.4",
-               hatch=None if j == 0 else ("//", "..")[(j - 1) % 2], lw=0.5)
-    bx.set_xticks(np.arange(len(names)), [_label(s) for s in names], rotation=40, ha="right",
-                  fontsize=7)
+        bx.bar(
+            x,
+            vals,
+            width,
+            color=colors,
+            edgecolor="black" if j == 0 else "0.4",
+            hatch=None if j == 0 else ("//", "..")[(j - 1) % 2],
+            lw=0.5,
+        )
+    bx.set_xticks(
+        np.arange(len(names)), [_label(s) for s in names], rotation=40, ha="right", fontsize=7
+    )
     bx.axhline(100, color="black", ls="--", lw=1)
-    keys = [Rectangle((0, 0), 1, 1, facecolor="0.8", edgecolor="0.4",
-                      hatch=None if j == 0 else ("//", "..")[(j - 1) % 2])
-            for j in range(len(shown))]
+    keys = [
+        Rectangle(
+            (0, 0),
+            1,
+            1,
+            facecolor="0.8",
+            edgecolor="0.4",
+            hatch=None if j == 0 else ("//", "..")[(j - 1) % 2],
+        )
+        for j in range(len(shown))
+    ]
     bx.legend(keys, [f"N = {n}" for n in shown], fontsize=7, loc="upper left")
-    bx.set(ylabel="% of cuBLAS FP32",
-           title="every stage of the ladder (this notebook's in colour)")
+    bx.set(ylabel="% of cuBLAS FP32", title="every stage of the ladder (this notebook's in colour)")
     bx.grid(axis="y", alpha=0.3)
     fig.suptitle(results_source())
     fig.tight_layout()
@@ -372,8 +415,12 @@ def plot_roofline(peaks: dict, points: dict) -> None:
     ridge = peaks["flops"] / peaks["bytes_per_s"]
     x = np.logspace(-1.5, 3.5, 200)
     fig, ax = plt.subplots(figsize=(8, 4.5))
-    ax.plot(x, np.minimum(peaks["flops"], x * peaks["bytes_per_s"]) / 1e9, color="black",
-            label=f"roof: min(FP32 peak, intensity x {peaks['bytes_per_s'] / 1e12:g} TB/s)")
+    ax.plot(
+        x,
+        np.minimum(peaks["flops"], x * peaks["bytes_per_s"]) / 1e9,
+        color="black",
+        label=f"roof: min(FP32 peak, intensity x {peaks['bytes_per_s'] / 1e12:g} TB/s)",
+    )
     ax.axvline(ridge, color="0.6", ls=":", lw=1)
     ax.text(ridge * 1.1, peaks["flops"] / 1e9 / 30, f"ridge\n{ridge:.1f} FLOP/B", fontsize=7)
     for i, (label, pts) in enumerate(points.items()):
@@ -381,11 +428,21 @@ def plot_roofline(peaks: dict, points: dict) -> None:
         ax.scatter(xs, ys, s=18, color=f"C{i}", label=label, zorder=3)
         for xx, yy, note in pts:
             if note:
-                ax.annotate(note, (xx, yy), textcoords="offset points", xytext=(4, -9),
-                            fontsize=6, color=f"C{i}")
-    ax.set(xscale="log", yscale="log", xlabel="arithmetic intensity (FLOP per DRAM byte)",
-           ylabel="GFLOP/s",
-           title=f"{peaks['gpu']}: FP32 roofline and committed cuBLAS results")
+                ax.annotate(
+                    note,
+                    (xx, yy),
+                    textcoords="offset points",
+                    xytext=(4, -9),
+                    fontsize=6,
+                    color=f"C{i}",
+                )
+    ax.set(
+        xscale="log",
+        yscale="log",
+        xlabel="arithmetic intensity (FLOP per DRAM byte)",
+        ylabel="GFLOP/s",
+        title=f"{peaks['gpu']}: FP32 roofline and committed cuBLAS results",
+    )
     ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize=7, loc="lower right")
     fig.tight_layout()
@@ -422,8 +479,12 @@ def warp_access(addresses) -> dict:
     addrs = np.asarray(addresses)
     distinct = np.unique(addrs)
     sectors = np.unique(addrs // SECTOR)
-    return dict(sectors=len(sectors), lines=len(np.unique(addrs // LINE)),
-                moved=len(sectors) * SECTOR, used=len(distinct) * 4)
+    return dict(
+        sectors=len(sectors),
+        lines=len(np.unique(addrs // LINE)),
+        moved=len(sectors) * SECTOR,
+        used=len(distinct) * 4,
+    )
 
 
 def draw_access(ax, addresses, what: str) -> None:
@@ -441,8 +502,11 @@ def draw_access(ax, addresses, what: str) -> None:
         how = "one float broadcast to all lanes"
     else:
         how = f"{a['used']} B requested ({a['used'] / a['moved']:.0%} of it used)"
-    ax.set(xlabel="byte offset" + (" (KiB)" if kib else ""), ylabel="lane",
-           title=f"{what}\n{a['sectors']} sector(s), {a['moved']} B moved: {how}")
+    ax.set(
+        xlabel="byte offset" + (" (KiB)" if kib else ""),
+        ylabel="lane",
+        title=f"{what}\n{a['sectors']} sector(s), {a['moved']} B moved: {how}",
+    )
 
 
 # --- drawings: 02 SMEM tiling --------------------------------------------------------------------
@@ -460,8 +524,9 @@ def draw_smem_tiling(BM: int, BN: int, BK: int, tiles: int = 4, block=(1, 2)) ->
     K = tiles * BK * 2  # more K steps than tiles of C, as in a real product
     steps = K // BK
     cmap = plt.get_cmap("viridis")
-    fig, axes = plt.subplots(1, 3, figsize=(12, 4.2),
-                             gridspec_kw={"width_ratios": [K / BK, N / BN, N / BN]})
+    fig, axes = plt.subplots(
+        1, 3, figsize=(12, 4.2), gridspec_kw={"width_ratios": [K / BK, N / BN, N / BN]}
+    )
     panels = [("A (M x K)", M, K, BM, BK), ("B (K x N)", K, N, BK, BN), ("C (M x N)", M, N, BM, BN)]
     for ax, (name, rows, cols, th, tw) in zip(axes, panels, strict=True):
         ax.set(xlim=(0, cols), ylim=(rows, 0), title=name, aspect="auto")
@@ -472,19 +537,41 @@ def draw_smem_tiling(BM: int, BN: int, BK: int, tiles: int = 4, block=(1, 2)) ->
     for t in range(steps):
         col = cmap(t / max(steps - 1, 1))
         axes[0].add_patch(Rectangle((t * BK, by * BM), BK, BM, color=col))
-        axes[0].text((t + 0.5) * BK, (by + 0.5) * BM, str(t), ha="center", va="center",
-                     color="white", fontsize=7)
+        axes[0].text(
+            (t + 0.5) * BK,
+            (by + 0.5) * BM,
+            str(t),
+            ha="center",
+            va="center",
+            color="white",
+            fontsize=7,
+        )
         axes[1].add_patch(Rectangle((bx * BN, t * BK), BN, BK, color=col))
-        axes[1].text((bx + 0.5) * BN, (t + 0.5) * BK, str(t), ha="center", va="center",
-                     color="white", fontsize=6)
+        axes[1].text(
+            (bx + 0.5) * BN,
+            (t + 0.5) * BK,
+            str(t),
+            ha="center",
+            va="center",
+            color="white",
+            fontsize=6,
+        )
     axes[2].add_patch(Rectangle((bx * BN, by * BM), BN, BM, color="C3"))
-    axes[2].text((bx + 0.5) * BN, (by + 0.5) * BM, f"block\n({by}, {bx})", ha="center",
-                 va="center", color="white", fontsize=8)
+    axes[2].text(
+        (bx + 0.5) * BN,
+        (by + 0.5) * BM,
+        f"block\n({by}, {bx})",
+        ha="center",
+        va="center",
+        color="white",
+        fontsize=8,
+    )
     axes[0].set_xlabel(f"K steps of BK = {BK}: tile t -> As ({BM} x {BK})")
     axes[1].set_ylabel(f"tile t -> Bs ({BK} x {BN})")
     axes[2].set_xlabel(f"C tile BM x BN = {BM} x {BN}: sum over the {steps} steps")
-    fig.suptitle(f"one block's work: {steps} K steps; at step t, As and Bs hold the tiles "
-                 "numbered t")
+    fig.suptitle(
+        f"one block's work: {steps} K steps; at step t, As and Bs hold the tiles numbered t"
+    )
     fig.tight_layout()
     plt.show()
 
@@ -501,13 +588,15 @@ def draw_barriers() -> None:
         for step in range(2):
             ends = [t + store for t in t0]
             for w in range(4):
-                ax.barh(w, store, left=t0[w], color="C0" if step == 0 else "C3", edgecolor="k",
-                        lw=0.4)
+                ax.barh(
+                    w, store, left=t0[w], color="C0" if step == 0 else "C3", edgecolor="k", lw=0.4
+                )
             bar1 = max(ends)
             ax.axvline(bar1, color="k", lw=1)
             for w in range(4):
-                ax.barh(w, fma[w], left=bar1, color="C2" if step == 0 else "C1", edgecolor="k",
-                        lw=0.4)
+                ax.barh(
+                    w, fma[w], left=bar1, color="C2" if step == 0 else "C1", edgecolor="k", lw=0.4
+                )
             done = [bar1 + f for f in fma]
             if second:
                 bar2 = max(done)
@@ -518,14 +607,23 @@ def draw_barriers() -> None:
         if not second:  # where warp 0's next store overlaps the others' reads
             bad0 = store + fma[0]  # warp 0's first FMAs end: it stores tile t+1 at once
             ax.axvspan(bad0, bad0 + store, color="red", alpha=0.25)
-        ax.set(title="syncthreads after the stores (solid line) and after the FMAs (dashed)"
-               if second else "without the second syncthreads: warp 0 stores tile t+1 (shaded) "
-               "while warps 1-3 still read tile t", xlabel="time (schematic)")
+        ax.set(
+            title="syncthreads after the stores (solid line) and after the FMAs (dashed)"
+            if second
+            else "without the second syncthreads: warp 0 stores tile t+1 (shaded) "
+            "while warps 1-3 still read tile t",
+            xlabel="time (schematic)",
+        )
         ax.set_yticks(range(4), [f"warp {w}" for w in range(4)])
     axes[0].invert_yaxis()  # shared y axis: once
     handles = [plt.Rectangle((0, 0), 1, 1, color=c) for c in ("C0", "C2", "C3", "C1")]
-    fig.legend(handles, ["store tile t to SMEM", "FMAs on tile t", "store tile t+1",
-                         "FMAs on tile t+1"], loc="lower center", ncol=4, fontsize=7)
+    fig.legend(
+        handles,
+        ["store tile t to SMEM", "FMAs on tile t", "store tile t+1", "FMAs on tile t+1"],
+        loc="lower center",
+        ncol=4,
+        fontsize=7,
+    )
     fig.tight_layout(rect=(0, 0.1, 1, 1))
     plt.show()
 
@@ -546,14 +644,36 @@ def draw_thread_tiles(ax, BM: int, BN: int, TM: int, TN: int, title: str) -> Non
     for tid in range(threads):
         r, c = (tid // per_row) * TM, (tid % per_row) * TN
         warp = tid // 32
-        ax.add_patch(Rectangle((c, r), TN, TM, facecolor="black" if tid == 0 else cmap(warp % 20),
-                               edgecolor="white", lw=0.3))
+        ax.add_patch(
+            Rectangle(
+                (c, r),
+                TN,
+                TM,
+                facecolor="black" if tid == 0 else cmap(warp % 20),
+                edgecolor="white",
+                lw=0.3,
+            )
+        )
     rows0 = sorted({(t // per_row) * TM for t in range(min(32, threads))})
     cols0 = sorted({(t % per_row) * TN for t in range(min(32, threads))})
-    ax.add_patch(Rectangle((cols0[0], rows0[0]), cols0[-1] + TN - cols0[0],
-                           rows0[-1] + TM - rows0[0], fill=False, edgecolor="red", lw=2))
-    ax.set(xlim=(0, BN), ylim=(BM, 0), aspect="equal", title=title, xlabel="column in block tile",
-           ylabel="row in block tile")
+    ax.add_patch(
+        Rectangle(
+            (cols0[0], rows0[0]),
+            cols0[-1] + TN - cols0[0],
+            rows0[-1] + TM - rows0[0],
+            fill=False,
+            edgecolor="red",
+            lw=2,
+        )
+    )
+    ax.set(
+        xlim=(0, BN),
+        ylim=(BM, 0),
+        aspect="equal",
+        title=title,
+        xlabel="column in block tile",
+        ylabel="row in block tile",
+    )
 
 
 def draw_outer_product(ax, TM: int, TN: int) -> None:
@@ -570,9 +690,13 @@ def draw_outer_product(ax, TM: int, TN: int) -> None:
             ax.add_patch(Rectangle((j + 1.5, i + 1.5), 1, 1, facecolor="C2", edgecolor="white"))
     ax.text(0.5, 1.2, "reg_m", ha="center", fontsize=7)
     ax.text(TN + 1.7, 0.5, "reg_n", va="center", fontsize=7)
-    ax.set(xlim=(-0.5, TN + 3.5), ylim=(TM + 2, -0.5), aspect="equal",
-           title=f"per k: {TM} + {TN} SMEM loads -> {TM * TN} FMAs\n(thread_results: "
-                 f"{TM} x {TN} registers)")
+    ax.set(
+        xlim=(-0.5, TN + 3.5),
+        ylim=(TM + 2, -0.5),
+        aspect="equal",
+        title=f"per k: {TM} + {TN} SMEM loads -> {TM * TN} FMAs\n(thread_results: "
+        f"{TM} x {TN} registers)",
+    )
     ax.axis("off")
 
 
@@ -611,13 +735,28 @@ def draw_banks(ax, lane_words, title: str) -> None:
     for bank, words in stacks.items():
         for level, w in enumerate(words):
             lanes = who[w]
-            ax.add_patch(Rectangle((bank, level), 1, 1, facecolor=cmap(lanes[0] % 20),
-                                   edgecolor="black", lw=0.4))
+            ax.add_patch(
+                Rectangle(
+                    (bank, level), 1, 1, facecolor=cmap(lanes[0] % 20), edgecolor="black", lw=0.4
+                )
+            )
             text = ",".join(map(str, lanes[:2])) + ("+" if len(lanes) > 2 else "")
-            ax.text(bank + 0.5, level + 0.5, text, ha="center", va="center", fontsize=5,
-                    rotation=90 if len(text) > 2 else 0)
-    ax.set(xlim=(0, BANKS), ylim=(0, max(depth, 2) + 0.2), xlabel="bank",
-           ylabel="distinct words per bank", title=f"{title}: {depth} wavefront(s)")
+            ax.text(
+                bank + 0.5,
+                level + 0.5,
+                text,
+                ha="center",
+                va="center",
+                fontsize=5,
+                rotation=90 if len(text) > 2 else 0,
+            )
+    ax.set(
+        xlim=(0, BANKS),
+        ylim=(0, max(depth, 2) + 0.2),
+        xlabel="bank",
+        ylabel="distinct words per bank",
+        title=f"{title}: {depth} wavefront(s)",
+    )
     ax.set_xticks(np.arange(0, BANKS, 4) + 0.5, [str(b) for b in range(0, BANKS, 4)])
     ax.set_yticks(range(max(depth, 2) + 1))
 
@@ -639,10 +778,22 @@ def draw_float4_copy(axes, BK: int, rows: int, a_row, a_col) -> None:
                 a.add_patch(Rectangle((x, y), 1, 1, facecolor=cmap(tid % 20), edgecolor="white"))
                 a.text(x + 0.5, y + 0.5, str(tid), ha="center", va="center", fontsize=6)
         tid += 1
-    ax.set(xlim=(0, BK), ylim=(rows, 0), aspect="equal", xlabel="k", ylabel="m (row of A)",
-           title=f"A tile in GMEM: one float4 (LDG.128) per thread\n(first {rows} rows)")
-    bx.set(xlim=(0, rows), ylim=(BK, 0), aspect="equal", xlabel="m", ylabel="k",
-           title="As[k, m] in SMEM: each float4 scattered down a column\n(4 scalar stores)")
+    ax.set(
+        xlim=(0, BK),
+        ylim=(rows, 0),
+        aspect="equal",
+        xlabel="k",
+        ylabel="m (row of A)",
+        title=f"A tile in GMEM: one float4 (LDG.128) per thread\n(first {rows} rows)",
+    )
+    bx.set(
+        xlim=(0, rows),
+        ylim=(BK, 0),
+        aspect="equal",
+        xlabel="m",
+        ylabel="k",
+        title="As[k, m] in SMEM: each float4 scattered down a column\n(4 scalar stores)",
+    )
 
 
 # --- drawings: 05 warp tiles and pipelines -------------------------------------------------------
@@ -665,16 +816,26 @@ def draw_warp_tiles(cfg: dict, d: dict, lane: int = 0) -> None:
     warps_n = BN // WN
     lanes_n = WSUBN // TN
     cmap = plt.get_cmap("tab10")
-    fig, (ax, bx) = plt.subplots(1, 2, figsize=(12, 5.2),
-                                 gridspec_kw={"width_ratios": [BN / BM, WN / WM]})
+    fig, (ax, bx) = plt.subplots(
+        1, 2, figsize=(12, 5.2), gridspec_kw={"width_ratios": [BN / BM, WN / WM]}
+    )
     for w in range(d["NUM_THREADS"] // 32):
         r, c = (w // warps_n) * WM, (w % warps_n) * WN
-        ax.add_patch(Rectangle((c, r), WN, WM, facecolor=cmap(w % 10), edgecolor="black",
-                               alpha=0.8 if w else 1))
+        ax.add_patch(
+            Rectangle(
+                (c, r), WN, WM, facecolor=cmap(w % 10), edgecolor="black", alpha=0.8 if w else 1
+            )
+        )
         ax.text(c + WN / 2, r + WM / 2, f"warp {w}", ha="center", va="center", fontsize=8)
-    ax.set(xlim=(0, BN), ylim=(BM, 0), aspect="equal", xlabel="column", ylabel="row",
-           title=f"block tile BM x BN = {BM} x {BN}: {d['NUM_THREADS'] // 32} warps of "
-                 f"WM x WN = {WM} x {WN}")
+    ax.set(
+        xlim=(0, BN),
+        ylim=(BM, 0),
+        aspect="equal",
+        xlabel="column",
+        ylabel="row",
+        title=f"block tile BM x BN = {BM} x {BN}: {d['NUM_THREADS'] // 32} warps of "
+        f"WM x WN = {WM} x {WN}",
+    )
     for i in range(WMITER):
         for j in range(WNITER):
             r0, c0 = i * WSUBM, j * WSUBN
@@ -682,15 +843,35 @@ def draw_warp_tiles(cfg: dict, d: dict, lane: int = 0) -> None:
             for ln in range(32):
                 r, c = r0 + (ln // lanes_n) * TM, c0 + (ln % lanes_n) * TN
                 black = ln == lane
-                bx.add_patch(Rectangle((c, r), TN, TM, facecolor="black" if black else "0.92",
-                                       edgecolor="0.6", lw=0.4))
+                bx.add_patch(
+                    Rectangle(
+                        (c, r),
+                        TN,
+                        TM,
+                        facecolor="black" if black else "0.92",
+                        edgecolor="0.6",
+                        lw=0.4,
+                    )
+                )
                 if i == 0 and j == 0:
-                    bx.text(c + TN / 2, r + TM / 2, str(ln), ha="center", va="center",
-                            fontsize=6, color="white" if black else "black")
-    bx.set(xlim=(0, WN), ylim=(WM, 0), aspect="equal", xlabel="column in warp tile",
-           ylabel="row in warp tile",
-           title=f"warp 0: WMITER x WNITER = {WMITER} x {WNITER} sub-tiles of {WSUBM} x {WSUBN} "
-                 f"(blue);\n32 lanes x TM x TN = {TM} x {TN} each; lane {lane}'s tiles in black")
+                    bx.text(
+                        c + TN / 2,
+                        r + TM / 2,
+                        str(ln),
+                        ha="center",
+                        va="center",
+                        fontsize=6,
+                        color="white" if black else "black",
+                    )
+    bx.set(
+        xlim=(0, WN),
+        ylim=(WM, 0),
+        aspect="equal",
+        xlabel="column in warp tile",
+        ylabel="row in warp tile",
+        title=f"warp 0: WMITER x WNITER = {WMITER} x {WNITER} sub-tiles of {WSUBM} x {WSUBN} "
+        f"(blue);\n32 lanes x TM x TN = {TM} x {TN} each; lane {lane}'s tiles in black",
+    )
     fig.tight_layout()
     plt.show()
 
@@ -751,23 +932,38 @@ def pipeline(kind: str, tiles: int, lat: float, math_t: float, sts: float, nbuf:
     return loads, stores, fmas, bars, t
 
 
-def draw_pipelines(variants, tiles: int = 6, lat: float = 6.0, math_t: float = 4.0,
-                   sts: float = 0.6) -> None:
+def draw_pipelines(
+    variants, tiles: int = 6, lat: float = 6.0, math_t: float = 4.0, sts: float = 0.6
+) -> None:
     """Schematic timelines (:func:`pipeline`) of ``variants``, a list of ``(kind, nbuf)``: one
     row per tile in flight (GMEM loads or cp.async), one for SMEM stores and FMAs. Lengths are
     illustrative units (GMEM latency ``lat``, one K tile of math ``math_t``), not measurements."""
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(len(variants), 1, figsize=(12, 1.3 + 1.25 * len(variants)),
-                             sharex=True)
+    fig, axes = plt.subplots(
+        len(variants), 1, figsize=(12, 1.3 + 1.25 * len(variants)), sharex=True
+    )
     for ax, (kind, nbuf) in zip(np.atleast_1d(axes), variants, strict=True):
         loads, stores, fmas, bars, end = pipeline(kind, tiles, lat, math_t, sts, nbuf)
         depth = max(1, nbuf - 1) if kind == "multistage" else 1
         for i, a, b in loads:
-            ax.barh(i % depth, b - a, left=a, height=0.6, color="C4" if kind == "multistage"
-                    else "C0", edgecolor="black", lw=0.4)
-            ax.text((a + b) / 2, i % depth, f"{'cp.async' if kind == 'multistage' else 'LDG'} "
-                    f"{i}", ha="center", va="center", fontsize=6)
+            ax.barh(
+                i % depth,
+                b - a,
+                left=a,
+                height=0.6,
+                color="C4" if kind == "multistage" else "C0",
+                edgecolor="black",
+                lw=0.4,
+            )
+            ax.text(
+                (a + b) / 2,
+                i % depth,
+                f"{'cp.async' if kind == 'multistage' else 'LDG'} {i}",
+                ha="center",
+                va="center",
+                fontsize=6,
+            )
         for _, a, b in stores:
             ax.barh(depth, b - a, left=a, height=0.6, color="C1", edgecolor="black", lw=0.4)
         for i, a, b in fmas:
@@ -776,15 +972,19 @@ def draw_pipelines(variants, tiles: int = 6, lat: float = 6.0, math_t: float = 4
         for x in bars:
             ax.axvline(x, color="black", lw=0.7, ls=":")
         name = f"{kind}, NBUF = {nbuf}" if kind == "multistage" else kind
-        ax.set_title(f"{name}: {tiles} K tiles, {len(bars)} syncthreads, ends at {end:.3g}",
-                     loc="left")
+        ax.set_title(
+            f"{name}: {tiles} K tiles, {len(bars)} syncthreads, ends at {end:.3g}", loc="left"
+        )
         what = "cp.async" if kind == "multistage" else "GMEM -> regs"
-        ax.set_yticks(range(depth + 1), [f"{what} ({r})" if depth > 1 else what
-                                         for r in range(depth)] + ["SMEM stores, FMA"])
+        ax.set_yticks(
+            range(depth + 1),
+            [f"{what} ({r})" if depth > 1 else what for r in range(depth)] + ["SMEM stores, FMA"],
+        )
         ax.invert_yaxis()
     np.atleast_1d(axes)[-1].set_xlabel(
         f"time, schematic units (GMEM latency {lat:g}, the FMAs of one K tile {math_t:g}, SMEM "
-        f"stores {sts:g}); dotted: syncthreads")
+        f"stores {sts:g}); dotted: syncthreads"
+    )
     fig.tight_layout()
     plt.show()
 
@@ -800,8 +1000,9 @@ def waves(M: int, N: int, BM: int, BN: int, slots: int, splits: int = 1) -> dict
     return dict(blocks=blocks, waves=blocks / slots, full_waves=n, busy=blocks / (n * slots))
 
 
-def draw_waves(ax, M: int, N: int, BM: int, BN: int, sms: int, per_sm: int,
-               splits: int = 1) -> None:
+def draw_waves(
+    ax, M: int, N: int, BM: int, BN: int, sms: int, per_sm: int, splits: int = 1
+) -> None:
     """The blocks of one grid (``splits`` K slices per tile) laid out in waves: one column per
     resident-block slot (``sms x per_sm``), one row per wave; idle slots in red."""
     slots = sms * per_sm
@@ -809,10 +1010,13 @@ def draw_waves(ax, M: int, N: int, BM: int, BN: int, sms: int, per_sm: int,
     grid = np.zeros((w["full_waves"], slots))
     grid.flat[: w["blocks"]] = 1
     ax.imshow(grid, cmap="RdYlGn", vmin=-0.2, vmax=1.1, aspect="auto", interpolation="nearest")
-    ax.set(xlabel=f"resident-block slot ({sms} SMs x {per_sm})", ylabel="wave",
-           title=f"{M}x{N} in {BM}x{BN} tiles{f' x {splits} K slices' if splits > 1 else ''}: "
-                 f"{w['blocks']} blocks = {w['waves']:.2f} waves of {slots}\n-> "
-                 f"{w['full_waves']} wave(s), {w['busy']:.0%} of the slots busy")
+    ax.set(
+        xlabel=f"resident-block slot ({sms} SMs x {per_sm})",
+        ylabel="wave",
+        title=f"{M}x{N} in {BM}x{BN} tiles{f' x {splits} K slices' if splits > 1 else ''}: "
+        f"{w['blocks']} blocks = {w['waves']:.2f} waves of {slots}\n-> "
+        f"{w['full_waves']} wave(s), {w['busy']:.0%} of the slots busy",
+    )
     ax.set_yticks(range(w["full_waves"]))
 
 
@@ -823,14 +1027,20 @@ def describe(cfg) -> str:
     if not c:
         return "-"
     out = f"{c.pop('stage')} " if "stage" in c else ""
+    if "NT" in c:  # results committed before the thread count was named THREADS
+        c["THREADS"] = c.pop("NT")
     if "MT" in c:  # the skinny stage: rows x columns of C per block, threads, K chunk
-        out += f"{c['MT']}x{c['BN']} rows x columns, {c['NT']} threads, KC {c['KC']}"
+        out += f"{c['MT']}x{c['BN']} rows x columns, {c['THREADS']} threads, KC {c['KC']}"
     elif "NB" in c:  # skinny_n: the same, and rows of A per warp
-        out += (f"{c['NT'] // 32 * c['RW']}x{c['NB']} rows x columns, {c['RW']} rows per warp, "
-                f"{c['NT']} threads, KC {c['KC']}")
+        out += (
+            f"{c['THREADS'] // 32 * c['RW']}x{c['NB']} rows x columns, {c['RW']} rows per "
+            f"warp, {c['THREADS']} threads, KC {c['KC']}"
+        )
     else:
-        out += (f"{c['BM']}x{c['BN']}x{c['BK']}, warp {c['WM']}x{c['WN']}, thread {c['TM']}x"
-                f"{c['TN']}, WNITER {c['WNITER']}")
+        out += (
+            f"{c['BM']}x{c['BN']}x{c['BK']}, warp {c['WM']}x{c['WN']}, thread {c['TM']}x"
+            f"{c['TN']}, WNITER {c['WNITER']}"
+        )
     return out + "".join(f", {k} {c[k]}" for k in ("NBUF", "MINB", "SPLITK") if k in c)
 
 
@@ -852,17 +1062,32 @@ def plot_space(spaces: dict, picked: dict) -> None:
     fig, ax = plt.subplots(figsize=(9, 4.5))
     for i, (name, (cfgs, copies)) in enumerate(spaces.items()):
         x, y, t = np.array([point(c, copies) for c in cfgs]).T
-        ax.scatter(x, y * np.exp(rng.uniform(-0.08, 0.08, len(y))), s=t / 12, alpha=0.45,
-                   color=f"C{i}", label=f"{name}: {len(cfgs)} configurations")
+        ax.scatter(
+            x,
+            y * np.exp(rng.uniform(-0.08, 0.08, len(y))),
+            s=t / 12,
+            alpha=0.45,
+            color=f"C{i}",
+            label=f"{name}: {len(cfgs)} configurations",
+        )
     for i, (label, (cfg, copies)) in enumerate(picked.items()):
         x, y, _ = point(cfg, copies)
         ax.scatter([x], [y], marker="*", s=160, color="black", zorder=3)
-        ax.annotate(label, (x, y), textcoords="offset points", xytext=(8, -14 - 10 * i),
-                    fontsize=7, arrowprops=dict(arrowstyle="-", lw=0.5))
-    ax.set(yscale="log", xlabel="SMEM per block (KiB, all copies of the tiles)",
-           ylabel="accumulators per thread (jittered)",
-           title="configurations the tuner sweeps (marker size: threads per block); "
-                 "stars: committed winners")
+        ax.annotate(
+            label,
+            (x, y),
+            textcoords="offset points",
+            xytext=(8, -14 - 10 * i),
+            fontsize=7,
+            arrowprops=dict(arrowstyle="-", lw=0.5),
+        )
+    ax.set(
+        yscale="log",
+        xlabel="SMEM per block (KiB, all copies of the tiles)",
+        ylabel="accumulators per thread (jittered)",
+        title="configurations the tuner sweeps (marker size: threads per block); "
+        "stars: committed winners",
+    )
     ax.set_yticks([32, 64, 128], ["32", "64", "128"])
     ax.minorticks_off()
     ax.legend(fontsize=7, loc="lower right")
@@ -878,15 +1103,24 @@ def plot_wave_efficiency(cands, sms: int, sizes: range, marks=()) -> None:
 
     fig, ax = plt.subplots(figsize=(10, 3.6))
     for BM, BN, per_sm, splits in sorted(set(cands)):
-        label = f"{BM}x{BN} tiles, {per_sm} block(s)/SM" + (f", split {splits}" if splits > 1
-                                                             else "")
-        ax.plot(sizes, [waves(n, n, BM, BN, sms * per_sm, splits)["busy"] for n in sizes],
-                lw=1, label=label)
+        label = f"{BM}x{BN} tiles, {per_sm} block(s)/SM" + (
+            f", split {splits}" if splits > 1 else ""
+        )
+        ax.plot(
+            sizes,
+            [waves(n, n, BM, BN, sms * per_sm, splits)["busy"] for n in sizes],
+            lw=1,
+            label=label,
+        )
     for n in marks:
         ax.axvline(n, color="0.5", ls=":", lw=1)
         ax.text(n, 1.01, str(n), fontsize=7, ha="center", va="bottom")
-    ax.set(xlabel="N (N x N output)", ylabel="busy share of the slots",
-           title=f"wave quantization on {sms} SMs", ylim=(0, 1.08))
+    ax.set(
+        xlabel="N (N x N output)",
+        ylabel="busy share of the slots",
+        title=f"wave quantization on {sms} SMs",
+        ylim=(0, 1.08),
+    )
     ax.legend(fontsize=7, loc="lower right")
     ax.grid(alpha=0.3)
     fig.tight_layout()
@@ -911,8 +1145,10 @@ def draw_decompositions(tiles: int, iters: int, sms: int, splits: int = 2) -> No
     for t in range(tiles):
         unit(ax, t % sms, (t // sms) * iters, iters, t)
     dp = math.ceil(tiles / sms) * iters
-    ax.set_title(f"data-parallel: {tiles} tiles on {sms} SMs = "
-                 f"{math.ceil(tiles / sms)} waves, ends at {dp}", loc="left")
+    ax.set_title(
+        f"data-parallel: {tiles} tiles on {sms} SMs = {math.ceil(tiles / sms)} waves, ends at {dp}",
+        loc="left",
+    )
     ax = axes[1]  # split-K: tiles x splits units of iters / splits, then a reduction
     per = iters // splits
     for u in range(tiles * splits):
@@ -920,8 +1156,10 @@ def draw_decompositions(tiles: int, iters: int, sms: int, splits: int = 2) -> No
     sk = math.ceil(tiles * splits / sms) * per
     ax.axvspan(sk, sk + 1, color="0.8")
     ax.text(sk + 0.5, -0.6, "reduce", ha="center", fontsize=6)
-    ax.set_title(f"split-K {splits}: {tiles * splits} blocks, then a reduction; ends at "
-                 f"{sk} + reduce", loc="left")
+    ax.set_title(
+        f"split-K {splits}: {tiles * splits} blocks, then a reduction; ends at {sk} + reduce",
+        loc="left",
+    )
     ax = axes[2]  # stream-K: equal shares of the tiles x iters iterations
     total = tiles * iters
     share = math.ceil(total / sms)
@@ -935,8 +1173,11 @@ def draw_decompositions(tiles: int, iters: int, sms: int, splits: int = 2) -> No
             unit(ax, sm, t0, n, tile, "" if whole else "*")
             it += n
             t0 += n
-    ax.set_title(f"stream-K: {share} iterations per SM, ends at {share} + fix-up\n"
-                 "(* = partial tile, fixed up)", loc="left")
+    ax.set_title(
+        f"stream-K: {share} iterations per SM, ends at {share} + fix-up\n"
+        "(* = partial tile, fixed up)",
+        loc="left",
+    )
     for ax in axes:
         ax.set_yticks(range(sms), [f"SM {s}" for s in range(sms)])
         ax.set_xlabel("K iterations (schematic)")
@@ -953,8 +1194,9 @@ if __name__ == "__main__" and len(sys.argv) == 5 and sys.argv[1] == "resources":
 
 # --- tensor cores (notebook 07) ------------------------------------------------------------------
 
-#: The committed tensor-core run (``python bench/tensor_cores.py --sweep``) and its ceilings: the
-#: ``mma.sync`` rates from registers only on an H200 (issue 10's measurement: no loads at all).
+#: The committed tensor-core run (``python -m numba_gemm.tools.tensor_cores --sweep``) and its
+#: ceilings: the ``mma.sync`` rates from registers only on an H200 (issue 10's measurement: no
+#: loads at all).
 TC_RESULTS_DIR = ROOT / "bench" / "results" / "nvidia-h200" / "2026-11-22-fp16"
 MMA_SYNC_CEILING = {"TF32": 303.0, "FP16": 617.0}
 
@@ -962,7 +1204,7 @@ MMA_SYNC_CEILING = {"TF32": 303.0, "FP16": 617.0}
 def show_source_between(module, start: str, end: str) -> None:
     """Print the lines of ``module``'s source from the first line containing ``start`` up to (not
     including) the next line containing ``end``: for code in a branch the current process did not
-    take (``numba_gemm.mma`` defines the GPU intrinsics or the simulator models, not both)."""
+    take (``numba_gemm.ptx.mma`` defines the GPU intrinsics or the simulator models, not both)."""
     lines = inspect.getsource(module).splitlines()
     first = next(i for i, x in enumerate(lines) if start in x)
     last = next(i for i in range(first + 1, len(lines)) if end in lines[i])
@@ -972,9 +1214,9 @@ def show_source_between(module, start: str, end: str) -> None:
 
 def fragment_maps() -> dict:
     """Which lane holds which element, and in which register, for ``mma.m16n8k8`` TF32: the PTX
-    ISA's maps as written in ``numba_gemm.mma``'s docstring (A, B) and its model (D), as
+    ISA's maps as written in ``numba_gemm.ptx.mma``'s docstring (A, B) and its model (D), as
     ``{name: (shape, [(row, col, lane, register)])}``."""
-    from numba_gemm import mma
+    from numba_gemm.ptx import mma
 
     lanes = np.arange(32)
     g, q = lanes >> 2, lanes & 3
@@ -982,10 +1224,15 @@ def fragment_maps() -> dict:
     b = [(q, g), (q + 4, g)]
     d = list(mma._ACC)
     out = {}
-    for name, shape, regs in (("A (16x8)", (16, 8), a), ("B (8x8)", (8, 8), b),
-                              ("C, D (16x8)", (16, 8), d)):
-        out[name] = (shape, [(int(r[i]), int(c[i]), i, k) for k, (r, c) in enumerate(regs)
-                             for i in range(32)])
+    for name, shape, regs in (
+        ("A (16x8)", (16, 8), a),
+        ("B (8x8)", (8, 8), b),
+        ("C, D (16x8)", (16, 8), d),
+    ):
+        out[name] = (
+            shape,
+            [(int(r[i]), int(c[i]), i, k) for k, (r, c) in enumerate(regs) for i in range(32)],
+        )
     return out
 
 
@@ -1008,8 +1255,11 @@ def draw_fragments() -> None:
         ax.set(title=f"{name}: lane / register", xlabel="column", ylabel="row")
         ax.set_xticks(range(shape[1]))
         ax.set_yticks(range(shape[0]))
-    fig.suptitle("mma.sync.m16n8k8 (TF32): every element is in exactly one lane's register; "
-                 "colour = group g = lane >> 2", fontsize=10)
+    fig.suptitle(
+        "mma.sync.m16n8k8 (TF32): every element is in exactly one lane's register; "
+        "colour = group g = lane >> 2",
+        fontsize=10,
+    )
     fig.tight_layout()
     plt.show()
 
@@ -1019,8 +1269,15 @@ def tc_results() -> list[dict]:
     rows = []
     with open(TC_RESULTS_DIR / "tensor_cores.csv", newline="") as f:
         for r in csv.DictReader(f):
-            for k in ("kernel_ms", "e2e_ms", "tflops_kernel", "tflops_e2e",
-                      "pct_baseline_kernel", "pct_baseline_e2e", "rel_error"):
+            for k in (
+                "kernel_ms",
+                "e2e_ms",
+                "tflops_kernel",
+                "tflops_e2e",
+                "pct_baseline_kernel",
+                "pct_baseline_e2e",
+                "rel_error",
+            ):
                 r[k] = float(r[k]) if r[k] not in ("", None) else None
             r["n"] = int(r["n"])
             rows.append(r)
@@ -1029,9 +1286,13 @@ def tc_results() -> list[dict]:
 
 #: The rows of ``tensor_cores.csv`` plotted, with their ceiling (None: the FP32 pipe).
 TC_PLOTTED = {
-    "cuBLAS FP32": None, "sgemm compute=fp32": None, "sgemm compute=3xtf32": "TF32",
-    "cuBLAS TF32": "TF32", "sgemm compute=tf32": "TF32",
-    "cuBLAS FP16 (FP32 out)": "FP16", "hgemm out=torch.float32": "FP16",
+    "cuBLAS FP32": None,
+    "sgemm compute=fp32": None,
+    "sgemm compute=3xtf32": "TF32",
+    "cuBLAS TF32": "TF32",
+    "sgemm compute=tf32": "TF32",
+    "cuBLAS FP16 (FP32 out)": "FP16",
+    "hgemm out=torch.float32": "FP16",
 }
 
 
@@ -1048,17 +1309,32 @@ def plot_tensor_cores() -> None:
     for j, n in enumerate(sizes):
         by = {r["impl"]: r for r in rows if r["n"] == n}
         vals = [(by.get(s) or {}).get("tflops_kernel") or 0 for s in names]
-        bars = ax.bar(np.arange(len(names)) + (j - (len(sizes) - 1) / 2) * width, vals, width,
-                      label=f"{n}^3")
+        bars = ax.bar(
+            np.arange(len(names)) + (j - (len(sizes) - 1) / 2) * width, vals, width, label=f"{n}^3"
+        )
         ax.bar_label(bars, fmt="%.0f", fontsize=7)
     for k, (label, ceiling) in enumerate(MMA_SYNC_CEILING.items()):
         ax.axhline(ceiling, color=f"C{k + 3}", ls="--", lw=1)
-        ax.text(-0.45, ceiling, f"mma.sync {label} ceiling {ceiling:.0f}",
-                ha="left", va="bottom", fontsize=8, color=f"C{k + 3}")
-    ax.set_xticks(range(len(names)), [s.replace(" (FP32 out)", "").replace("out=torch.", "-> ")
-                                      for s in names], rotation=20, ha="right", fontsize=8)
-    ax.set(ylabel="TFLOP/s (kernel time)",
-           title=f"{rows[0]['gpu']}: {(TC_RESULTS_DIR / 'tensor_cores.csv').relative_to(ROOT)}")
+        ax.text(
+            -0.45,
+            ceiling,
+            f"mma.sync {label} ceiling {ceiling:.0f}",
+            ha="left",
+            va="bottom",
+            fontsize=8,
+            color=f"C{k + 3}",
+        )
+    ax.set_xticks(
+        range(len(names)),
+        [s.replace(" (FP32 out)", "").replace("out=torch.", "-> ") for s in names],
+        rotation=20,
+        ha="right",
+        fontsize=8,
+    )
+    ax.set(
+        ylabel="TFLOP/s (kernel time)",
+        title=f"{rows[0]['gpu']}: {(TC_RESULTS_DIR / 'tensor_cores.csv').relative_to(ROOT)}",
+    )
     ax.legend()
     ax.grid(axis="y", alpha=0.3)
     fig.tight_layout()

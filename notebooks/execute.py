@@ -64,8 +64,13 @@ def execute(nb, simulator: bool | None = None, timeout: int = 900):
     from nbclient import NotebookClient
 
     with kernel_env(simulator):
-        NotebookClient(nb, timeout=timeout, kernel_name="python3", record_timing=False,
-                       resources={"metadata": {"path": str(NOTEBOOKS)}}).execute()
+        NotebookClient(
+            nb,
+            timeout=timeout,
+            kernel_name="python3",
+            record_timing=False,
+            resources={"metadata": {"path": str(NOTEBOOKS)}},
+        ).execute()
     return nb
 
 
@@ -94,8 +99,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=int, default=900, help="seconds per cell")
     args = parser.parse_args(argv)
 
-    chosen = [p for p in sources()
-              if not args.only or any(p.stem == o or p.stem.startswith(f"{o}_") for o in args.only)]
+    chosen = [
+        p
+        for p in sources()
+        if not args.only or any(p.stem == o or p.stem.startswith(f"{o}_") for o in args.only)
+    ]
     if not chosen:
         parser.error(f"no notebook matches {args.only}")
     simulator = None
@@ -115,8 +123,10 @@ def main(argv: list[str] | None = None) -> int:
         if not args.no_execute:
             execute(nb, simulator, args.timeout)
         out = write(nb, py)
-        print(f"{out.relative_to(ROOT)}: {'written' if args.no_execute else 'executed'} in "
-              f"{time.perf_counter() - t0:.1f} s")
+        print(
+            f"{out.relative_to(ROOT)}: {'written' if args.no_execute else 'executed'} in "
+            f"{time.perf_counter() - t0:.1f} s"
+        )
     return 0
 
 

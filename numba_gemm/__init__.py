@@ -19,14 +19,25 @@ from ._version import __version__
 from .device import SIMULATOR
 
 if SIMULATOR:  # numba-cuda's CUDA simulator, with its block barrier and SMEM lookup repaired
-    from . import _simulator
+    from .ptx import simulator as _simulator
 
     _simulator.install()
 
 from .api import COMPUTE, explain, hgemm, matmul, sgemm  # noqa: E402
 from .kernels import STAGES, get_stage  # noqa: E402
-from .plan import Plan, plan_for  # noqa: E402
-from .registry import Stage  # noqa: E402
+from .kernels.stage import Stage  # noqa: E402
+from .plan.choose import Plan, plan_for  # noqa: E402
 
-__all__ = ["COMPUTE", "STAGES", "Plan", "Stage", "__version__", "explain", "get_stage", "hgemm",
-           "matmul", "plan_for", "sgemm"]
+__all__ = [
+    "COMPUTE",
+    "STAGES",
+    "Plan",
+    "Stage",
+    "__version__",
+    "explain",
+    "get_stage",
+    "hgemm",
+    "matmul",
+    "plan_for",
+    "sgemm",
+]

@@ -9,16 +9,17 @@ from types import SimpleNamespace
 
 from numba import types
 
-from numba_gemm import get_stage, launch
+from numba_gemm import get_stage
 from numba_gemm.kernels._pad import copy_padded
 from numba_gemm.kernels._scale import scale_c
-from numba_gemm.resources import compile_kernel_ptx
+from numba_gemm.launch import launcher as launch
+from numba_gemm.tools.resources import compile_kernel_ptx
 
 PARAM = re.compile(r"\.param\s+\.(?:u|b|s|f)(\d+)\s")
 
 
 def ptx_param_sizes(ptx: str) -> tuple[int, ...]:
-    entry = ptx[ptx.index(".entry"):]
+    entry = ptx[ptx.index(".entry") :]
     head = entry[: entry.index(")")]
     return tuple(int(bits) // 8 for bits in PARAM.findall(head))
 
@@ -57,15 +58,20 @@ def main() -> None:
             for n in shape:
                 size *= n
             item = ty.dtype.bitwidth // 8
-            dev = SimpleNamespace(size=size, dtype=SimpleNamespace(itemsize=item), ptr=0xABC00,
-                                  shape=shape, _layout=SimpleNamespace(strides_in_bytes=strides))
-            disp.wrap_arg = lambda v, dev=dev: SimpleNamespace(
-                to_device=lambda retr, stream: dev)
+            dev = SimpleNamespace(
+                size=size,
+                dtype=SimpleNamespace(itemsize=item),
+                ptr=0xABC00,
+                shape=shape,
+                _layout=SimpleNamespace(strides_in_bytes=strides),
+            )
+            disp.wrap_arg = lambda v, dev=dev: SimpleNamespace(to_device=lambda retr, stream: dev)
             args: list = []
             fake_kernel = SimpleNamespace(extensions=[])
             disp._Kernel._prepare_args(fake_kernel, ty, None, 0, [], args)
-            ours = launch.array_fields([SimpleNamespace(ptr=0xABC00, shape=shape,
-                                                        strides=strides)], [item])
+            ours = launch.array_fields(
+                [SimpleNamespace(ptr=0xABC00, shape=shape, strides=strides)], [item]
+            )
             got = [int(getattr(a, "value", a)) for a in args]
             assert got == ours, f"{ty}: numba {got} != ours {ours}"
     finally:

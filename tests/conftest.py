@@ -7,8 +7,9 @@ import secrets
 import numpy as np
 import pytest
 
-from numba_gemm import device, tuning
+from numba_gemm import device
 from numba_gemm.device import SIMULATOR, DeviceInfo
+from numba_gemm.plan import tuning
 
 # Shapes (M, N, K) every stage must handle: 1x1x1, primes, non-multiples of every tile size
 # (32, 64, 128, BK = 8/16/32, vector width 4), tall, wide, K = 1, K larger than one K tile.
@@ -63,13 +64,14 @@ def fake_gpu(monkeypatch):
     def make(name: str = "Fake GPU", cc: tuple[int, int] = (9, 0), sms: int = 132) -> DeviceInfo:
         dev = DeviceInfo(0, name, cc, sms, 227 * 1024)
         if not SIMULATOR:  # kernels are still compiled for and loaded on the real GPU
-            from numba_gemm import plan
+            from numba_gemm.launch import launcher
 
             real = device.info(0)
-            load = plan.load_kernel
-            monkeypatch.setattr(plan, "load_kernel",
-                                lambda *a, device, **k: load(*a, device=real, **k))
-            monkeypatch.setattr(plan, "_aux", {})
+            load = launcher.load_kernel
+            monkeypatch.setattr(
+                launcher, "load_kernel", lambda *a, device, **k: load(*a, device=real, **k)
+            )
+            monkeypatch.setattr(launcher, "_aux", {})
         monkeypatch.setattr(device, "info", lambda device_id=None: dev)
         tuning.reload()
         return dev

@@ -6,7 +6,7 @@ import numpy as np
 from numba import cuda
 
 import numba_gemm
-from numba_gemm.reference import reference_f64, rel_error
+from numba_gemm.tools.reference import reference_f64, rel_error
 
 
 def randn(rng, shape) -> np.ndarray:
@@ -25,9 +25,9 @@ TC_SIM_CONFIG_F16 = dict(TC_SIM_CONFIG, BK=16)  # m16n8k16: K steps of 16
 WGMMA_SIM_CONFIG = dict(BM=64, BN=64, BK=64, NBUF=3)
 
 #: The skinny stage on the simulator: 64 threads (its default has 256 and 8 K slices).
-SKINNY_SIM_CONFIG = dict(MT=8, BN=32, NT=64, KC=16, SPLITK=2, MINB=0, NBUF=0)
+SKINNY_SIM_CONFIG = dict(MT=8, BN=32, THREADS=64, KC=16, SPLITK=2, MINB=0, NBUF=0)
 #: The skinny_n stage on the simulator: two warps (its default has eight).
-SKINNY_N_SIM_CONFIG = dict(NB=8, RW=2, NT=64, KC=128, SPLITK=2, MINB=0)
+SKINNY_N_SIM_CONFIG = dict(NB=8, RW=2, THREADS=64, KC=128, SPLITK=2, MINB=0)
 
 
 def sim_sized(stage):
@@ -43,8 +43,7 @@ def sim_sized(stage):
     if SIMULATOR and stage.arch is not None:
         return stage.with_config(WGMMA_SIM_CONFIG)
     if SIMULATOR and stage.tunable and stage.precision != "fp32":
-        return stage.with_config(TC_SIM_CONFIG_F16 if stage.precision == "fp16"
-                                 else TC_SIM_CONFIG)
+        return stage.with_config(TC_SIM_CONFIG_F16 if stage.precision == "fp16" else TC_SIM_CONFIG)
     return stage
 
 
@@ -71,10 +70,30 @@ def check_sgemm(stage, rng, M, N, K, *, alpha=1.0, beta=0.0, poison=True, out_dt
         c0 = c0.astype(out_dtype or np.float32)
     d_c = cuda.to_device(c0)
     gemm = numba_gemm.hgemm if f16 else numba_gemm.sgemm
-    res = gemm(
-        cuda.to_device(a), cuda.to_device(b), stage=stage, out=d_c, alpha=alpha, beta=beta
-    )
+    res = gemm(cuda.to_device(a), cuda.to_device(b), stage=stage, out=d_c, alpha=alpha, beta=beta)
     assert res is d_c
     out = d_c.copy_to_host()
     ref = reference_f64(a, b, c0, alpha, beta)
     return rel_error(out, ref), out
+
+
+def device_view(d, shape, strides):
+    """A zero-copy view of device array ``d``'s memory with any ``shape`` and byte ``strides``
+    (Numba's ``.T`` of a GPU array is a contiguous copy, so it cannot make a transposed
+    operand)."""
+    from numba_gemm.device import SIMULATOR
+
+    if SIMULATOR:
+        from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
+
+        return FakeCUDAArray(np.lib.stride_tricks.as_strided(d._ary, shape, strides))
+    from numba.cuda.cudadrv.devicearray import DeviceNDArray
+
+    return DeviceNDArray(shape, strides, d.dtype, gpu_data=d.gpu_data)
+
+
+def transposed_on_device(x):
+    """``x`` on the GPU as the transpose of a row-major copy of ``x.T`` (column-major, zero-copy:
+    what ``w.T`` of a PyTorch weight is)."""
+    d = cuda.to_device(np.ascontiguousarray(x.T))
+    return device_view(d, x.shape, (d.strides[1], d.strides[0]))

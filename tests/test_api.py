@@ -5,15 +5,15 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from helpers import randn
+from helpers import device_view, randn
 from hypothesis import given
 from hypothesis import strategies as st
 from numba import cuda
 
 import numba_gemm
-from numba_gemm import STAGES, Stage, get_stage, sgemm
-from numba_gemm.devarray import overlaps
-from numba_gemm.reference import reference_f64, rel_error
+from numba_gemm import STAGES, Stage, get_stage, matmul, sgemm
+from numba_gemm.arrays import overlaps
+from numba_gemm.tools.reference import reference_f64, rel_error
 
 
 @pytest.fixture
@@ -37,8 +37,7 @@ def test_default_stage_new_output(operands):
     assert rel_error(c.copy_to_host(), reference_f64(a, b)) <= 1e-5
 
 
-def test_default_stage_without_tuning_is_top_of_ladder(operands, monkeypatch, tmp_path,
-                                                        fake_gpu):
+def test_default_stage_without_tuning_is_top_of_ladder(operands, monkeypatch, tmp_path, fake_gpu):
     """No tuning data for this device (a GPU with no committed defaults): the last general FP32
     stage (the skinny stage serves few rows only, and is chosen by its tuned price)."""
     monkeypatch.setenv("NUMBA_GEMM_TUNING", str(tmp_path / "none.json"))
@@ -117,6 +116,24 @@ def test_wrong_dtype_rejected(dtype, operands):
     bad = cuda.to_device(np.ones((7, 5), dtype))
     with pytest.raises(TypeError, match="float32"):
         sgemm(d_a, bad)
+
+
+@pytest.mark.parametrize("which", ["a", "b"])
+@pytest.mark.parametrize(
+    "entry", [sgemm, matmul, numba_gemm.explain], ids=["sgemm", "matmul", "explain"]
+)
+def test_float16_operands_point_to_hgemm(entry, which, rng):
+    """FP16 operands are hgemm's: the FP32 entry points say so, naming it."""
+    x = {"a": randn(rng, (8, 8)), "b": randn(rng, (8, 8))}
+    x[which] = x[which].astype(np.float16)
+    d_c = poisoned((8, 8))
+    with pytest.raises(
+        TypeError,
+        match=rf"{which} must be float32, got dtype float16: .*"
+        r"numba_gemm\.hgemm",
+    ):
+        entry(cuda.to_device(x["a"]), cuda.to_device(x["b"]), out=d_c)
+    assert_untouched(d_c)
 
 
 def test_wrong_ndim_rejected(operands):
@@ -248,17 +265,17 @@ def test_bad_scalars_rejected(bad, operands):
 
 @pytest.fixture
 def plan_runs(monkeypatch):
-    """The plans run through ``Plan.run`` (which the fast lane reaches through ``Plan.run_plain``
-    on the simulator), in order."""
-    from numba_gemm.plan import Plan
+    """The runners run through ``Runner.run`` (which the fast lane reaches through
+    ``Runner.run_plain`` on the simulator), in order (each runner's ``plan`` is its record)."""
+    from numba_gemm.launch.launcher import Runner
 
-    runs, run = [], Plan.run
+    runs, run = [], Runner.run
 
     def spy(self, *args):
         runs.append(self)
         run(self, *args)
 
-    monkeypatch.setattr(Plan, "run", spy)
+    monkeypatch.setattr(Runner, "run", spy)
     return runs
 
 
@@ -266,12 +283,13 @@ def _no_general_path(monkeypatch):
     def boom(*args):
         raise AssertionError("the general path ran")
 
-    monkeypatch.setattr(numba_gemm.api, "_validate", boom)
+    for name in ("_validate", "_validate_operands", "_validate_general", "_run"):
+        monkeypatch.setattr(numba_gemm.api, name, boom)
 
 
 def _record_pointer_launches(p, plan_runs, monkeypatch):
-    """On a GPU the plan's pointer launcher replaces ``run_plain`` after the first call (no
-    longer through ``Plan.run``): record its launches in ``plan_runs`` too."""
+    """On a GPU the runner's pointer launcher replaces ``run_plain`` after the first call (no
+    longer through ``Runner.run``): record its launches in ``plan_runs`` too."""
     launcher = p.__dict__.get("run_plain")
     if launcher is not None:
 
@@ -307,7 +325,7 @@ def test_fast_lane_runs_the_general_paths_plan(M, N, K, offset, rng, monkeypatch
         assert new.shape == (M, N) and new is not d_c
         assert rel_error(new.copy_to_host(), reference_f64(a, b, alpha=1.5)) <= 1e-5
     assert plan_runs[1:] == [plan_runs[0]] * 2
-    assert plan_runs[0].variant == ("vector" if (K | N) & 3 == 0 and not offset else "scalar")
+    assert plan_runs[0].plan.variant == ("vector" if (K | N) & 3 == 0 and not offset else "scalar")
 
 
 @pytest.mark.parametrize("layout", ["NT", "TN", "TT"])
@@ -317,14 +335,18 @@ def test_fast_lane_takes_transposed_operands(layout, rng, monkeypatch, plan_runs
     for that layout, fresh operands read anew; a transposed view that is not dense does not."""
     M, N, K = 9, 12, 8
 
-    def on_device(x, t):  # t == "T": the transpose of a row-major copy of x.T
-        return cuda.to_device(np.ascontiguousarray(x.T)).T if t == "T" else cuda.to_device(x)
+    def on_device(x, t):  # t == "T": a transposed view of a row-major copy of x.T
+        d = cuda.to_device(np.ascontiguousarray(x.T) if t == "T" else x)
+        return device_view(d, x.shape, (d.strides[1], d.strides[0])) if t == "T" else d
 
-    sgemm(on_device(randn(rng, (M, K)), layout[0]), on_device(randn(rng, (K, N)), layout[1]),
-          out=poisoned((M, N)))
+    sgemm(
+        on_device(randn(rng, (M, K)), layout[0]),
+        on_device(randn(rng, (K, N)), layout[1]),
+        out=poisoned((M, N)),
+    )
     assert len(plan_runs) == 1
     p = plan_runs[0]
-    assert p.geometry.layout == layout
+    assert p.plan.geometry.layout == layout
     _record_pointer_launches(p, plan_runs, monkeypatch)
     with monkeypatch.context() as m:
         _no_general_path(m)
@@ -333,9 +355,46 @@ def test_fast_lane_takes_transposed_operands(layout, rng, monkeypatch, plan_runs
         assert sgemm(on_device(a, layout[0]), on_device(b, layout[1]), out=d_c) is d_c
         assert rel_error(d_c.copy_to_host(), reference_f64(a, b)) <= 1e-5
     assert plan_runs[1:] == [p]
-    wide = cuda.to_device(randn(rng, (N, K + 4)))[:, :K].T  # B transposed, row pitch K + 4
-    assert numba_gemm.api._plain_call(on_device(a, layout[0]), wide, poisoned((M, N)), None,
-                                      1.0, 0.0) is None
+    w = cuda.to_device(randn(rng, (N, K + 4)))  # B transposed, row pitch K + 4
+    wide = device_view(w, (K, N), (w.strides[1], w.strides[0]))
+    assert (
+        numba_gemm.api._plain_call(on_device(a, layout[0]), wide, poisoned((M, N)), None, 1.0, 0.0)
+        is None
+    )
+
+
+@pytest.mark.parametrize("layout", ["NN", "NT"])
+def test_matmul_of_2d_operands_takes_sgemms_fast_lane(layout, rng, monkeypatch, plan_runs):
+    """``matmul`` of two 2-D operands is ``sgemm(a, b, out=out)``: its first call makes the
+    plan sgemm makes (sgemm's later calls launch it), and its later calls with plain operands
+    (B transposed too: ``x @ w.T``) take sgemm's fast lane, with that plan."""
+    M, N, K = 9, 12, 8
+
+    def on_device(x, t):  # t == "T": a transposed view of a row-major copy of x.T
+        d = cuda.to_device(np.ascontiguousarray(x.T) if t == "T" else x)
+        if t == "T":
+            d = device_view(d, x.shape, (d.strides[1], d.strides[0]))
+        return d
+
+    matmul(
+        on_device(randn(rng, (M, K)), "N"),
+        on_device(randn(rng, (K, N)), layout[1]),
+        out=poisoned((M, N)),
+    )
+    assert len(plan_runs) == 1
+    p = plan_runs[0]
+    _record_pointer_launches(p, plan_runs, monkeypatch)
+    with monkeypatch.context() as m:
+        _no_general_path(m)
+        a, b = randn(rng, (M, K)), randn(rng, (K, N))
+        d_a, d_b, d_c = on_device(a, "N"), on_device(b, layout[1]), poisoned((M, N))
+        assert matmul(d_a, d_b, out=d_c) is d_c
+        assert rel_error(d_c.copy_to_host(), reference_f64(a, b)) <= 1e-5
+        new = matmul(d_a, d_b)
+        assert new.shape == (M, N)
+        assert rel_error(new.copy_to_host(), reference_f64(a, b)) <= 1e-5
+        sgemm(d_a, d_b, out=poisoned((M, N)))
+    assert plan_runs[1:] == [p] * 3
 
 
 def test_fast_lane_defers_every_error_to_the_general_path(rng):
@@ -351,8 +410,10 @@ def test_fast_lane_defers_every_error_to_the_general_path(rng):
         with pytest.raises(ValueError, match="overlaps"):
             sgemm(*args, out=d_x)
     np.testing.assert_array_equal(d_x.copy_to_host(), x)
-    for out, match in ((poisoned((n, n), np.float64), "float32"),
-                       (poisoned((n, n + 1)), "out has shape")):
+    for out, match in (
+        (poisoned((n, n), np.float64), "float32"),
+        (poisoned((n, n + 1)), "out has shape"),
+    ):
         assert numba_gemm.api._plain_call(d_x, d_y, out, None, 1.0, 0.0) is None
         with pytest.raises(ValueError, match=match):
             sgemm(d_x, d_y, out=out)
@@ -365,8 +426,12 @@ def test_fast_lane_defers_every_error_to_the_general_path(rng):
             with pytest.raises(TypeError, match="stage must be"):
                 sgemm(d_x, d_y, out=d_c, **kw)
         else:
-            assert numba_gemm.api._plain_call(d_x, d_y, d_c, None, kw.get("alpha", 1.0),
-                                              kw.get("beta", 0.0)) is None
+            assert (
+                numba_gemm.api._plain_call(
+                    d_x, d_y, d_c, None, kw.get("alpha", 1.0), kw.get("beta", 0.0)
+                )
+                is None
+            )
     assert_untouched(d_c)
 
 

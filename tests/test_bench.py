@@ -1,4 +1,7 @@
-"""The bench CLI (``python -m numba_gemm.bench``) and ``bench/results_table.py``.
+"""The bench (``python -m numba_gemm.bench``, ``numba_gemm.tools.bench``): options, the
+simulator's defaults, validation before timing, the rating of each stage against cuBLAS in its
+own precision, the files and the plots. (``numba_gemm.tools.results_table``, which reads the
+bench's CSV, is tested in ``test_tools.py``; here only on a real run's output.)
 
 The end-to-end run uses ``--simulator``: in-process when the suite already runs under the
 simulator, in a subprocess with ``NUMBA_ENABLE_CUDASIM=1`` on a GPU machine.
@@ -8,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import csv
-import importlib.util
 import json
 import os
 import subprocess
@@ -19,11 +21,21 @@ import numpy as np
 import pytest
 from numba import cuda
 
-from numba_gemm import STAGES, bench, get_stage
-from numba_gemm.bench import CSV_COLUMNS, META_KEYS, OVERHEAD_COLUMNS, parse_sizes, runner
+from numba_gemm import STAGES, get_stage
+from numba_gemm.kernels.stage import TOLERANCE
+from numba_gemm.tools import bench
+from numba_gemm.tools.bench import (
+    CSV_COLUMNS,
+    META_KEYS,
+    OVERHEAD_COLUMNS,
+    baselines,
+    parse_sizes,
+    plots,
+    report,
+    runner,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
-RESULTS_TABLE = ROOT / "bench" / "results_table.py"
 
 
 def _env(**changes: str | None) -> dict:
@@ -186,10 +198,10 @@ def test_simulator_end_to_end(tmp_path, capfd):
     assert {r["timing"] for r in rows} == {"kernel", "end_to_end"}
     for r in rows:
         assert r["status"] == "ok", r
-        assert r["mode"] == "simulator"
+        assert r["mode"] == "simulator" and r["precision"] == "fp32"
         assert float(r["rel_error"]) <= 1e-5
         assert float(r["median_ms"]) > 0 and float(r["gflops"]) > 0
-        assert r["pct_cublas"] == ""  # no cuBLAS on the simulator
+        assert r["pct_cublas"] == r["baseline"] == ""  # no cuBLAS on the simulator
     for r in rows:
         if r["stage"] == "auto":  # the config names the stage the automatic choice ran
             assert r["label"] == "sgemm (auto)"
@@ -200,6 +212,7 @@ def test_simulator_end_to_end(tmp_path, capfd):
     assert doc["meta"]["mode"] == "simulator" and doc["meta"]["gpu"] == "simulator"
     assert doc["meta"]["reps"] == 1 and doc["meta"]["seed"] == 0
     assert doc["meta"]["reference"] == "float64 NumPy"
+    assert doc["meta"]["baselines"] == {"fp32": None, "3xtf32": None, "tf32": None, "fp16": None}
     assert set(doc["meta"]["timings"]) == {"kernel", "end_to_end"}
     assert len(doc["rows"]) == len(rows)
     auto = next(r for r in doc["rows"] if r["stage"] == "auto")
@@ -209,21 +222,28 @@ def test_simulator_end_to_end(tmp_path, capfd):
 
     header, overhead = _read_csv(out / "overhead.csv")
     assert header == list(OVERHEAD_COLUMNS) == ["impl", "size", "us_per_call"]
-    assert [(r["impl"], r["size"]) for r in overhead] == [("sgemm-numba", "4")]
-    assert float(overhead[0]["us_per_call"]) > 0
+    assert [(r["impl"], r["size"]) for r in overhead] == [
+        ("sgemm-numba", "4"),
+        ("matmul-numba", "4"),
+    ]
+    assert all(float(r["us_per_call"]) > 0 for r in overhead)
     assert doc["overhead"] == [
-        dict(
-            impl="sgemm-numba",
-            size="4",
-            us_per_call=pytest.approx(float(overhead[0]["us_per_call"]), rel=1e-5),
-        )
+        dict(impl=r["impl"], size="4", us_per_call=pytest.approx(float(r["us_per_call"]), rel=1e-5))
+        for r in overhead
     ]
 
     # the table script reads what the bench wrote
     readme = tmp_path / "README.md"
     readme.write_text(f"# x\n{bench_markers()}\n{e2e_markers()}\nafter\n")
     res = subprocess.run(
-        [sys.executable, str(RESULTS_TABLE), str(out / "results.csv"), "--readme", str(readme)],
+        [
+            sys.executable,
+            "-m",
+            "numba_gemm.tools.results_table",
+            str(out / "results.csv"),
+            "--readme",
+            str(readme),
+        ],
         capture_output=True,
         text=True,
         timeout=60,
@@ -338,7 +358,8 @@ class FakeBlas:
 
 def test_peers_and_pct_cublas_per_timing(monkeypatch):
     """cuBLAS is the reference and a peer with both timings; % of cuBLAS of a kernel row is
-    against cuBLAS's kernel row, of an end-to-end row against its end-to-end row (TF32: kernel)."""
+    against cuBLAS's kernel row, of an end-to-end row against its end-to-end row; cuBLAS TF32
+    (``--tf32``) is its own precision's baseline, not a fraction of cuBLAS FP32."""
     monkeypatch.setattr(runner, "make_baseline", lambda kind: FakeBlas())
     args = bench.build_parser().parse_args(
         [
@@ -372,12 +393,93 @@ def test_peers_and_pct_cublas_per_timing(monkeypatch):
         assert by["auto", kind]["pct_cublas"] == pytest.approx(
             by["auto", kind]["gflops"] / base["gflops"]
         )
-    assert by["cublas_tf32", "kernel"]["pct_cublas"] == pytest.approx(
-        by["cublas_tf32", "kernel"]["gflops"] / by["cublas_fp32", "kernel"]["gflops"]
-    )
+        assert by["auto", kind]["baseline"] == "cublas_fp32"
+    tf32 = by["cublas_tf32", "kernel"]
+    assert tf32["pct_cublas"] == 1.0 and tf32["baseline"] == "cublas_tf32"
     assert by["naive", "kernel"]["pct_cublas"] == pytest.approx(
         by["naive", "kernel"]["gflops"] / by["cublas_fp32", "kernel"]["gflops"]
     )
+
+
+def _cheap_stage_impl(problem, name, plan_for, half=None):
+    """Stage ``name``'s record (label, precision, bound) running FakeBlas's product instead of
+    the kernel: the rating is under test, not the kernels (the simulator runs them for
+    minutes)."""
+    st = get_stage(name)
+
+    def run():
+        FakeBlas().matmul(problem.A, problem.B, problem.C)
+
+    return baselines.Impl(name, st.label, run, rtol=st.rtol, precision=st.precision)
+
+
+def _fake_fp16_gemm(lib, A16, B16, C):
+    """cuBLAS FP16 stand-in: FP16 inputs, FP32 products and sums, FP16 C; widened into C."""
+    c16 = cuda.device_array(C.shape, np.float16)
+
+    def run():
+        a, b = (x.copy_to_host().astype(np.float32) for x in (A16, B16))
+        c16.copy_to_device((a @ b).astype(np.float16))
+
+    def widen():
+        C.copy_to_device(c16.copy_to_host().astype(np.float32))
+
+    return run, widen, contextlib.nullcontext
+
+
+@pytest.mark.parametrize("fp16_baseline", [True, False], ids=["fp16-baseline", "no-fp16-baseline"])
+def test_each_stage_is_rated_against_cublas_in_its_precision(monkeypatch, tmp_path, fp16_baseline):
+    """FP32 and 3xTF32 stages against cuBLAS FP32, TF32 against cuBLAS TF32, FP16 against cuBLAS
+    FP16 (FP16 inputs, FP32 sums), each timed because such a stage runs (no ``--tf32``); the
+    ``baseline`` column names it. Without cuBLAS FP16 the FP16 ratio is empty, never taken
+    against FP32."""
+    monkeypatch.setattr(runner, "make_baseline", lambda kind: FakeBlas())
+    monkeypatch.setattr(runner, "stage_impl", _cheap_stage_impl)
+    if fp16_baseline:  # else FakeBlas has no FP16 path: cuBLAS FP16 FAILED
+        monkeypatch.setattr(baselines, "fp16_gemm", _fake_fp16_gemm)
+    by_precision = {}
+    for s in STAGES:
+        by_precision.setdefault(s.precision, s.name)
+    stages = list(by_precision.values())
+    assert {"fp32", "tf32", "3xtf32", "fp16"} <= set(by_precision)
+    args = bench.build_parser().parse_args(
+        ["--sizes", "8", "--reps", "1", "--warmup", "0", "--peers", "none", "--stages", *stages]
+    )
+    rows = bench.run(args)
+    by = {(r["stage"], r["timing"]): r for r in rows}
+    kernel = {r["stage"]: r for r in rows if r["timing"] == "kernel"}
+    assert [r["stage"] for r in rows][:4] == [
+        "cublas_fp32",
+        "cublas_fp32",
+        "cublas_tf32",
+        "cublas_fp16",
+    ]
+    fp16 = kernel["cublas_fp16"]
+    assert fp16["label"].startswith("cuBLAS FP16") and fp16["precision"] == "fp16"
+    assert fp16["status"] == ("ok" if fp16_baseline else "FAILED"), fp16["note"]
+    if fp16_baseline:
+        assert fp16["rel_error"] <= TOLERANCE["fp16"] and fp16["pct_cublas"] == 1.0
+    expected = {"fp32": "cublas_fp32", "3xtf32": "cublas_fp32", "tf32": "cublas_tf32"}
+    if fp16_baseline:
+        expected["fp16"] = "cublas_fp16"
+    for precision, name in by_precision.items():
+        r = kernel[name]
+        assert r["status"] == "ok" and r["precision"] == precision, r
+        if precision in expected:
+            base = kernel[expected[precision]]
+            assert r["baseline"] == base["stage"]
+            assert r["pct_cublas"] == pytest.approx(r["gflops"] / base["gflops"])
+        else:  # no cuBLAS of its own precision: no ratio at all
+            assert r["pct_cublas"] is None and r["baseline"] == ""
+    assert by["auto", "end_to_end"]["baseline"] == "cublas_fp32"
+
+    table = bench.format_table(rows)
+    assert "vs" in table.splitlines()[0] and "cuBLAS TF32" in table
+    bench.write_csv(rows, tmp_path / "results.csv")
+    _, got = _read_csv(tmp_path / "results.csv")
+    assert [(r["stage"], r["precision"], r["baseline"]) for r in got] == [
+        (r["stage"], r["precision"], r["baseline"]) for r in rows
+    ]
 
 
 def test_plots_with_a_baseline(tmp_path):
@@ -429,6 +531,106 @@ def test_plots_with_a_baseline(tmp_path):
     assert all(p.stat().st_size > 0 for p in paths)
 
 
+def _ladder_rows():
+    """Kernel rows at two sizes: every stage, auto, Triton and the three cuBLAS baselines, each
+    rated against its precision's cuBLAS (a TF32 stage at 90 % of cuBLAS TF32, not 900 % of
+    cuBLAS FP32)."""
+    peers = [
+        ("cublas_fp32", "cuBLAS FP32 (TF32 off), CuPy", "fp32", 1.0),
+        ("cublas_tf32", "cuBLAS TF32, CuPy", "tf32", 1.0),
+        ("cublas_fp16", "cuBLAS FP16 (FP32 accumulate), CuPy", "fp16", 1.0),
+        ("triton", "Triton FP32 (optional peer)", "fp32", 0.8),
+        ("auto", "sgemm (auto)", "fp32", 0.95),
+    ]
+    ladder = [(s.name, s.label, s.precision, 0.9) for s in STAGES]
+    rows = []
+    for M in (256, 512):
+        for stage, label, precision, pct in peers + ladder:
+            r = report.make_row(M, M, M, stage, label, "ok", "gpu", precision=precision)
+            base = report.BASELINE_OF[precision]
+            r.update(gflops=1000.0 * pct * M, pct_cublas=pct, baseline=base)
+            rows.append(r)
+    return rows
+
+
+def test_plots_have_one_panel_per_precision_and_distinct_lines():
+    """GFLOP/s: one panel per precision group, its stages each with a colour and marker of their
+    own, the cuBLAS its stages are rated against drawn in it; % of cuBLAS: the same panels, bars
+    at each stage's ratio against its own precision's cuBLAS."""
+    rows = _ladder_rows()
+    fig = plots.throughput_figure(rows, title="t", ylabel="GFLOP/s")
+    titles = [ax.get_title() for ax in fig.axes]
+    assert titles == ["FP32", "TF32 / 3xTF32", "FP16"]
+    label = {r["stage"]: r["label"] for r in rows}
+    cublas = {
+        "FP32": {"cublas_fp32"},
+        "TF32 / 3xTF32": {"cublas_tf32", "cublas_fp32"},
+        "FP16": {"cublas_fp16"},
+    }
+    groups = dict(plots.PANELS)
+    for ax in fig.axes:
+        lines = {ln.get_label(): ln for ln in ax.get_lines()}
+        stages = [s.name for s in STAGES if s.precision in groups[ax.get_title()]]
+        if ax.get_title() == "FP32":
+            stages += ["triton", "auto"]
+        assert set(lines) == {label[s] for s in stages} | {label[b] for b in cublas[ax.get_title()]}
+        styles = [
+            (ln.get_color(), ln.get_marker(), ln.get_linestyle())
+            for name, ln in lines.items()
+            if not name.startswith("cuBLAS")
+        ]
+        assert len(set(styles)) == len(styles) == len(stages)
+        assert len({(c, m) for c, m, _ in styles}) == len(styles)  # colour + marker alone
+        assert all(lines[label[b]].get_color() == "black" for b in cublas[ax.get_title()])
+    pairs = [(st["color"], st["marker"]) for st in map(plots.line_style, range(70))]
+    assert len(set(pairs)) == 70
+
+    at = [r for r in rows if r["M"] == 512]
+    fig = plots.pct_figure(at, title="t")
+    assert [ax.get_title() for ax in fig.axes] == titles
+    for ax in fig.axes:
+        names = [t.get_text() for t in ax.get_xticklabels()]
+        assert not [n for n in names if n.startswith("cublas")]
+        pct = {r["stage"]: 100 * r["pct_cublas"] for r in at}
+        assert [b.get_height() for b in ax.patches] == pytest.approx([pct[n] for n in names])
+
+
+def test_simulator_defaults_are_small_and_representative():
+    """Left out on the simulator: one small ragged size that every default stage (FP16's N, K
+    multiples of 8 included) supports, a stage or two of every precision of the ladder, one
+    repeat, no warm-up. Given options stay; a GPU run keeps its defaults."""
+    parse = bench.build_parser().parse_args
+    sim = runner.resolve(parse([]), simulator=True)
+    assert (sim.reps, sim.warmup) == (1, 0)
+    ((M, N, K),) = sim.sizes
+    assert max(M, N, K) <= runner.SIM_MAX_DIM and M % 16 and N % 16 and N % 8 == K % 8 == 0
+    assert sim.stages == list(runner.SIM_STAGES) and len(sim.stages) <= 6
+    assert {get_stage(n).precision for n in sim.stages} == {s.precision for s in STAGES}
+    assert all(get_stage(n).supports(M, N, K) for n in sim.stages)
+    assert runner.resolve(sim, simulator=False) is sim and sim.reps == 1  # idempotent
+
+    gpu = runner.resolve(parse([]), simulator=False)
+    assert gpu.sizes == parse_sizes("128..4096") and gpu.stages == [s.name for s in STAGES]
+    assert (gpu.reps, gpu.warmup) == (20, 3)
+
+    given = ["--sizes", "16..32", "--stages", "naive", "--reps", "2", "--warmup", "1"]
+    got = runner.resolve(parse(given), simulator=True)
+    assert (got.sizes, got.stages, got.reps, got.warmup) == (
+        [(16,) * 3, (32,) * 3],
+        ["naive"],
+        2,
+        1,
+    )
+
+
+def test_make_bench_sim_uses_the_simulator_defaults():
+    """``make bench-sim`` runs the simulator's defaults (a minute on 2 cores), not a size list
+    that takes longer than ten minutes."""
+    text = (ROOT / "Makefile").read_text()
+    recipe = text[text.index("\nbench-sim:") :].split("\n")[2]
+    assert "numba_gemm.bench --simulator" in recipe and "--sizes" not in recipe
+
+
 def test_overhead_csv_columns(tmp_path):
     rows = [
         dict(impl="sgemm-numba", size="64", us_per_call=9.5),
@@ -447,9 +649,9 @@ def test_overhead_csv_columns(tmp_path):
 
 def test_overhead_measure_validates_first():
     """An implementation that writes nothing is validated once, never timed, and left out."""
-    from numba_gemm.bench import overhead
-    from numba_gemm.check import torch_or_none
-    from numba_gemm.reference import cupy_or_none
+    from numba_gemm.tools.bench import overhead
+    from numba_gemm.tools.check import torch_or_none
+    from numba_gemm.tools.reference import cupy_or_none
 
     calls = []
 
@@ -460,7 +662,8 @@ def test_overhead_measure_validates_first():
     assert not [r for r in rows if r["impl"].startswith("sgemm-")]
     n_sgemm = 1 + (torch_or_none() is not None) + (cupy_or_none() is not None)
     assert len(calls) == n_sgemm  # sgemm on Numba (and PyTorch, CuPy) arrays: once each
-    assert {r["impl"] for r in rows} <= {"torch.mm", "cupy.matmul"}  # the peers still measured
+    # the peers (and the library's own matmul) still measured
+    assert {r["impl"] for r in rows} <= {"torch.mm", "cupy.matmul", "matmul-numba", "matmul-torch"}
 
 
 def test_overhead_skipped_on_the_simulator_by_default():
@@ -469,250 +672,3 @@ def test_overhead_skipped_on_the_simulator_by_default():
     assert sizes == ([] if runner.SIMULATOR else [(64, 64, 64), (128, 128, 128), (256,) * 3])
     args = bench.build_parser().parse_args(["--overhead-sizes", "4", "--no-overhead"])
     assert bench.cli._overhead_sizes(args) == []
-
-
-# --- bench/results_table.py ----------------------------------------------------------------------
-
-
-def _write_results(path: Path, *, timing: bool = True) -> None:
-    """A results.csv; ``timing=False`` writes one from before the ``timing`` column."""
-    path.parent.mkdir(parents=True)
-    fp32 = '"cuBLAS FP32 (TF32 off), CuPy"'
-    lines = [
-        "1024,1024,1024,cublas_fp32," + fp32 + ",ok,0.1,0.1,0.1,20000,1,,,gpu",
-        "1024,1024,1024,naive,1: naive,ok,10,10,10,200,0.01,1e-7,,gpu",
-        '1024,1024,1024,warptiling,8: warptiling,ok,0.2,0.2,0.2,10000,0.5,1e-7,"{""BM"":128}",gpu',
-        "4096,1024,512,cublas_fp32," + fp32 + ",ok,0.1,0.1,0.1,40000,1,,,gpu",
-        "4096,1024,512,naive,1: naive,SKIPPED,,,,,,1e-7,,gpu",
-        "4096,1024,512,warptiling,8: warptiling,FAILED,,,,,,inf,,gpu",
-    ]
-    if timing:
-        lines = [ln + ",kernel" for ln in lines]
-        lines += [
-            "1024,1024,1024,cublas_fp32," + fp32 + ",ok,0.2,0.2,0.2,10000,1,,,gpu,end_to_end",
-            "1024,1024,1024,auto,sgemm (auto),ok,0.2,0.2,0.2,9000,0.45,1e-7,"
-            '"{""stage"":""warptiling""}",gpu,kernel',
-            "1024,1024,1024,auto,sgemm (auto),ok,0.3,0.3,0.3,8000,0.8,1e-7,"
-            '"{""stage"":""warptiling""}",gpu,end_to_end',
-        ]
-    header = CSV_COLUMNS if timing else CSV_COLUMNS[:-1]
-    path.write_text("\n".join([",".join(header), *lines]) + "\n")
-
-
-def _results_table(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, str(RESULTS_TABLE), *args], capture_output=True, text=True, timeout=60
-    )
-
-
-@pytest.mark.parametrize("timing", [True, False], ids=["with-timing", "old-csv"])
-def test_results_table_fills_readme(tmp_path, timing):
-    """The README table is kernel time; a CSV from before the timing column is all kernel time."""
-    csv_path = tmp_path / "results" / "nvidia-h200" / "20260101-000000" / "results.csv"
-    _write_results(csv_path, timing=timing)
-    readme = tmp_path / "README.md"
-    readme.write_text(f"# numba_gemm\n\nintro\n\n{bench_markers()}\n\n## Use\n")
-    res = _results_table(str(csv_path), "--readme", str(readme))
-    assert res.returncode == 0, res.stderr
-    text = readme.read_text()
-    assert "old table" not in text
-    assert text.startswith("# numba_gemm\n\nintro\n\n<!-- results-table:start -->\n")
-    assert text.endswith("<!-- results-table:end -->\n\n## Use\n")
-    table = [ln for ln in text.splitlines() if ln.startswith("|")]
-    assert len(table) == 4  # header, rule, 2 sizes
-    assert "1: naive" in table[0] and "8: warptiling" in table[0]
-    if timing:  # the auto column holds its kernel row, not its end-to-end one
-        assert table[0].endswith("| 8: warptiling | sgemm (auto) |")
-        assert table[2] == "| 1024 | 20,000 | 200 (1%) | 10,000 (50%) | 9,000 (45%) |"
-        assert table[3] == "| 4096x1024x512 | 40,000 | SKIPPED | FAILED | - |"
-    else:
-        assert table[2] == "| 1024 | 20,000 | 200 (1%) | 10,000 (50%) |"
-        assert table[3] == "| 4096x1024x512 | 40,000 | SKIPPED | FAILED |"
-    assert "nvidia-h200" in text and "results.csv" in text  # the GPU and source line
-    assert "timing: kernel" in text
-    assert "| 1024 |" in res.stdout  # printed too
-    assert ("end to end" in res.stdout) == timing  # printed even without the README markers
-
-    # idempotent: a second run gives the same README
-    assert _results_table(str(csv_path), "--readme", str(readme)).returncode == 0
-    assert readme.read_text() == text
-
-
-def test_results_table_end_to_end_and_overhead(tmp_path):
-    csv_path = tmp_path / "results" / "nvidia-h200" / "20260101-000000" / "results.csv"
-    _write_results(csv_path)
-    (csv_path.parent / "overhead.csv").write_text(
-        "impl,size,us_per_call\nsgemm-numba,64,9.5\ntorch.mm,64,4.25\nsgemm-numba,128,9.75\n"
-    )
-    readme = tmp_path / "README.md"
-    readme.write_text(f"# x\n\n{bench_markers()}\n\n{e2e_markers()}\n\n## Use\n")
-    res = _results_table(str(csv_path), "--readme", str(readme))
-    assert res.returncode == 0, res.stderr
-    text = readme.read_text()
-    assert "old table" not in text and "old e2e table" not in text
-    e2e = text[text.index("<!-- e2e-table:start -->") : text.index("<!-- e2e-table:end -->")]
-    lines = [ln for ln in e2e.splitlines() if ln.startswith("|")]
-    assert lines[0] == (
-        "| size | cuBLAS FP32 (TF32 off) GFLOP/s | sgemm (auto) GFLOP/s | "
-        "sgemm (auto) kernel-time GFLOP/s | auto picked |"
-    )
-    assert lines[2] == "| 1024 | 10,000 | 8,000 (80%) | 9,000 (45%) | `warptiling` |"
-    assert lines[3] == "| implementation | 64: us/call | 128: us/call |"
-    assert lines[5:] == ["| `sgemm-numba` | 9.5 | 9.8 |", "| `torch.mm` | 4.2 | - |"]
-    assert "timing: end to end" in e2e and "overhead.csv" in e2e
-    assert _results_table(str(csv_path), "--readme", str(readme)).returncode == 0
-    assert readme.read_text() == text  # idempotent
-
-
-def test_results_table_needs_markers(tmp_path):
-    csv_path = tmp_path / "r" / "gpu" / "20260101-000000" / "results.csv"
-    _write_results(csv_path)
-    readme = tmp_path / "README.md"
-    readme.write_text("# no markers here\n")
-    res = _results_table(str(csv_path), "--readme", str(readme))
-    assert res.returncode != 0
-    assert "results-table:start" in res.stderr
-    assert readme.read_text() == "# no markers here\n"
-
-
-def test_results_table_missing_csv(tmp_path):
-    readme = tmp_path / "README.md"
-    readme.write_text(bench_markers())
-    res = _results_table(str(tmp_path / "nope.csv"), "--readme", str(readme))
-    assert res.returncode != 0 and "nope.csv" in res.stderr
-
-
-def test_results_table_default_is_newest(tmp_path):
-    spec = importlib.util.spec_from_file_location("results_table", RESULTS_TABLE)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    for gpu, stamp in [
-        ("a-gpu", "20260102-000000"),
-        ("b-gpu", "20251231-235959"),
-        ("a-gpu", "20250101-000000"),
-    ]:
-        p = tmp_path / gpu / stamp / "results.csv"
-        p.parent.mkdir(parents=True)
-        p.write_text("x\n")
-    assert mod.newest_csv(tmp_path) == tmp_path / "a-gpu" / "20260102-000000" / "results.csv"
-    with pytest.raises(FileNotFoundError):
-        mod.newest_csv(tmp_path / "empty")
-
-
-# --- bench/shapes.py --fold ----------------------------------------------------------------------
-
-
-def test_shapes_fold_records_the_fastest_per_shape(tmp_path):
-    """``--fold`` keeps each swept shape's candidates within 5 % of its best (failed rows and
-    rows without an occupancy dropped, the occupancy of older sweeps taken from the tuning data),
-    per alignment, in the tuning file; no GPU."""
-    cfg = dict(BM=64, BN=128, BK=16, WM=32, WN=64, WNITER=2, TM=8, TN=4, MINB=1, SPLITK=1)
-    tun = {"format": 1, "gpus": {"NVIDIA H200": {"compute_capability": [9, 0], "classes": {
-        "large": {"double_buffering": {"config": cfg, "ms": 3.0, "shape": [4096, 4096, 4096],
-                                       "blocks_per_sm": 2, "blocks_per_sm_scalar": 1}}}}}}
-    into = tmp_path / "t.json"
-    into.write_text(json.dumps(tun))
-    rows = [  # M, N, K, config, kernel_ms, blocks_per_sm
-        (256, 4096, 4096, dict(cfg, SPLITK=2), "0.20", "2"),
-        (256, 4096, 4096, cfg, "0.21", ""),  # an older sweep's row: occupancy from the data
-        (256, 4096, 4096, dict(cfg, SPLITK=4), "0.22", "2"),  # > 1.05 x the best
-        (256, 4096, 4096, dict(cfg, BM=128), "", ""),  # failed
-        (256, 4095, 4095, cfg, "0.25", ""),  # scalar: blocks_per_sm_scalar
-    ]
-    sweep = tmp_path / "sweep.csv"
-    with open(sweep, "w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(["gpu", "group", "M", "N", "K", "stage", "config", "kernel_ms",
-                    "blocks_per_sm"])
-        for M, N, K, c, ms, bps in rows:
-            w.writerow(["NVIDIA H200", "given", M, N, K, "double_buffering", str(c), ms, bps])
-    res = subprocess.run([sys.executable, str(ROOT / "bench" / "shapes.py"), "--out",
-                          str(tmp_path), "--fold", str(sweep), "--into", str(into)],
-                         capture_output=True, text=True, timeout=120)
-    assert res.returncode == 0, res.stderr
-    recs = {(tuple(r["shape"]), r["aligned"]): r["candidates"]
-            for r in json.loads(into.read_text())["gpus"]["NVIDIA H200"]["shapes"]}
-    assert set(recs) == {((256, 4096, 4096), True), ((256, 4095, 4095), False)}
-    assert [(c["config"]["SPLITK"], c["ms"], c["blocks_per_sm"])
-            for c in recs[(256, 4096, 4096), True]] == [(2, 0.2, 2), (1, 0.21, 2)]
-    assert recs[(256, 4095, 4095), False][0]["blocks_per_sm"] == 1
-    assert "256x4096x4096 NN aligned: 2 of 3" in (tmp_path / "fold.txt").read_text()
-
-    # a sweep of another GPU model goes into an entry of its own, measured shapes only (the
-    # H200's classes serve it: tuning._default_entries); the H200's records stay as they were
-    with open(sweep, "w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(["gpu", "group", "M", "N", "K", "stage", "config", "kernel_ms",
-                    "blocks_per_sm"])
-        w.writerow(["NVIDIA H100", "given", 64, 4096, 4096, "double_buffering",
-                    str(dict(cfg, SPLITK=8)), "0.065", "2"])
-    res = subprocess.run([sys.executable, str(ROOT / "bench" / "shapes.py"), "--out",
-                          str(tmp_path), "--fold", str(sweep), "--into", str(into)],
-                         capture_output=True, text=True, timeout=120)
-    assert res.returncode == 0, res.stderr
-    gpus = json.loads(into.read_text())["gpus"]
-    assert gpus["NVIDIA H100"]["classes"] == {}
-    assert gpus["NVIDIA H100"]["compute_capability"] == [9, 0]
-    assert [(r["shape"], r["candidates"][0]["config"]["SPLITK"])
-            for r in gpus["NVIDIA H100"]["shapes"]] == [([64, 4096, 4096], 8)]
-    assert len(gpus["NVIDIA H200"]["shapes"]) == 2
-
-    # rows of another layout (x @ W.T) go into records of their own beside the NN ones
-    skinny = dict(MT=8, BN=128, NT=256, KC=128, SPLITK=8, MINB=0, NBUF=0)
-    with open(sweep, "w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(["gpu", "group", "M", "N", "K", "layout", "stage", "config", "kernel_ms",
-                    "blocks_per_sm"])
-        for layout, ms in (("NT", "0.04"), ("NN", "0.03")):
-            w.writerow(["NVIDIA H100", "given", 8, 4096, 4096, layout, "skinny", str(skinny), ms,
-                        "2"])
-    res = subprocess.run([sys.executable, str(ROOT / "bench" / "shapes.py"), "--out",
-                          str(tmp_path), "--fold", str(sweep), "--into", str(into)],
-                         capture_output=True, text=True, timeout=120)
-    assert res.returncode == 0, res.stderr
-    recs = json.loads(into.read_text())["gpus"]["NVIDIA H100"]["shapes"]
-    assert [(r["shape"][0], r.get("layout"), r["candidates"][0]["ms"]) for r in recs] == [
-        (8, None, 0.03), (8, "NT", 0.04), (64, None, 0.065)]
-    assert "8x4096x4096 NT aligned: 1 of 1" in (tmp_path / "fold.txt").read_text()
-
-
-def test_shapes_sweeps_extra_candidates_with_their_splits(fake_gpu):
-    """``--extra`` candidates are swept like the tuning data's: each with the K splits the plan
-    may give it up to its ``blocks_per_sm``, and its stream-K twin; ``--extra-only`` sweeps
-    nothing else."""
-    from numba_gemm import plan
-    from numba_gemm.kernels._tunable import STREAM_K
-
-    dev = fake_gpu("NVIDIA H100 80GB HBM3")
-    spec = importlib.util.spec_from_file_location("shapes", ROOT / "bench" / "shapes.py")
-    shapes = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(shapes)
-    cfg = dict(BM=32, BN=256, BK=16, WM=32, WN=64, WNITER=1, TM=8, TN=4, MINB=0, SPLITK=1,
-               NBUF=3)
-    extra = [dict(stage="multistage", config=cfg, blocks_per_sm=2)]
-    M, N, K = 32, 4096, 4096
-    got = shapes.candidates(M, N, K, extra=extra, extra_only=True)
-    splits = plan.split_options(extra[0], M, N, K, dev.sm_count, 2)
-    assert len(splits) > 2
-    assert sorted(c["SPLITK"] for _, c in got) == sorted({*splits, STREAM_K})
-    assert all(n == "multistage" and dict(c, SPLITK=1) == cfg for n, c in got)
-    everything = shapes.candidates(M, N, K, extra=extra)
-    assert len(everything) > len(got) and all(g in everything for g in got)
-
-
-def test_shapes_sweeps_only_the_candidates_that_serve_the_layout(fake_gpu):
-    """``--layout NT`` (``x @ W.T``) sweeps the candidates that serve B stored transposed: of the
-    skinny stage's space, the configurations with B in registers and whole steps of 4 k, none of
-    its ring's (which reads B row-major); every one of them is in the NN sweep too."""
-    from numba_gemm.kernels import k15_skinny
-
-    fake_gpu("NVIDIA H100 80GB HBM3")
-    spec = importlib.util.spec_from_file_location("shapes", ROOT / "bench" / "shapes.py")
-    shapes = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(shapes)
-    nn = shapes.candidates(8, 4096, 4096, stages=["skinny"])
-    nt = shapes.candidates(8, 4096, 4096, stages=["skinny"], layout="NT")
-    assert len(nn) > len(nt) > 0 and all(c in nn for c in nt)
-    assert all(k15_skinny.transposed_b_ok(c) for _, c in nt)
-    assert all(("skinny", c) in nt for c in k15_skinny.SPACE if k15_skinny.transposed_b_ok(c))
-    assert any(c["NBUF"] for _, c in nn) and not any(c["NBUF"] for _, c in nt)

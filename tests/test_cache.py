@@ -1,4 +1,5 @@
-"""The on-disk kernel cache (``numba_gemm.cache``) and ``python -m numba_gemm.precompile``.
+"""The on-disk kernel cache (``numba_gemm.launch.cache``) and
+``python -m numba_gemm.tools.precompile``.
 
 The store (entry format, atomic writes, corrupt/stale entries, concurrent writers, the key) is
 tested with made-up cubins, so it runs on the simulator. The real compile path (Numba -> NVVM ->
@@ -18,9 +19,11 @@ from pathlib import Path
 
 import pytest
 
-from numba_gemm import cache, get_stage, precompile
-from numba_gemm.cache import CompiledKernel, NumbaGemmCacheWarning
+from numba_gemm import get_stage
 from numba_gemm.device import SIMULATOR
+from numba_gemm.launch import cache
+from numba_gemm.launch.cache import CompiledKernel, NumbaGemmCacheWarning
+from numba_gemm.tools import precompile
 
 REPO = Path(__file__).resolve().parents[1]
 STAGE_SIG = "void(float32[:, ::1], float32[:, ::1], float32[:, ::1], float32, float32)"
@@ -153,7 +156,7 @@ def test_stale_entry_is_rejected(cache_env):
 _WRITER = """
 import sys, time
 from pathlib import Path
-from numba_gemm import cache
+from numba_gemm.launch import cache
 d, key, tag, start = Path(sys.argv[1]), sys.argv[2], sys.argv[3].encode(), float(sys.argv[4])
 while time.time() < start:
     time.sleep(0.001)
@@ -250,7 +253,7 @@ def test_key_is_the_same_in_a_new_process():
     addresses or other per-process state."""
     code = textwrap.dedent(f"""
         import numba_gemm
-        from numba_gemm import cache
+        from numba_gemm.launch import cache
         st = numba_gemm.get_stage("multistage")
         print(cache.kernel_key(st.scalar_kernel, name=st.name, config=st.config,
                                variant="scalar", signature={STAGE_SIG!r}, cc=(9, 0))[0])
@@ -435,7 +438,7 @@ def test_precompile_list_without_gpu(no_user_tuning, capsys):
 
 
 def test_precompile_needs_a_gpu_or_cc(no_user_tuning, monkeypatch, capsys):
-    from numba_gemm import tuning
+    from numba_gemm.plan import tuning
 
     monkeypatch.setattr(tuning, "current_device", lambda: None)
     assert precompile.main([]) == 2
@@ -453,13 +456,13 @@ def test_precompile_clear(cache_env, capsys):
 needs_compiler = pytest.mark.skipif(
     SIMULATOR or not cache.can_compile_offline(),
     reason="compiles real kernels: needs the simulator off, NVVM and nvJitLink "
-    "(numba-cuda[cu13] and nvidia-nvjitlink; see numba_gemm.cache.can_compile_offline)",
+    "(numba-cuda[cu13] and nvidia-nvjitlink; see numba_gemm.launch.cache.can_compile_offline)",
 )
 
 _FRESH = """
 import json, sys, time
 import numba_gemm
-from numba_gemm import cache
+from numba_gemm.launch import cache
 st = numba_gemm.get_stage("smem_tiling")
 t = time.perf_counter()
 ck = cache.load_or_compile(st.kernel, name=st.name, config=st.config, variant="vector",
@@ -504,13 +507,17 @@ def test_real_compile_then_a_new_process_reads_it(cache_env):
 def test_real_compile_of_a_split_k_kernel(cache_env):
     """A split-K configuration compiles with the tunable stages' full argument list: three
     strided float32 batches, the workspace (another), the int32 tile counters, two scalars."""
-    from numba_gemm.launch import numba_signature
+    from numba_gemm.launch.launcher import numba_signature
 
     st = get_stage("warptiling")
     st = st.with_config({**st.config, "SPLITK": 2})
     ck = cache.load_or_compile(
-        st.kernel, name=st.name, config=dict(st.config), variant="vector",
-        signature=numba_signature(st.args), cc=(9, 0),
+        st.kernel,
+        name=st.name,
+        config=dict(st.config),
+        variant="vector",
+        signature=numba_signature(st.args),
+        cc=(9, 0),
     )
     assert ck.params == (8,) * (4 * 11 + 7) + (4, 4) and ck.cubin[:4] == b"\x7fELF"
 
@@ -563,7 +570,8 @@ def test_cached_cubin_runs_on_the_gpu(cache_env, monkeypatch, offline):
     import numpy as np
     from numba import cuda
 
-    from numba_gemm import get_stage, tuning
+    from numba_gemm import get_stage
+    from numba_gemm.plan import tuning
 
     device = tuning.current_device()
     if device is None:
@@ -591,3 +599,19 @@ def test_cached_cubin_runs_on_the_gpu(cache_env, monkeypatch, offline):
     ref = a.astype(np.float64) @ b.astype(np.float64)
     out = d_c.copy_to_host()
     assert np.linalg.norm(out - ref) / np.linalg.norm(ref) < 1e-5
+
+
+def test_source_digest_covers_the_kernels_intrinsics_and_device_facts():
+    """The cache key's source digest reads the stage modules, every PTX wrapper and device.py (a
+    digest of no files would let an edited kernel load a stale cubin)."""
+    names = {p.relative_to(cache._PACKAGE_DIR).as_posix() for p in cache.source_files()}
+    assert {
+        "kernels/k01_naive.py",
+        "kernels/_tunable.py",
+        "ptx/mma.py",
+        "ptx/wgmma.py",
+        "ptx/cpasync.py",
+        "ptx/vecmem.py",
+        "device.py",
+    } <= names
+    assert all((cache._PACKAGE_DIR / n).is_file() for n in names)

@@ -1,7 +1,7 @@
-"""``numba_gemm.check`` (the validate-then-time harness) and ``numba_gemm.timing``'s end-to-end
-and host-time loops: validation catches unwritten and wrong results, the cuBLAS reference is
-FP32 whatever ``CUPY_TF32`` says (CuPy's compute-type switch, exercised on a fake CuPy), and the
-timers return one value per repeat."""
+"""``numba_gemm.tools.check`` (the validate-then-time harness) and ``numba_gemm.tools.timing``'s
+end-to-end and host-time loops: validation catches unwritten and wrong results, the cuBLAS
+reference is FP32 whatever ``CUPY_TF32`` says (CuPy's compute-type switch, exercised on a fake
+CuPy), and the timers return one value per repeat."""
 
 from __future__ import annotations
 
@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 from numba import cuda
 
-from numba_gemm import check, plan_for, timing
-from numba_gemm.reference import reference_f64, rel_error
+from numba_gemm import plan_for
+from numba_gemm.tools import check, timing
+from numba_gemm.tools.reference import reference_f64, rel_error
 
 # --- problems and validation -------------------------------------------------------------------
 
@@ -267,6 +268,7 @@ def test_time_calls_paired_takes_the_loops_in_turn():
         def fn():
             log.append(name)
             work()
+
         return fn
 
     a, b = timing.time_calls_paired([call("a"), call("b")], reps=3, warmup=2)

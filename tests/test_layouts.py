@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from helpers import randn, sim_sized
+from helpers import device_view, randn, sim_sized
 from numba import cuda
 
 import numba_gemm
 from numba_gemm import get_stage, matmul, sgemm
-from numba_gemm.reference import rel_error
+from numba_gemm.tools.reference import rel_error
 
 TUNABLE = ["warptiling", "double_buffering", "multistage"]
 #: A small configuration that serves all four layouts (4 warps of 32 x 32, 4 x 4 thread tiles).
@@ -27,17 +27,17 @@ LAYOUTS = ["NN", "NT", "TN", "TT"]
 #: The skinny stage with B stored transposed (``x @ W.T``): (config, (M, N, K), layout, pitch).
 SKINNY_T = [
     # 3 row blocks, K not a multiple of 4: scalar loads along K, two slices
-    (dict(MT=1, BN=8, NT=32, KC=64, SPLITK=2, MINB=0, NBUF=0), (3, 9, 70), "NT", 0),
+    (dict(MT=1, BN=8, THREADS=32, KC=64, SPLITK=2, MINB=0, NBUF=0), (3, 9, 70), "NT", 0),
     # A transposed too, row pitches: scalar
-    (dict(MT=4, BN=16, NT=32, KC=32, SPLITK=1, MINB=0, NBUF=0), (3, 37, 29), "TT", 3),
+    (dict(MT=4, BN=16, THREADS=32, KC=32, SPLITK=1, MINB=0, NBUF=0), (3, 37, 29), "TT", 3),
     # 2 row blocks, 3 K slices, 128-bit loads, two steps of 4 k per chunk (KC / KG = 8)
-    (dict(MT=8, BN=16, NT=32, KC=64, SPLITK=3, MINB=0, NBUF=0), (9, 40, 200), "NT", 0),
+    (dict(MT=8, BN=16, THREADS=32, KC=64, SPLITK=3, MINB=0, NBUF=0), (9, 40, 200), "NT", 0),
     # 3 super-chunks of A (256 + 256 + 88 k), ragged N, two steps per chunk
-    (dict(MT=16, BN=16, NT=32, KC=64, SPLITK=1, MINB=0, NBUF=0), (5, 21, 600), "NT", 0),
+    (dict(MT=16, BN=16, THREADS=32, KC=64, SPLITK=1, MINB=0, NBUF=0), (5, 21, 600), "NT", 0),
     # two warps: 16 k-groups, each warp 8 of them over two column groups; pitched rows
-    (dict(MT=8, BN=16, NT=64, KC=128, SPLITK=2, MINB=0, NBUF=0), (6, 20, 600), "NT", 4),
+    (dict(MT=8, BN=16, THREADS=64, KC=128, SPLITK=2, MINB=0, NBUF=0), (6, 20, 600), "NT", 4),
     # odd N, rows of A and W aligned: 128-bit loads, 32-bit stores of C (vector_loads), 3 slices
-    (dict(MT=8, BN=16, NT=32, KC=64, SPLITK=3, MINB=0, NBUF=0), (9, 41, 200), "NT", 0),
+    (dict(MT=8, BN=16, THREADS=32, KC=64, SPLITK=3, MINB=0, NBUF=0), (9, 41, 200), "NT", 0),
 ]
 
 
@@ -51,8 +51,11 @@ def variant_for(M: int, N: int, K: int, layout: str, pitch: int = 0) -> str:
     return "vector_loads" if layout[1] == "T" and not (ea % 4 or eb % 4) else "scalar"
 
 
-@pytest.mark.parametrize("cfg, shape, layout, pitch", SKINNY_T,
-                         ids=[f"MT{c['MT']}-{lay}-p{p}" for c, _, lay, p in SKINNY_T])
+@pytest.mark.parametrize(
+    "cfg, shape, layout, pitch",
+    SKINNY_T,
+    ids=[f"MT{c['MT']}-{lay}-p{p}" for c, _, lay, p in SKINNY_T],
+)
 def test_skinny_with_b_transposed(cfg, shape, layout, pitch, rng):
     """The skinny stage reading B stored transposed (rows of W along K, A staged as As[m, k]):
     every row block, K slice, super-chunk of A and k-group summed once, with C read (beta)."""
@@ -81,15 +84,7 @@ def permuted(d, axes):
     return view(d, tuple(d.shape[i] for i in axes), tuple(d.strides[i] for i in axes))
 
 
-def view(d, shape, strides):
-    """A zero-copy view of device array ``d``'s memory with any ``shape`` and byte ``strides``."""
-    if numba_gemm.device.SIMULATOR:
-        from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
-
-        return FakeCUDAArray(np.lib.stride_tricks.as_strided(d._ary, shape, strides))
-    from numba.cuda.cudadrv.devicearray import DeviceNDArray
-
-    return DeviceNDArray(shape, strides, d.dtype, gpu_data=d.gpu_data)
+view = device_view
 
 
 def tr(d):
@@ -178,8 +173,13 @@ def test_unaligned_out_with_b_transposed_runs_vector_loads(name, rng):
     aligned; x's and W's are): the plan runs the vector_loads variant, through the general path
     and then the fast lane, and writes only ``out`` (split-K: the workspace takes C's order)."""
     M, N, K = 8, 24, 136
-    st = small(name, SPLITK=2) if name != "skinny" else get_stage("skinny").with_config(
-        dict(MT=8, BN=16, NT=32, KC=64, SPLITK=2, MINB=0, NBUF=0))
+    st = (
+        small(name, SPLITK=2)
+        if name != "skinny"
+        else get_stage("skinny").with_config(
+            dict(MT=8, BN=16, THREADS=32, KC=64, SPLITK=2, MINB=0, NBUF=0)
+        )
+    )
     a, b = randn(rng, (M, K)), randn(rng, (K, N))
     da, db = stored(a, False), stored(b, True)
     big = cuda.to_device(np.full((M, N + 1), np.nan, np.float32))
@@ -218,8 +218,9 @@ def test_batch_of_one_broadcasts_and_strided_batches(rng):
     b = bb[::2].transpose(0, 2, 1)
     c0 = randn(rng, (4, 12, 24))
     d_c0 = cuda.to_device(c0)
-    sgemm(cuda.to_device(a), db, out=d_c0[:, :, :20], stage=small("warptiling"), alpha=2.0,
-          beta=1.0)
+    sgemm(
+        cuda.to_device(a), db, out=d_c0[:, :, :20], stage=small("warptiling"), alpha=2.0, beta=1.0
+    )
     host = d_c0.copy_to_host()
     assert_close(host[:, :, :20], ref(a, b, c0[:, :, :20], 2.0, 1.0))
     np.testing.assert_array_equal(host[:, :, 20:], c0[:, :, 20:])
@@ -245,8 +246,10 @@ def test_auto_plan_avoids_teaching_stages_for_other_layouts(rng):
 def test_teaching_stage_rejects_other_layouts(stage, rng):
     a, b = randn(rng, (9, 7)), randn(rng, (7, 5))
     out = cuda.to_device(np.full((9, 5), np.nan, np.float32))
-    for da, db in [(stored(a, True), stored(b, False)), (stored(a, False, pitch=3),
-                                                         stored(b, False))]:
+    for da, db in [
+        (stored(a, True), stored(b, False)),
+        (stored(a, False, pitch=3), stored(b, False)),
+    ]:
         with pytest.raises(ValueError, match="teaching form only.*stage=None"):
             sgemm(da, db, stage=stage, out=out)
     with pytest.raises(ValueError, match="teaching form only"):
@@ -280,8 +283,7 @@ def poisoned(shape):
 def test_batch_sizes_differ(rng):
     out = poisoned((3, 4, 5))
     with pytest.raises(ValueError, match="batch sizes differ: a has 3 matrices and b has 2"):
-        sgemm(cuda.to_device(randn(rng, (3, 4, 6))), cuda.to_device(randn(rng, (2, 6, 5))),
-              out=out)
+        sgemm(cuda.to_device(randn(rng, (3, 4, 6))), cuda.to_device(randn(rng, (2, 6, 5))), out=out)
     assert np.isnan(out.copy_to_host()).all()
 
 
@@ -308,8 +310,7 @@ def test_out_with_overlapping_matrices_rejected(rng):
 def test_out_wrong_batch_shape_rejected(rng):
     out = poisoned((2, 4, 5))
     with pytest.raises(ValueError, match=r"out has shape \(2, 4, 5\), expected \(3, 4, 5\)"):
-        sgemm(cuda.to_device(randn(rng, (3, 4, 6))), cuda.to_device(randn(rng, (6, 5))),
-              out=out)
+        sgemm(cuda.to_device(randn(rng, (3, 4, 6))), cuda.to_device(randn(rng, (6, 5))), out=out)
     assert np.isnan(out.copy_to_host()).all()
 
 
@@ -324,16 +325,19 @@ def test_negative_strides_rejected(rng):
 # --- matmul: numpy.matmul's shape rules ----------------------------------------------------------
 
 
-@pytest.mark.parametrize("sa, sb", [
-    ((5, 7), (7, 3)),
-    ((7,), (7, 3)),
-    ((5, 7), (7,)),
-    ((7,), (7,)),
-    ((2, 3, 5, 7), (7, 4)),
-    ((2, 1, 5, 7), (3, 7, 4)),
-    ((1, 5, 7), (2, 3, 7, 4)),
-    ((4, 5, 7), (4, 7, 3)),
-])
+@pytest.mark.parametrize(
+    "sa, sb",
+    [
+        ((5, 7), (7, 3)),
+        ((7,), (7, 3)),
+        ((5, 7), (7,)),
+        ((7,), (7,)),
+        ((2, 3, 5, 7), (7, 4)),
+        ((2, 1, 5, 7), (3, 7, 4)),
+        ((1, 5, 7), (2, 3, 7, 4)),
+        ((4, 5, 7), (4, 7, 3)),
+    ],
+)
 def test_matmul_matches_numpy(sa, sb, rng):
     a, b = randn(rng, sa), randn(rng, sb)
     c = matmul(cuda.to_device(a), cuda.to_device(b))
@@ -372,8 +376,11 @@ def test_torch_in_torch_out_every_layout(rng):
         pytest.skip("needs PyTorch on a GPU")
     a, b = randn(rng, (3, 70, 50)), randn(rng, (3, 50, 60))
     ta, tb = torch.from_numpy(a).cuda(), torch.from_numpy(b).cuda()
-    for x, y in [(ta, tb), (ta.transpose(1, 2).contiguous().transpose(1, 2), tb),
-                 (ta, tb.transpose(1, 2).contiguous().transpose(1, 2))]:
+    for x, y in [
+        (ta, tb),
+        (ta.transpose(1, 2).contiguous().transpose(1, 2), tb),
+        (ta, tb.transpose(1, 2).contiguous().transpose(1, 2)),
+    ]:
         c = sgemm(x, y)
         assert isinstance(c, torch.Tensor) and c.device == ta.device and c.shape == (3, 70, 60)
         assert_close(c.cpu().numpy(), ref(a, b))
@@ -392,10 +399,10 @@ def test_cupy_in_cupy_out(rng):
     assert_close(cupy.asnumpy(c), ref(a, b))
 
 
-@pytest.mark.parametrize("name, layout", [("skinny", "TN"), ("skinny_n", "NT"),
-                                          ("skinny_n", "NN")])
-@pytest.mark.parametrize("M, N, K, pitch", [(5, 12, 150, 0), (8, 8, 136, 0), (6, 10, 140, 3),
-                                            (8, 9, 136, 0)])
+@pytest.mark.parametrize("name, layout", [("skinny", "TN"), ("skinny_n", "NT"), ("skinny_n", "NN")])
+@pytest.mark.parametrize(
+    "M, N, K, pitch", [(5, 12, 150, 0), (8, 8, 136, 0), (6, 10, 140, 3), (8, 9, 136, 0)]
+)
 def test_regime_stages_layouts(name, layout, M, N, K, pitch, rng):
     """The few-rows and few-columns stages in the layouts they declare (the small operand staged
     element-wise: either storage order, with row pitches), ragged (scalar), aligned (vector) and

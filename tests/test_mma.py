@@ -1,4 +1,4 @@
-"""Tensor-core instructions (``numba_gemm.mma``): fragment ownership, ldmatrix, TF32 rounding.
+"""Tensor-core instructions (``numba_gemm.ptx.mma``): fragment ownership, ldmatrix, TF32 rounding.
 
 Each test kernel writes out the PTX ISA's fragment map itself (not through the module's helpers)
 and runs unchanged on the simulator (the plain-Python model) and on a GPU (the real instruction),
@@ -16,17 +16,28 @@ from numba import cuda, float32
 from numba.core.types import float16
 
 import numba_gemm
-from numba_gemm import mma
-from numba_gemm.reference import rel_error
+from numba_gemm.ptx import mma
+from numba_gemm.tools.reference import rel_error
 
 
 def test_tf32_round_is_round_to_nearest_ties_away():
     one = np.float32(1.0)
     ulp = np.float32(2.0**-10)  # TF32's last mantissa bit at 1.0
-    x = np.array([one + ulp / 2, one + ulp / 2 - np.float32(2.0**-23), -(one + ulp / 2),
-                  one + ulp * 1.5, np.inf, -np.inf, 3.0], dtype=np.float32)
-    want = np.array([one + ulp, one, -(one + ulp), one + 2 * ulp, np.inf, -np.inf, 3.0],
-                    dtype=np.float32)
+    x = np.array(
+        [
+            one + ulp / 2,
+            one + ulp / 2 - np.float32(2.0**-23),
+            -(one + ulp / 2),
+            one + ulp * 1.5,
+            np.inf,
+            -np.inf,
+            3.0,
+        ],
+        dtype=np.float32,
+    )
+    want = np.array(
+        [one + ulp, one, -(one + ulp), one + 2 * ulp, np.inf, -np.inf, 3.0], dtype=np.float32
+    )
     np.testing.assert_array_equal(mma.tf32_round(x), want)
     assert np.isnan(mma.tf32_round(np.float32(np.nan)))
 
@@ -36,10 +47,17 @@ def _mma_tf32_kernel(A, B, C, D):
     lane = cuda.threadIdx.x
     g, q = lane >> 2, lane & 3
     d = mma.mma_tf32(
-        mma.to_tf32(A[g, q]), mma.to_tf32(A[g + 8, q]),
-        mma.to_tf32(A[g, q + 4]), mma.to_tf32(A[g + 8, q + 4]),
-        mma.to_tf32(B[q, g]), mma.to_tf32(B[q + 4, g]),
-        C[g, 2 * q], C[g, 2 * q + 1], C[g + 8, 2 * q], C[g + 8, 2 * q + 1])
+        mma.to_tf32(A[g, q]),
+        mma.to_tf32(A[g + 8, q]),
+        mma.to_tf32(A[g, q + 4]),
+        mma.to_tf32(A[g + 8, q + 4]),
+        mma.to_tf32(B[q, g]),
+        mma.to_tf32(B[q + 4, g]),
+        C[g, 2 * q],
+        C[g, 2 * q + 1],
+        C[g + 8, 2 * q],
+        C[g + 8, 2 * q + 1],
+    )
     D[g, 2 * q], D[g, 2 * q + 1], D[g + 8, 2 * q], D[g + 8, 2 * q + 1] = d
 
 
@@ -57,10 +75,17 @@ def _mma_f16_kernel(A, B, C, D):
     g, q = lane >> 2, lane & 3
     c = 2 * q
     d = mma.mma_f16(
-        mma.pack_half2(A[g, c], A[g, c + 1]), mma.pack_half2(A[g + 8, c], A[g + 8, c + 1]),
-        mma.pack_half2(A[g, c + 8], A[g, c + 9]), mma.pack_half2(A[g + 8, c + 8], A[g + 8, c + 9]),
-        mma.pack_half2(B[c, g], B[c + 1, g]), mma.pack_half2(B[c + 8, g], B[c + 9, g]),
-        C[g, c], C[g, c + 1], C[g + 8, c], C[g + 8, c + 1])
+        mma.pack_half2(A[g, c], A[g, c + 1]),
+        mma.pack_half2(A[g + 8, c], A[g + 8, c + 1]),
+        mma.pack_half2(A[g, c + 8], A[g, c + 9]),
+        mma.pack_half2(A[g + 8, c + 8], A[g + 8, c + 9]),
+        mma.pack_half2(B[c, g], B[c + 1, g]),
+        mma.pack_half2(B[c + 8, g], B[c + 9, g]),
+        C[g, c],
+        C[g, c + 1],
+        C[g + 8, c],
+        C[g + 8, c + 1],
+    )
     D[g, c], D[g, c + 1], D[g + 8, c], D[g + 8, c + 1] = d
 
 
@@ -161,6 +186,7 @@ def _split_kernel(x, big, small, rbig, rsmall, rounded):
 
 class _FakeManager:
     """Stands in for the simulator's per-block ``BlockManager`` (what ``_warp_slot`` reads)."""
+
     _block_dim = (32, 1, 1)
 
 
@@ -212,6 +238,7 @@ def test_split_tf32_recovers_fp32(rng):
     np.testing.assert_array_equal(rounded, big)  # rounding an already-TF32 value: unchanged
     np.testing.assert_array_equal(rbig, big)
     assert np.all(rsmall == 0)
+
     def rel(y):
         return (np.abs(y - x.astype(np.float64)) / np.abs(x)).max()
 
@@ -231,7 +258,8 @@ def test_tensor_core_stage_default_tiles(name, rng):
 
 def test_3xtf32_is_fp32_accurate_and_tf32_is_not(rng):
     tf32 = numba_gemm.get_stage("tf32_mma_multistage").with_config(
-        dict(BM=32, BN=32, BK=8, WM=32, WN=32, NBUF=2, MINB=1))
+        dict(BM=32, BN=32, BK=8, WM=32, WN=32, NBUF=2, MINB=1)
+    )
     x3 = numba_gemm.get_stage("tf32x3_mma").with_config(dict(tf32.config))
     e1, _ = check_sgemm(tf32, rng, 20, 24, 16)
     e3, _ = check_sgemm(x3, rng, 20, 24, 16)
@@ -289,21 +317,33 @@ def test_hgemm_rejects_bad_input(rng):
     d_c = cuda.to_device(c)
     cases = [
         (TypeError, "a must be float16", dict(a=cuda.to_device(np.ones((8, 16), np.float32)))),
-        (ValueError, "multiples of 8", dict(a=cuda.to_device(np.ones((8, 12), h)),
-                                            b=cuda.to_device(np.ones((12, 8), h)))),
+        (
+            ValueError,
+            "multiples of 8",
+            dict(a=cuda.to_device(np.ones((8, 12), h)), b=cuda.to_device(np.ones((12, 8), h))),
+        ),
         (ValueError, "multiples of 8", dict(b=cuda.to_device(np.ones((16, 6), h)), out=None)),
         (ValueError, "inner dimensions differ", dict(b=cuda.to_device(np.ones((8, 8), h)))),
         (ValueError, "2-D and C-contiguous", dict(a=cuda.to_device(np.ones((2, 8, 16), h)))),
         (ValueError, "out_dtype must be one of", dict(out_dtype="bfloat16")),
         (ValueError, "out is float32 but out_dtype", dict(out=d_c, out_dtype="float16")),
-        (ValueError, r"C-contiguous \(8, 8\)", dict(out=cuda.to_device(np.ones((8, 9),
-                                                                                 np.float32)))),
-        (TypeError, "out must be float32 or float16",
-         dict(out=cuda.to_device(np.ones((8, 8), np.float64)))),
+        (
+            ValueError,
+            r"C-contiguous \(8, 8\)",
+            dict(out=cuda.to_device(np.ones((8, 9), np.float32))),
+        ),
+        (
+            TypeError,
+            "out must be float32 or float16",
+            dict(out=cuda.to_device(np.ones((8, 8), np.float64))),
+        ),
         (ValueError, "computes 'fp32', not compute='fp16'", dict(stage="naive")),
         (ValueError, "out overlaps a", dict(out=a.view(np.float32))),
-        (ValueError, "K == 0", dict(a=cuda.to_device(np.ones((8, 0), h)),
-                                    b=cuda.to_device(np.ones((0, 8), h)))),
+        (
+            ValueError,
+            "K == 0",
+            dict(a=cuda.to_device(np.ones((8, 0), h)), b=cuda.to_device(np.ones((0, 8), h))),
+        ),
     ]
     for error, match, kw in cases:
         args = dict(a=a, b=b, out=d_c) | kw
@@ -311,5 +351,8 @@ def test_hgemm_rejects_bad_input(rng):
             numba_gemm.hgemm(args.pop("a"), args.pop("b"), **args)
     np.testing.assert_array_equal(d_c.copy_to_host(), c)  # nothing was written
     with pytest.raises(ValueError, match="takes float16 operands: call numba_gemm.hgemm"):
-        numba_gemm.sgemm(cuda.to_device(np.ones((8, 16), np.float32)),
-                         cuda.to_device(np.ones((16, 8), np.float32)), stage="hgemm_mma")
+        numba_gemm.sgemm(
+            cuda.to_device(np.ones((8, 16), np.float32)),
+            cuda.to_device(np.ones((16, 8), np.float32)),
+            stage="hgemm_mma",
+        )

@@ -4,6 +4,7 @@ concurrent callers."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import subprocess
 import sys
@@ -19,23 +20,35 @@ from numba import cuda
 
 import numba_gemm
 from numba_gemm import api, plan_for
-from numba_gemm.devarray import operand, rows_aligned
-from numba_gemm.reference import reference_f64, rel_error
+from numba_gemm.arrays import operand, rows_aligned
+from numba_gemm.plan.geometry import Alignment
+from numba_gemm.tools.reference import reference_f64, rel_error
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_plan_is_memoized_and_says_why():
+def test_plan_is_a_record_that_says_why():
+    """A plan is decided anew by each ``plan_for`` (the API keeps one runner per request) and is
+    a frozen record: the same request gives an equal decision."""
     p = plan_for(40, 30, 20)
-    assert plan_for(40, 30, 20) is p
-    assert plan_for(40, 30, 20, stage="smem_tiling") is not p
+    q = plan_for(40, 30, 20)
+    assert (q.stage.name, dict(q.stage.config), q.variant, q.grid) == (
+        p.stage.name,
+        dict(p.stage.config),
+        p.variant,
+        p.grid,
+    )
+    assert plan_for(40, 30, 20, stage="smem_tiling").stage.name == "smem_tiling"
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        p.grid = (1, 1, 1)
     text = repr(p)
     assert p.stage.name in text and "why:" in text and p.reason in text
     assert p.grid[2] == p.split_k and len(p.block) == 3
 
 
-@pytest.mark.parametrize("ptr, cols, ok", [(0, 4, True), (16, 8, True), (4, 4, False),
-                                           (0, 6, False), (32, 1, False)])
+@pytest.mark.parametrize(
+    "ptr, cols, ok", [(0, 4, True), (16, 8, True), (4, 4, False), (0, 6, False), (32, 1, False)]
+)
 def test_alignment_rule(ptr, cols, ok):
     assert rows_aligned(ptr, cols) is ok
 
@@ -44,7 +57,7 @@ def test_plan_variant_follows_the_alignment_rule():
     """A shape whose rows cannot be 16-byte aligned gets the scalar-GMEM kernel, whatever the
     caller claims; the vector kernel only when every row of A, B and C is aligned."""
     assert plan_for(64, 64, 64, stage="multistage").variant == "vector"
-    assert plan_for(64, 64, 64, stage="multistage", aligned=False).variant == "scalar"
+    assert plan_for(64, 64, 64, stage="multistage", alignment=Alignment.NONE).variant == "scalar"
     assert plan_for(64, 62, 64, stage="multistage").variant == "scalar"  # N % 4
     assert plan_for(64, 64, 63, stage="multistage").variant == "scalar"  # K % 4
     assert plan_for(64, 62, 64, stage="smem_tiling").variant == "vector"  # no scalar variant
@@ -64,8 +77,9 @@ def test_misaligned_view_runs_the_scalar_kernel(rng):
     p = numba_gemm.explain(d_a, d_b, stage="multistage", out=d_c)
     assert p.variant == "scalar" and "not 16-byte aligned" in p.reason
     numba_gemm.sgemm(d_a, d_b, stage="multistage", out=d_c)
-    assert api._plans[(0, M, N, K, False, "multistage", None)] is p  # the plan the call ran
-    main = p.kernels()
+    ran = api._plans[(0, M, N, K, False, "multistage", None)]  # the plan the call ran
+    assert (ran.plan.stage.config, ran.plan.variant) == (p.stage.config, p.variant)
+    main = ran.kernel()
     assert getattr(main, "dispatcher", None) in (None, p.stage.scalar_kernel)  # (GPU: a cubin)
     assert rel_error(d_c.copy_to_host(), reference_f64(a, b)) <= 1e-5
 
@@ -95,7 +109,7 @@ def test_plan_for_rejects_bad_requests():
 def test_producer_streams_are_waited_for_on_the_device(monkeypatch):
     """CAI v3 producer streams: an event wait unless the stream is the launch stream or both
     are default streams (which the driver orders itself). Never a host synchronization."""
-    from numba_gemm import _driver
+    from numba_gemm.launch import driver as _driver
 
     waits = []
     monkeypatch.setattr(_driver, "wait_for", lambda p, c, ctx: waits.append((p, c, ctx)))
@@ -104,7 +118,7 @@ def test_producer_streams_are_waited_for_on_the_device(monkeypatch):
         def __init__(self, stream):
             self.stream = stream
 
-    plan = SimpleNamespace(kernels=lambda: SimpleNamespace(ctx=42))
+    plan = SimpleNamespace(kernel=lambda: SimpleNamespace(ctx=42))
     api._order_after_producers(0, plan, Op(None), Op(1), Op(2), Op(0))
     assert waits == []
     api._order_after_producers(0, plan, Op(777), Op(None))
@@ -138,8 +152,9 @@ def test_concurrent_callers_on_their_own_streams(rng):
                 a, b = randn(r, (M, K)), randn(r, (K, N))
                 d_c = cuda.to_device(np.full((M, N), np.nan, np.float32))
                 with turns:
-                    numba_gemm.sgemm(cuda.to_device(a), cuda.to_device(b), out=d_c, stream=s,
-                                     stage=stage)
+                    numba_gemm.sgemm(
+                        cuda.to_device(a), cuda.to_device(b), out=d_c, stream=s, stage=stage
+                    )
                 s.synchronize()
                 err = rel_error(d_c.copy_to_host(), reference_f64(a, b))
                 if not err <= 1e-5:
@@ -155,14 +170,22 @@ def test_concurrent_callers_on_their_own_streams(rng):
     assert not errors, errors
 
 
-def test_plans_chosen_concurrently_are_one_plan():
-    """Threads racing to plan the same new shapes all get the one memoized plan per shape."""
+def test_plans_chosen_concurrently_are_one_runner(monkeypatch):
+    """Threads racing to plan the same new shapes (``api._plan``, what a first call does) all
+    end up with the one kept runner per shape."""
+    monkeypatch.setattr(api, "_plans", {})
     got: dict = {}
     barrier = threading.Barrier(8)
 
     def worker(t):
         barrier.wait()
-        got[t] = [plan_for(100 + i, 50, 30 + i) for i in range(20)]
+        got[t] = [
+            api._kept(
+                (0, 100 + i, 50, 30 + i, True, None, None),
+                lambda i=i: api._plan(100 + i, 50, 30 + i, None, None, True, 0),
+            )
+            for i in range(20)
+        ]
 
     threads = [threading.Thread(target=worker, args=(t,)) for t in range(8)]
     for th in threads:
@@ -179,8 +202,14 @@ def test_kernel_parameter_layout_matches_numba():
     has the parameters, in size and order, that ``launch`` packs; (2) Numba's own argument
     flattening (``_Kernel._prepare_args``) gives the same values for the same array."""
     env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
-    res = subprocess.run([sys.executable, str(ROOT / "tests" / "abi_check.py")], env=env,
-                         capture_output=True, text=True, timeout=600, check=False)
+    res = subprocess.run(
+        [sys.executable, str(ROOT / "tests" / "abi_check.py")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
     assert res.returncode == 0, f"{res.stdout}\n{res.stderr}"
     assert "ABI OK" in res.stdout
 
@@ -215,19 +244,24 @@ def test_gemm_launcher_writes_numbas_kernel_abi(monkeypatch, gpus, spec):
     import ctypes
     from types import SimpleNamespace
 
-    from numba_gemm import _driver, launch
     from numba_gemm.device import DeviceInfo
+    from numba_gemm.launch import driver as _driver
+    from numba_gemm.launch import launcher as launch
 
     lay = launch._layout(spec)
     seen, ctx_calls = [], []
 
     def fake_raw(fn, gx, gy, gz, bx, by, bz, smem, stream, params, extra):
         ptrs = (ctypes.c_void_p * len(lay.sizes)).from_address(params.value)
-        vals = [ctypes.c_int64.from_address(p).value if size == 8 else
-                ctypes.c_float.from_address(p).value
-                for p, size in zip(ptrs, lay.sizes, strict=True)]
-        seen.append((fn.value, (gx, gy, gz), (bx, by, bz), smem,
-                     stream.value if stream else 0, vals))
+        vals = [
+            ctypes.c_int64.from_address(p).value
+            if size == 8
+            else ctypes.c_float.from_address(p).value
+            for p, size in zip(ptrs, lay.sizes, strict=True)
+        ]
+        seen.append(
+            (fn.value, (gx, gy, gz), (bx, by, bz), smem, stream.value if stream else 0, vals)
+        )
         return 0
 
     monkeypatch.setattr(_driver, "raw_launch", lambda: fake_raw)
@@ -240,24 +274,37 @@ def test_gemm_launcher_writes_numbas_kernel_abi(monkeypatch, gpus, spec):
     if spec == "AAAff":
         shapes = [((M, K), None), ((K, N), None), ((M, N), None)]
     else:  # a batch of 3: A transposed with pitch 40, B broadcast, C pitched
-        shapes = [((3, M, K), (4 * 40 * K, 4, 4 * 40)), ((3, K, N), (0, 4 * N, 4)),
-                  ((3, M, N), (4 * 24 * M, 4 * 24, 4))]
+        shapes = [
+            ((3, M, K), (4 * 40 * K, 4, 4 * 40)),
+            ((3, K, N), (0, 4 * N, 4)),
+            ((3, M, N), (4 * 24 * M, 4 * 24, 4)),
+        ]
     split = None
     if spec == "SSSSIff":  # split-K: a workspace and counters per stream, asked for per call
         shapes += [((1, 2 * M, N), (0, 4 * N, 4)), ((5,), None)]
-        bufs = {s: tuple(SimpleNamespace(ptr=(1 << 40) * (j + 1) + 64 * s) for j in range(2))
-                for s in (0, 99)}
+        bufs = {
+            s: tuple(SimpleNamespace(ptr=(1 << 40) * (j + 1) + 64 * s) for j in range(2))
+            for s in (0, 99)
+        }
         split = bufs.__getitem__
     fixed = [SimpleNamespace(ptr=0, shape=sh, strides=st) for sh, st in shapes]
     run = launch.gemm_launcher(k, spec, fixed, (1, 2, 1), (128, 1, 1), split)
     for i, (alpha, beta, stream) in enumerate([(0.5, 2.0, 0), (1.0, 0.0, 99)]):
-        A, B, C = (SimpleNamespace(ptr=(1 << 36) * (j + 1) + 4096 * i, shape=sh, strides=st)
-                   for j, (sh, st) in enumerate(shapes[:3]))
+        A, B, C = (
+            SimpleNamespace(ptr=(1 << 36) * (j + 1) + 4096 * i, shape=sh, strides=st)
+            for j, (sh, st) in enumerate(shapes[:3])
+        )
         run(A.ptr, B.ptr, C.ptr, alpha, beta, stream)
         fn, grid, block, smem, s, vals = seen[-1]
         assert (fn, grid, block, smem, s) == (1234, (1, 2, 1), (128, 1, 1), 4096, stream)
-        rest = [SimpleNamespace(ptr=b.ptr, shape=sh, strides=st)
-                for b, (sh, st) in zip(split(stream), shapes[3:], strict=True)] if split else []
+        rest = (
+            [
+                SimpleNamespace(ptr=b.ptr, shape=sh, strides=st)
+                for b, (sh, st) in zip(split(stream), shapes[3:], strict=True)
+            ]
+            if split
+            else []
+        )
         assert vals == launch.array_fields((A, B, C, *rest), lay.itemsizes) + [alpha, beta]
     # one GPU: the kernel's context is made current once per thread; two: switched and back
     assert ctx_calls == ([77] if gpus == 1 else [77, 55, 77, 55])
@@ -305,17 +352,18 @@ def test_split_buffers_follow_a_growing_workspace(monkeypatch):
     stream grows the workspace, the memo is dropped (it would point into the replaced buffer)."""
     from helpers import SKINNY_SIM_CONFIG
 
-    from numba_gemm.kernels import _splitk
+    from numba_gemm.launch import workspace
+    from numba_gemm.launch.launcher import runner
 
-    monkeypatch.setattr(_splitk, "_workspaces", {})
-    monkeypatch.setattr(_splitk, "generation", _splitk.generation + 1)
+    monkeypatch.setattr(workspace, "_split", {})
+    monkeypatch.setattr(workspace, "generation", workspace.generation + 1)
     st = numba_gemm.get_stage("skinny").with_config(dict(SKINNY_SIM_CONFIG, SPLITK=2))
-    small, big = plan_for(9, 40, 64, stage=st), plan_for(9, 40_000, 64, stage=st)
+    small, big = (runner(plan_for(9, 40, 64, stage=st)), runner(plan_for(9, 40_000, 64, stage=st)))
     W0, L0 = small._buffers(0)
     assert small._buffers(0)[0] is W0  # memoized
     big._buffers(0)  # grows this stream's workspace
     W1, L1 = small._buffers(0)
-    wbuf, lbuf = _splitk._workspaces[(0, *_splitk.stream_key(0))][:2]
+    wbuf, lbuf = workspace._split[(0, *workspace.stream_key(0))][:2]
     assert W1.ptr == operand(wbuf).ptr != W0.ptr
     assert L1.ptr == operand(lbuf).ptr
     assert W1.shape == W0.shape  # the small plan's own view of the larger buffer

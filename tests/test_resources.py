@@ -3,6 +3,7 @@ spills or touches local memory; the vectorized stages really use 128-bit instruc
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import subprocess
@@ -12,7 +13,7 @@ import pytest
 
 import numba_gemm
 from numba_gemm import STAGES
-from numba_gemm.resources import occupancy_sm90
+from numba_gemm.tools.resources import occupancy_sm90
 
 FIRST_REGISTER_TILED = [s.name for s in STAGES].index("blocktiling_1d")
 #: One xdist worker runs this module (``make test``: ``--dist loadgroup``), so the report below
@@ -22,15 +23,28 @@ pytestmark = pytest.mark.xdist_group("resources")
 
 @pytest.fixture(scope="module")
 def report(tmp_path_factory):
-    """``python -m numba_gemm.resources --json`` run once, with the simulator off."""
-    out = tmp_path_factory.mktemp("resources") / "report.json"
-    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
-    res = subprocess.run(
-        [sys.executable, "-m", "numba_gemm.resources", "--json", str(out)],
-        env=env, capture_output=True, text=True, timeout=900, check=False,
-    )
-    assert res.returncode == 0, f"resource report failed:\n{res.stdout}\n{res.stderr}"
-    print(res.stdout)
+    """``python -m numba_gemm.tools.resources --json`` run once per test run, with the simulator
+    off: the first xdist worker to get here writes it into the run's shared temporary folder
+    under a file lock, any other one waits and reads it (every stage compiled for sm_90 and
+    ptxas run on it: minutes on a CI core)."""
+    shared = tmp_path_factory.getbasetemp().parent  # one folder for all the run's workers
+    out = shared / "resources-report.json"
+    with open(shared / "resources-report.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not out.exists():
+            env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+            part = out.with_suffix(".part")
+            res = subprocess.run(
+                [sys.executable, "-m", "numba_gemm.tools.resources", "--json", str(part)],
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=900,
+                check=False,
+            )
+            assert res.returncode == 0, f"resource report failed:\n{res.stdout}\n{res.stderr}"
+            print(res.stdout)
+            part.rename(out)
     return {(r["stage"], r["variant"]): r for r in json.loads(out.read_text())}
 
 
@@ -54,8 +68,14 @@ def test_no_spills_or_local_memory(report, stage):
         assert r["ptx_local"] == 0, f"{name}/{variant} has ld/st.local in its PTX"
 
 
-@pytest.mark.parametrize("stage", [s.name for s in STAGES  # tensor-core stages: cp.async, ldmatrix
-                                   if s.scalar_kernel is not None and s.precision == "fp32"])
+@pytest.mark.parametrize(
+    "stage",
+    [
+        s.name
+        for s in STAGES  # tensor-core stages: cp.async, ldmatrix
+        if s.scalar_kernel is not None and s.precision == "fp32"
+    ],
+)
 def test_vector_stages_emit_128bit_accesses(report, stage):
     vec, scalar = report[(stage, "vector")], report[(stage, "scalar")]
     assert vec["ptx_ld_global_v4"] >= 2, "A and B tiles must be loaded with ld.global.v4.f32"
@@ -103,17 +123,23 @@ def test_skinny_n_blocks_of_512_threads_launch():
     scalar variant, and could not launch)."""
     code = """
 import dataclasses, json, numba_gemm
-from numba_gemm import resources
+from numba_gemm.tools import resources
 st = numba_gemm.get_stage("skinny_n").with_config(
-    dict(NB=16, RW=4, NT=512, KC=128, SPLITK=2, MINB=0))
+    dict(NB=16, RW=4, THREADS=512, KC=128, SPLITK=2, MINB=0))
 print(json.dumps([dataclasses.asdict(resources.kernel_resources(st, st.kernel_for(v, lay), v, lay))
                   for v in ("vector", "scalar") for lay in ("NN", "NT")]
                  + [dataclasses.asdict(resources.kernel_resources(
                      st, st.kernel_for("vector_loads", "NT"), "vector_loads", "NT"))]))
 """
     env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
-    res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                         timeout=900, check=False)
+    res = subprocess.run(
+        [sys.executable, "-c", code],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
     assert res.returncode == 0, res.stderr
     reports = json.loads(res.stdout.strip().splitlines()[-1])
     assert len(reports) == 5
@@ -128,15 +154,21 @@ def test_vector_loads_variant_loads_128_bits_and_stores_32():
     occupancy)."""
     code = """
 import dataclasses, json, numba_gemm
-from numba_gemm import resources
+from numba_gemm.tools import resources
 def report(st, v):
     return dataclasses.asdict(resources.kernel_resources(st, st.kernel_for(v, "NT"), v, "NT"))
 print(json.dumps([report(st, v) for st in map(numba_gemm.get_stage, ("double_buffering", "skinny"))
                   for v in ("vector_loads", "scalar")]))
 """
     env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
-    res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                         timeout=900, check=False)
+    res = subprocess.run(
+        [sys.executable, "-c", code],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
     assert res.returncode == 0, res.stderr
     reports = json.loads(res.stdout.strip().splitlines()[-1])
     for loads, scalar in (reports[:2], reports[2:]):

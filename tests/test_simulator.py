@@ -1,4 +1,4 @@
-"""The repaired CUDA simulator (``numba_gemm._simulator``): block barriers with the simulator's
+"""The repaired CUDA simulator (``numba_gemm.ptx.simulator``): block barriers with the simulator's
 semantics (early-exiting threads no longer counted, the first exception raised at the launch,
 no hang), and one SMEM array per ``cuda.shared.array`` line for the whole block; and the
 package's simulator models of 128-bit accesses, which check alignment as a GPU does."""
@@ -71,7 +71,7 @@ def _launch(kernel, grid, args, timeout=60.0):
 def test_installed():
     from numba.cuda.simulator import kernel, kernelapi
 
-    from numba_gemm import _simulator
+    from numba_gemm.ptx import simulator as _simulator
 
     assert kernel.BlockManager.run is _simulator._run_block
     assert kernel.BlockThread.syncthreads is _simulator._syncthreads
@@ -105,8 +105,8 @@ def test_vector_accesses_check_alignment_on_gmem():
     """A 128-bit load, store or 16-byte cp.async of device memory at an address that is not a
     multiple of 16 bytes fails as on a GPU (a plan that runs a vector variant on unaligned rows
     must not pass on the CPU); SMEM tiles are not checked."""
-    from numba_gemm.cpasync import copy_async
-    from numba_gemm.vecmem import load4, store4
+    from numba_gemm.ptx.cpasync import copy_async
+    from numba_gemm.ptx.vecmem import load4, store4
 
     pitched = cuda.to_device(np.zeros((3, 70), np.float32))  # rows 280 bytes apart
     assert load4(pitched, 0, 4) == (0, 0, 0, 0)

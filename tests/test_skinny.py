@@ -12,34 +12,35 @@ from helpers import check_sgemm
 
 import numba_gemm
 from numba_gemm.kernels import k15_skinny, k16_skinny_n
-from numba_gemm.plan import split_options
+from numba_gemm.plan.cost import split_options
 
 CASES = [
-    (dict(MT=1, BN=8, NT=32, KC=32, SPLITK=2, MINB=0, NBUF=0), (3, 9, 70)),  # 3 row blocks
-    (dict(MT=2, BN=8, NT=32, KC=16, SPLITK=2, MINB=0, NBUF=0), (2, 13, 21)),
+    (dict(MT=1, BN=8, THREADS=32, KC=32, SPLITK=2, MINB=0, NBUF=0), (3, 9, 70)),  # 3 row blocks
+    (dict(MT=2, BN=8, THREADS=32, KC=16, SPLITK=2, MINB=0, NBUF=0), (2, 13, 21)),
     # N ragged: scalar loads
-    (dict(MT=4, BN=16, NT=32, KC=8, SPLITK=1, MINB=0, NBUF=0), (3, 37, 29)),
-    (dict(MT=8, BN=16, NT=32, KC=8, SPLITK=3, MINB=0, NBUF=0), (9, 40, 50)),
+    (dict(MT=4, BN=16, THREADS=32, KC=8, SPLITK=1, MINB=0, NBUF=0), (3, 37, 29)),
+    (dict(MT=8, BN=16, THREADS=32, KC=8, SPLITK=3, MINB=0, NBUF=0), (9, 40, 50)),
     # 3 super-chunks of A; then K in two levels of slices (5 + 5 + 5 + 3)
-    (dict(MT=16, BN=16, NT=32, KC=16, SPLITK=1, MINB=0, NBUF=0), (5, 16, 600)),
-    (dict(MT=2, BN=8, NT=32, KC=16, SPLITK=18, MINB=0, NBUF=0), (3, 12, 150)),
+    (dict(MT=16, BN=16, THREADS=32, KC=16, SPLITK=1, MINB=0, NBUF=0), (5, 16, 600)),
+    (dict(MT=2, BN=8, THREADS=32, KC=16, SPLITK=18, MINB=0, NBUF=0), (3, 12, 150)),
     # a GEMV's B chunk loaded before A is staged: 2 super-chunks of A (4096 + 54), ragged N
-    (dict(MT=1, BN=4, NT=32, KC=32, SPLITK=1, MINB=0, NBUF=0), (2, 5, 4150)),
+    (dict(MT=1, BN=4, THREADS=32, KC=32, SPLITK=1, MINB=0, NBUF=0), (2, 5, 4150)),
     # 2-8 rows, chunks in two halves (the next half's loads before this half's FMAs): 3
     # super-chunks of A (512 + 512 + 76, the last chunk ragged), ragged N; then 128-bit loads
-    (dict(MT=8, BN=16, NT=32, KC=16, SPLITK=1, MINB=0, NBUF=0), (6, 21, 1100)),
-    (dict(MT=4, BN=16, NT=32, KC=32, SPLITK=2, MINB=0, NBUF=0), (4, 40, 600)),
+    (dict(MT=8, BN=16, THREADS=32, KC=16, SPLITK=1, MINB=0, NBUF=0), (6, 21, 1100)),
+    (dict(MT=4, BN=16, THREADS=32, KC=32, SPLITK=2, MINB=0, NBUF=0), (4, 40, 600)),
     # B through a ring of NBUF chunks in SMEM (cp.async): 69 chunks round a ring of 3 over 3
     # super-chunks of A, ragged N (4-byte copies); 128-bit copies into a ring of 2 over two
     # slices; a ring of 4 deeper than each slice (3 + 3 + 1 chunks: empty groups), 3 row blocks
-    (dict(MT=8, BN=16, NT=32, KC=16, SPLITK=1, MINB=0, NBUF=3), (6, 21, 1100)),
-    (dict(MT=4, BN=16, NT=32, KC=32, SPLITK=2, MINB=0, NBUF=2), (4, 40, 600)),
-    (dict(MT=1, BN=8, NT=32, KC=16, SPLITK=3, MINB=0, NBUF=4), (3, 12, 100)),
+    (dict(MT=8, BN=16, THREADS=32, KC=16, SPLITK=1, MINB=0, NBUF=3), (6, 21, 1100)),
+    (dict(MT=4, BN=16, THREADS=32, KC=32, SPLITK=2, MINB=0, NBUF=2), (4, 40, 600)),
+    (dict(MT=1, BN=8, THREADS=32, KC=16, SPLITK=3, MINB=0, NBUF=4), (3, 12, 100)),
 ]
 
 
-@pytest.mark.parametrize("cfg, shape", CASES,
-                         ids=[f"MT{c['MT']}-S{c['SPLITK']}-NBUF{c['NBUF']}" for c, _ in CASES])
+@pytest.mark.parametrize(
+    "cfg, shape", CASES, ids=[f"MT{c['MT']}-S{c['SPLITK']}-NBUF{c['NBUF']}" for c, _ in CASES]
+)
 @pytest.mark.parametrize("beta", [0.0, 0.5])
 def test_skinny_configs(cfg, shape, beta, rng):
     stage = numba_gemm.get_stage("skinny").with_config(cfg)
@@ -49,10 +50,14 @@ def test_skinny_configs(cfg, shape, beta, rng):
 
 def test_skinny_rejects_bad_configs():
     st = numba_gemm.get_stage("skinny")
-    for change, msg in [(dict(MT=3), "MT must be"), (dict(KC=20), "multiple of the k-group"),
-                        (dict(SPLITK=65), "SPLITK"), (dict(BM=64), "unknown"),
-                        (dict(NBUF=1), "NBUF must be"),
-                        (dict(BN=256, NT=256, KC=64, NBUF=4), "bytes of SMEM")]:
+    for change, msg in [
+        (dict(MT=3), "MT must be"),
+        (dict(KC=20), "multiple of the k-group"),
+        (dict(SPLITK=65), "SPLITK"),
+        (dict(BM=64), "unknown"),
+        (dict(NBUF=1), "NBUF must be"),
+        (dict(BN=256, THREADS=256, KC=64, NBUF=4), "bytes of SMEM"),
+    ]:
         with pytest.raises(ValueError, match=msg):
             st.with_config(dict(st.config, **change))
     assert not k15_skinny.supports(k15_skinny.MAX_M + 1, 8, 8)
@@ -63,7 +68,7 @@ def test_skinny_b_transposed_needs_registers_and_steps_of_four():
     """B stored transposed (layouts NT, TT) only with B in registers and KC / KG a multiple of 4:
     a ring configuration and one with two loads per chunk serve B row-major only, and asking
     for their transposed kernel says which layouts they serve."""
-    base = dict(MT=8, BN=16, NT=32, KC=32, SPLITK=1, MINB=0)
+    base = dict(MT=8, BN=16, THREADS=32, KC=32, SPLITK=1, MINB=0)
     assert k15_skinny.make_stage(dict(base, NBUF=0)).layouts == k15_skinny.LAYOUTS
     for cfg in (dict(base, NBUF=3), dict(base, KC=16, NBUF=0)):  # a ring; KC / KG = 2
         st = k15_skinny.make_stage(cfg)
@@ -77,29 +82,34 @@ def test_split_options_only_for_idle_sms():
     never below MIN_SLICE_TILES K steps per slice or past one block per SM (``per_sm``: the
     sweep's, up to the candidate's occupancy)."""
     cfg = dict(BM=128, BN=128, BK=16, SPLITK=1)
-    cand = dict(config=cfg, blocks_per_sm=2)
+    cand = dict(stage="double_buffering", config=cfg, blocks_per_sm=2)
     assert split_options(cand, 4096, 4096, 4096, sms=132) == (1,)  # 1024 tiles: full
     assert split_options(cand, 256, 256, 65536, sms=132) == (1, 2, 4, 8, 16, 32)  # 4 tiles
     assert split_options(cand, 256, 256, 65536, sms=132, per_sm=2)[-1] == 64  # 2 blocks an SM
     assert split_options(cand, 256, 256, 512, sms=132) == (1, 2, 4)  # slices >= 8 x BK deep
-    assert split_options(dict(cand, config=dict(cfg, SPLITK=4)), 1024, 1024, 16384,
-                         sms=132) == (4,)  # 64 tiles x 4: more than half the SMs busy
+    assert split_options(dict(cand, config=dict(cfg, SPLITK=4)), 1024, 1024, 16384, sms=132) == (
+        4,
+    )  # 64 tiles x 4: more than half the SMs busy
 
 
 # --- stage 16, skinny N: the transpose (few columns of B, A streamed along K)
 
 CASES_N = [
-    (dict(NB=4, RW=1, NT=32, KC=128, SPLITK=1, MINB=0), (3, 5, 200)),  # 2 column blocks of 4
-    (dict(NB=4, RW=2, NT=64, KC=128, SPLITK=2, MINB=0), (9, 4, 300)),  # 3 chunks over 2 slices
-    (dict(NB=8, RW=4, NT=64, KC=128, SPLITK=3, MINB=0), (5, 12, 260)),  # N ragged: scalar loads
-    (dict(NB=16, RW=2, NT=128, KC=256, SPLITK=1, MINB=0), (7, 16, 132)),  # 32 sums per lane
-    (dict(NB=16, RW=4, NT=64, KC=128, SPLITK=1, MINB=0), (4, 16, 64)),  # 64 sums, 2 per lane
-    (dict(NB=4, RW=1, NT=64, KC=128, SPLITK=18, MINB=0), (3, 8, 2304)),  # 2 levels: 5+5+5+3
+    (dict(NB=4, RW=1, THREADS=32, KC=128, SPLITK=1, MINB=0), (3, 5, 200)),  # 2 column blocks of 4
+    (dict(NB=4, RW=2, THREADS=64, KC=128, SPLITK=2, MINB=0), (9, 4, 300)),  # 3 chunks over 2 slices
+    (
+        dict(NB=8, RW=4, THREADS=64, KC=128, SPLITK=3, MINB=0),
+        (5, 12, 260),
+    ),  # N ragged: scalar loads
+    (dict(NB=16, RW=2, THREADS=128, KC=256, SPLITK=1, MINB=0), (7, 16, 132)),  # 32 sums per lane
+    (dict(NB=16, RW=4, THREADS=64, KC=128, SPLITK=1, MINB=0), (4, 16, 64)),  # 64 sums, 2 per lane
+    (dict(NB=4, RW=1, THREADS=64, KC=128, SPLITK=18, MINB=0), (3, 8, 2304)),  # 2 levels: 5+5+5+3
 ]
 
 
-@pytest.mark.parametrize("cfg, shape", CASES_N,
-                         ids=[f"NB{c['NB']}-RW{c['RW']}-S{c['SPLITK']}" for c, _ in CASES_N])
+@pytest.mark.parametrize(
+    "cfg, shape", CASES_N, ids=[f"NB{c['NB']}-RW{c['RW']}-S{c['SPLITK']}" for c, _ in CASES_N]
+)
 @pytest.mark.parametrize("beta", [0.0, 0.5])
 def test_skinny_n_configs(cfg, shape, beta, rng):
     stage = numba_gemm.get_stage("skinny_n").with_config(cfg)
@@ -136,17 +146,22 @@ def test_skinny_n_lane_map_sums_every_value_once(V):
         first, count, owner = k16_skinny_n.lane_sums_owned(V, lane)
         assert count == max(V // 32, 1)
         if owner:
-            seen[first:first + count] += 1
-            assert (v[lane, :count] == vals[:, first:first + count].sum(axis=0)).all()
+            seen[first : first + count] += 1
+            assert (v[lane, :count] == vals[:, first : first + count].sum(axis=0)).all()
     assert (seen == 1).all(), seen
 
 
 def test_skinny_n_rejects_bad_configs():
     st = numba_gemm.get_stage("skinny_n")
-    for change, msg in [(dict(NB=2), "NB must be"), (dict(KC=192), "multiple of 128"),
-                        (dict(RW=8, NB=16), "64 partial sums"), (dict(RW=4, KC=512), "8 loads"),
-                        (dict(NT=64, KC=512), "8 float4s of the B tile"),
-                        (dict(SPLITK=65), "SPLITK"), (dict(BM=64), "unknown")]:
+    for change, msg in [
+        (dict(NB=2), "NB must be"),
+        (dict(KC=192), "multiple of 128"),
+        (dict(RW=8, NB=16), "64 partial sums"),
+        (dict(RW=4, KC=512), "8 loads"),
+        (dict(THREADS=64, KC=512), "8 float4s of the B tile"),
+        (dict(SPLITK=65), "SPLITK"),
+        (dict(BM=64), "unknown"),
+    ]:
         with pytest.raises(ValueError, match=msg):
             st.with_config(dict(st.config, **change))
     assert not k16_skinny_n.supports(8, k16_skinny_n.MAX_N + 1, 8)

@@ -9,8 +9,9 @@ from helpers import check_sgemm, randn, sim_sized
 from numba import cuda
 
 import numba_gemm
-from numba_gemm import STAGES, tuning
+from numba_gemm import STAGES
 from numba_gemm.kernels import k15_skinny, k16_skinny_n
+from numba_gemm.plan import tuning
 
 stage_ids = [s.name for s in STAGES]
 #: Stages that take a bounded number of rows or columns.
@@ -88,7 +89,7 @@ def _committed_configs():
         for entry in tuning.load(path)["gpus"].values():
             for classes in entry["classes"].values():
                 for name, res in classes.items():
-                    for c in tuning.candidates(res):
+                    for c in tuning.candidates(res, name):
                         add(name, c["config"])
             for rec in entry.get("shapes", []):  # the measured shapes' candidates
                 for c in rec["candidates"]:
@@ -114,8 +115,9 @@ def _sim_shapes(name, config):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name, config", COMMITTED,
-                         ids=[f"{n}-{i}" for i, (n, _) in enumerate(COMMITTED)])
+@pytest.mark.parametrize(
+    "name, config", COMMITTED, ids=[f"{n}-{i}" for i, (n, _) in enumerate(COMMITTED)]
+)
 def test_committed_tuned_configs_run(name, config, rng):
     """The configurations sgemm picks on the GPU they were tuned on (their tile structure:
     :func:`_structure`), run here on a ragged shape and on a shape with aligned rows (vector and
@@ -133,7 +135,7 @@ def test_stage_4096_matches_cublas(stage, rng):
     """Acceptance check on a GPU: 4096^3 against CuPy's cuBLAS SGEMM (TF32 off; for an FP16
     stage, SGEMM of the same FP16 values)."""
     cp = pytest.importorskip("cupy", reason="CuPy (cuBLAS) is needed for this check")
-    from numba_gemm.reference import rel_error
+    from numba_gemm.tools.reference import rel_error
 
     m = n = k = 4096
     if not stage.supports(m, n, k):  # the skinny stages: a few rows, or a few columns

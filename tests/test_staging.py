@@ -1,4 +1,4 @@
-"""Aligned staging (``numba_gemm.staging``): unaligned products on the vector kernels between
+"""Aligned staging (``numba_gemm.plan.staging``): unaligned products on the vector kernels between
 zero-filling copies. The copy kernel and the staged plan run on the simulator with small ragged
 shapes; the choice is checked offline against the committed H200 data."""
 
@@ -6,16 +6,20 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from helpers import randn
+from helpers import randn, transposed_on_device
 from numba import cuda
 
 import numba_gemm
-from numba_gemm import plan_for, staging
-from numba_gemm.devarray import operand
+from numba_gemm import plan_for
+from numba_gemm.arrays import operand
 from numba_gemm.kernels import _pad
-from numba_gemm.launch import strided_array
-from numba_gemm.plan import Geometry
-from numba_gemm.reference import reference_f64, rel_error
+from numba_gemm.launch import launcher, workspace
+from numba_gemm.launch.launcher import runner, strided_array
+from numba_gemm.plan import choose, staging
+from numba_gemm.plan.geometry import Alignment, Geometry
+from numba_gemm.tools.reference import reference_f64, rel_error
+
+NONE = Alignment.NONE
 
 #: A small double_buffering tile (64 threads) with two K slices: the inner plan then also uses
 #: split-K's workspace, beside the staging one.
@@ -25,9 +29,11 @@ SMALL = dict(BM=32, BN=32, BK=8, WM=16, WN=32, WNITER=1, TM=4, TN=4, MINB=0, SPL
 def _copy(dst, src):
     """``copy_padded`` on the Numba dispatcher over 2-D arrays (any pitch)."""
     d, s = operand(dst), operand(src)
-    as3 = [strided_array(type(x)(x.obj, x.ptr, (1, *x.shape), (0, *x.strides), x.dtype,
-                                 x.device)) for x in (d, s)]
-    grid = staging._grid(d)
+    as3 = [
+        strided_array(type(x)(x.obj, x.ptr, (1, *x.shape), (0, *x.strides), x.dtype, x.device))
+        for x in (d, s)
+    ]
+    grid = launcher._pad_grid(d)
     _pad.copy_padded[grid, (_pad.BLOCK, 1, 1)](*as3)
     cuda.synchronize()
 
@@ -56,8 +62,9 @@ def test_copy_walks_rows_past_the_grid(rng, monkeypatch):
     assert not got[:, 3].any()
 
 
-@pytest.mark.parametrize("M, N, K", [(19, 13, 11), (19, 12, 11), (19, 13, 12)],
-                         ids=["K-and-N", "K", "N"])
+@pytest.mark.parametrize(
+    "M, N, K", [(19, 13, 11), (19, 12, 11), (19, 13, 12)], ids=["K-and-N", "K", "N"]
+)
 def test_staging_for_pads_what_the_shape_needs(M, N, K):
     s = staging.staging_for(M, N, K)
     assert (s.K4, s.N4) == (staging.round4(K), staging.round4(N))
@@ -68,21 +75,28 @@ def test_staging_for_pads_what_the_shape_needs(M, N, K):
 def _staged(M, N, K, layout="NN"):
     st = numba_gemm.get_stage("double_buffering").with_config(SMALL)
     s = staging.staging_for(M, N, K)
-    inner = plan_for(M, s.N4, s.K4, stage=st, aligned=True,
-                     geometry=Geometry.dense(M, s.N4, s.K4, layout))
+    inner = plan_for(M, s.N4, s.K4, stage=st, geometry=Geometry.dense(M, s.N4, s.K4, layout))
     assert inner.variant == "vector"
-    return staging.StagedPlan(M, N, K, inner, s, scalar_ms=1.0)
+    return choose.staged_plan(M, N, K, s, inner, scalar_ms=1.0)
 
 
 def _b_on_device(b, layout):
     """B (K, N) on the GPU, stored as ``layout`` says (NT: the transpose of a row-major W)."""
-    return cuda.to_device(np.ascontiguousarray(b.T)).T if layout[1] == "T" else cuda.to_device(b)
+    return transposed_on_device(b) if layout[1] == "T" else cuda.to_device(b)
 
 
-@pytest.mark.parametrize("M, N, K, beta, layout", [
-    (37, 45, 21, 0.0, "NN"), (33, 36, 23, 0.5, "NN"), (35, 43, 24, -1.0, "NN"),
-    (37, 45, 21, 0.0, "NT"), (33, 36, 23, 0.5, "NT"), (35, 43, 24, -1.0, "NT")],
-    ids=["K-and-N", "K-beta", "N-beta", "NT-K-and-N", "NT-K-beta", "NT-N-beta"])
+@pytest.mark.parametrize(
+    "M, N, K, beta, layout",
+    [
+        (37, 45, 21, 0.0, "NN"),
+        (33, 36, 23, 0.5, "NN"),
+        (35, 43, 24, -1.0, "NN"),
+        (37, 45, 21, 0.0, "NT"),
+        (33, 36, 23, 0.5, "NT"),
+        (35, 43, 24, -1.0, "NT"),
+    ],
+    ids=["K-and-N", "K-beta", "N-beta", "NT-K-and-N", "NT-K-beta", "NT-N-beta"],
+)
 def test_staged_plan_matches_reference(M, N, K, beta, layout, rng):
     """The staged product against float64, out in the middle of a buffer whose other elements
     must stay as they were; NaN in C is not read when beta == 0. B stored transposed (NT) is
@@ -97,8 +111,9 @@ def test_staged_plan_matches_reference(M, N, K, beta, layout, rng):
     guard[4:-4] = c0.ravel()
     buf = cuda.to_device(guard)
     d_c = buf[4:-4].reshape(M, N)  # 16-byte offset: C's base stays aligned
-    p.run(operand(cuda.to_device(a)), operand(_b_on_device(b, layout)), operand(d_c), 1.5, beta,
-          0)
+    runner(p).run(
+        operand(cuda.to_device(a)), operand(_b_on_device(b, layout)), operand(d_c), 1.5, beta, 0
+    )
     cuda.synchronize()
     got = buf.copy_to_host()
     assert (got[:4] == 7).all() and (got[-4:] == 7).all(), "wrote outside C"
@@ -125,15 +140,19 @@ def test_staged_plan_copies_a_misaligned_view(rng):
     M, N, K = 20, 24, 16
     p = _staged(M, N, K)
     assert p.staging[:3] == (False, False, False)  # the shape forces nothing
-    assert p.copy_ms == pytest.approx(staging.copy_ms(  # but all three are priced
-        M, N, K, staging.Staging(True, True, True, K, N)))
+    assert p.copy_ms == pytest.approx(
+        staging.copy_ms(  # but all three are priced
+            M, N, K, staging.Staging(True, True, True, K, N)
+        )
+    )
     a, b = randn(rng, (M, K)), randn(rng, (K, N))
     d_a = cuda.to_device(np.concatenate([[np.float32(3)], a.ravel()]))[1:].reshape(M, K)
     assert operand(d_a).ptr & 15
     d_c = cuda.to_device(np.full((M, N), np.nan, dtype=np.float32))
-    p.kernels()
-    p._copy = counted = _Counting(p._copy)
-    p.run(operand(d_a), operand(cuda.to_device(b)), operand(d_c), 1.0, 0.0, 0)
+    r = runner(p)
+    r.kernel()
+    r._copy = counted = _Counting(r._copy)
+    r.run(operand(d_a), operand(cuda.to_device(b)), operand(d_c), 1.0, 0.0, 0)
     assert counted.sources == [operand(d_a).ptr]  # one copy, of A; the product went into C
     assert rel_error(d_c.copy_to_host(), reference_f64(a, b)) <= p.stage.rtol
 
@@ -145,12 +164,14 @@ def test_sgemm_runs_a_staged_plan(layout, rng, monkeypatch):
     transposed too (``x @ W.T``)."""
     M, N, K = 21, 30, 19
     staged = _staged(M, N, K, layout)
-    monkeypatch.setattr(staging, "consider", lambda *a: staged)
-    monkeypatch.setattr(numba_gemm.plan, "_plans", {})
+    monkeypatch.setattr(choose, "_staged", lambda *a: staged)
     monkeypatch.setattr(numba_gemm.api, "_plans", {})
-    # consider() is asked only when the scalar plan has a prediction: give it one
-    monkeypatch.setattr(numba_gemm.plan, "_choose",
-                        lambda g, stage, aligned, dev, compute="fp32": (staged.stage, 1.0, "test"))
+    # staging is considered only when the scalar plan has a prediction: give it one
+    monkeypatch.setattr(
+        choose,
+        "_choose",
+        lambda g, stage, aligned, dev, compute="fp32": (staged.stage, 1.0, "test"),
+    )
     a, b = randn(rng, (M, K)), randn(rng, (K, N))
     d_a, d_b = cuda.to_device(a), _b_on_device(b, layout)
     assert numba_gemm.explain(d_a, d_b) is staged
@@ -176,26 +197,24 @@ def test_h200_stages_large_ragged_products_only(fake_gpu):
     no aligned measurement near are not."""
     dev = fake_gpu("NVIDIA H200", (9, 0))
     for n in (4095, 4097):
-        p = plan_for(n, n, n, aligned=False, device=dev)
-        assert isinstance(p, staging.StagedPlan), repr(p)
-        scalar = plan_for(n, n, n, stage=p.stage.name, aligned=False, device=dev)
-        assert scalar.variant == "scalar" and not isinstance(scalar, staging.StagedPlan)
+        p = plan_for(n, n, n, alignment=NONE, device=dev)
+        assert p.staging is not None, repr(p)
+        scalar = plan_for(n, n, n, stage=p.stage.name, alignment=NONE, device=dev)
+        assert scalar.variant == "scalar" and scalar.staging is None
         assert p.variant == "vector" and p.inner.variant == "vector"
         assert (p.inner.M, p.inner.N, p.inner.K) == (n, staging.round4(n), staging.round4(n))
         assert p.predicted_ms == pytest.approx(p.inner.predicted_ms + p.copy_ms)
         assert p.copy_ms > 0.05  # 3 x 67 MB read and written
-    assert not isinstance(plan_for(16, 50257, 768, aligned=False, device=dev),
-                          staging.StagedPlan)
-    assert not isinstance(plan_for(999, 1001, 1000, aligned=False, device=dev),
-                          staging.StagedPlan)
+    assert plan_for(16, 50257, 768, alignment=NONE, device=dev).staging is None
+    assert plan_for(999, 1001, 1000, alignment=NONE, device=dev).staging is None
     # x @ W.T: staged too, W padded in its own storage and the inner plan of that layout; A
     # stored transposed is not (its rows would need M padded)
     for n in (4095, 4097):
-        nt = plan_for(n, n, n, aligned=False, device=dev, geometry=Geometry.dense(n, n, n, "NT"))
-        assert isinstance(nt, staging.StagedPlan), repr(nt)
+        nt = plan_for(n, n, n, alignment=NONE, device=dev, geometry=Geometry.dense(n, n, n, "NT"))
+        assert nt.staging is not None, repr(nt)
         assert nt.inner.geometry == Geometry.dense(n, staging.round4(n), staging.round4(n), "NT")
-        tn = plan_for(n, n, n, aligned=False, device=dev, geometry=Geometry.dense(n, n, n, "TN"))
-        assert not isinstance(tn, staging.StagedPlan)
+        tn = plan_for(n, n, n, alignment=NONE, device=dev, geometry=Geometry.dense(n, n, n, "TN"))
+        assert tn.staging is None
 
 
 def test_copy_cost_counts_each_staged_operand():
@@ -210,19 +229,20 @@ def test_staging_workspace_grows_between_plans(rng, monkeypatch):
     """A small staged product, a larger one on the same stream (the workspace is replaced by a
     larger buffer), then the small one again: each result right, the small plan's views now in
     the new buffer."""
-    monkeypatch.setattr(staging, "_workspaces", {})
+    monkeypatch.setattr(workspace, "_staging", {})
     small, big = _staged(9, 13, 11), _staged(40, 45, 23)
 
     def run(p):
         a, b = randn(rng, (p.M, p.K)), randn(rng, (p.K, p.N))
         d_c = cuda.to_device(np.full((p.M, p.N), np.nan, dtype=np.float32))
-        p.run(operand(cuda.to_device(a)), operand(cuda.to_device(b)), operand(d_c), 1.0, 0.0,
-              0)
+        runner(p).run(
+            operand(cuda.to_device(a)), operand(cuda.to_device(b)), operand(d_c), 1.0, 0.0, 0
+        )
         assert rel_error(d_c.copy_to_host(), reference_f64(a, b)) <= p.stage.rtol
 
     run(small)
-    first = staging.buffers(small.M, small.staging, 0, 0)[0].ptr
+    first = workspace.staging_buffers(small.M, small.staging, 0, 0)[0].ptr
     run(big)
     run(small)
-    assert staging.buffers(small.M, small.staging, 0, 0)[0].ptr != first
-    assert len(staging._workspaces) == 1
+    assert workspace.staging_buffers(small.M, small.staging, 0, 0)[0].ptr != first
+    assert len(workspace._staging) == 1

@@ -12,10 +12,13 @@ from helpers import randn
 from numba import cuda
 
 import numba_gemm
-from numba_gemm import STAGES, tuning
-from numba_gemm.plan import estimate_ms, plan_for
-from numba_gemm.reference import reference_f64, rel_error
-from numba_gemm.tune import Problem, _order, evaluate, knob_variants
+from numba_gemm import STAGES, get_stage
+from numba_gemm.plan import tuning
+from numba_gemm.plan.choose import plan_for
+from numba_gemm.plan.cost import estimate_ms
+from numba_gemm.plan.geometry import Alignment
+from numba_gemm.tools.reference import reference_f64, rel_error
+from numba_gemm.tools.tune import Problem, _order, evaluate, knob_variants
 
 #: The tiled stages the tuner sweeps (FP32 with the ``_tunable`` keys; the tensor-core stages
 #: and the skinny stage have other configuration keys).
@@ -24,6 +27,8 @@ TUNABLE = [s for s in STAGES if s.tunable and s.precision == "fp32" and "BM" in 
 TENSOR_CORE = [s for s in STAGES if s.tunable and s.precision != "fp32" and s.arch is None]
 
 #: One warp: 32x32 block tile, 2x1 sub-tiles of 16x32, 4x4 per thread.
+#: The stages whose contract (``Stage.block``, ``Stage.threads``) the cost model's tests use.
+DB, SKINNY = get_stage("double_buffering"), get_stage("skinny")
 TINY = dict(BM=32, BN=32, BK=8, WM=32, WN=32, WNITER=1, TM=4, TN=4, MINB=0, SPLITK=1)
 
 
@@ -121,12 +126,12 @@ def test_split_k_matches_reference(splits, rng):
     st = numba_gemm.get_stage("double_buffering").with_config(dict(TINY, SPLITK=splits))
     a, b, c0 = randn(rng, (33, 21)), randn(rng, (21, 35)), randn(rng, (33, 35))
     d_c = cuda.to_device(c0)
-    numba_gemm.sgemm(cuda.to_device(a), cuda.to_device(b), stage=st, out=d_c, alpha=0.5,
-                     beta=-2.0)
+    numba_gemm.sgemm(cuda.to_device(a), cuda.to_device(b), stage=st, out=d_c, alpha=0.5, beta=-2.0)
     assert rel_error(d_c.copy_to_host(), reference_f64(a, b, c0, 0.5, -2.0)) <= 1e-5
     # one kernel: the last slice of each tile sums; it leaves every tile counter at 0, so the
     # next call on the stream (fresh data, NaN-poisoned output) counts from 0 again
-    from numba_gemm.kernels._splitk import buffers, counters_per_tile
+    from numba_gemm.kernels._splitk import counters_per_tile
+    from numba_gemm.launch.workspace import split_buffers as buffers
 
     p = numba_gemm.explain(cuda.to_device(a), cuda.to_device(b), stage=st)
     assert p.split_k == splits and p.tiles == 4  # 2 x 2 tiles of 32 x 32
@@ -138,18 +143,22 @@ def test_split_k_matches_reference(splits, rng):
 
 
 @requires_gpu
-@pytest.mark.parametrize("name, splits, shape", [
-    ("warptiling", 8, (512, 384, 8192)),
-    ("double_buffering", 5, (300, 260, 6000)),  # ragged tiles, uneven slices
-    ("double_buffering", 32, (200, 300, 40000)),  # two levels, several items a round
-    ("multistage", 16, (256, 512, 16384)),
-    ("skinny", 16, (16, 4096, 4096)),
-    ("skinny_n", 8, (4096, 16, 4096)),
-])
+@pytest.mark.parametrize(
+    "name, splits, shape",
+    [
+        ("warptiling", 8, (512, 384, 8192)),
+        ("double_buffering", 5, (300, 260, 6000)),  # ragged tiles, uneven slices
+        ("double_buffering", 32, (200, 300, 40000)),  # two levels, several items a round
+        ("multistage", 16, (256, 512, 16384)),
+        ("skinny", 16, (16, 4096, 4096)),
+        ("skinny_n", 8, (4096, 16, 4096)),
+    ],
+)
 def test_split_k_is_deterministic_on_the_gpu(name, splits, shape, rng):
     """Many tiles whose slices race for the counters: the last slice of each tile (or group)
     sums in slice order, so repeated calls give the same bits, and the counters end at 0."""
-    from numba_gemm.kernels._splitk import buffers, counters_per_tile
+    from numba_gemm.kernels._splitk import counters_per_tile
+    from numba_gemm.launch.workspace import split_buffers as buffers
 
     M, N, K = shape
     st = numba_gemm.get_stage(name)
@@ -210,7 +219,7 @@ def test_shape_classes():
 def test_evaluate_times_a_batch_and_records_its_occupancy(stage, rng):
     """The batched class's problem is a 3-D batch; the tuner validates each matrix of it (NaN
     poisoned, float64 reference) and records the batch with the candidate."""
-    from numba_gemm.tune import _alternatives
+    from numba_gemm.tools.tune import _alternatives
 
     prob = Problem(21, 19, 13, rng, cp=None, batch=3)
     assert prob.batch == 3 and prob.shape == (21, 19, 13) and prob.flop == 2 * 3 * 21 * 19 * 13
@@ -236,12 +245,18 @@ def test_batch_candidates_price_by_their_batch(monkeypatch, tmp_path, fake_gpu):
     assert estimate_ms(rec, 512, 512, 512, sms=132, batch=128) == pytest.approx(0.8, rel=0.02)
     monkeypatch.setenv("NUMBA_GEMM_TUNING", str(tmp_path / "t.json"))
     fake_gpu("Fake GPU", (1, 0), sms=132)
-    from numba_gemm.plan import Geometry
+    from numba_gemm.plan.geometry import Geometry
 
     g = Geometry(64, 512, 512, 512, "NN", 512, 512, 512, 512 * 512, 512 * 512, 512 * 512)
     data = tuning.load(tmp_path / "t.json")
-    tuning.record(data, "Fake GPU", (9, 0), "large", "double_buffering",
-                  result(big, ms=3.0, shape=(4096, 4096, 4096)))
+    tuning.record(
+        data,
+        "Fake GPU",
+        (9, 0),
+        "large",
+        "double_buffering",
+        result(big, ms=3.0, shape=(4096, 4096, 4096)),
+    )
     tuning.save(data, tmp_path / "t.json")
     p = plan_for(512, 512, 512, geometry=g)
     assert dict(p.stage.config) == big and "large class" in p.reason  # the fallback class
@@ -252,10 +267,25 @@ def test_batch_candidates_price_by_their_batch(monkeypatch, tmp_path, fake_gpu):
     assert "batched class" in p.reason
 
 
-def result(cfg, ms=1.0, shape=(1024, 1024, 1024), blocks_per_sm=1, alternatives=()):
-    """A tuner record as ``numba_gemm.tune`` writes it."""
-    return dict(config=cfg, ms=ms, shape=list(shape), blocks_per_sm=blocks_per_sm,
-                gflops=2e-6 * shape[0] * shape[1] * shape[2] / ms, alternatives=list(alternatives))
+def result(
+    cfg,
+    ms=1.0,
+    shape=(1024, 1024, 1024),
+    blocks_per_sm=1,
+    alternatives=(),
+    stage="double_buffering",
+):
+    """A tuner record as ``numba_gemm.tools.tune`` writes it, with its stage's name (what
+    ``tuning.candidates`` adds to each candidate for the cost model)."""
+    return dict(
+        stage=stage,
+        config=cfg,
+        ms=ms,
+        shape=list(shape),
+        blocks_per_sm=blocks_per_sm,
+        gflops=2e-6 * shape[0] * shape[1] * shape[2] / ms,
+        alternatives=list(alternatives),
+    )
 
 
 def test_wave_model_prefers_finer_tiles_for_ragged_sizes(monkeypatch, tmp_path, fake_gpu):
@@ -265,8 +295,13 @@ def test_wave_model_prefers_finer_tiles_for_ragged_sizes(monkeypatch, tmp_path, 
     big = dict(BM=128, BN=256, BK=16, WM=64, WN=64, WNITER=2, TM=8, TN=4, MINB=0, SPLITK=1)
     fine = dict(BM=64, BN=128, BK=16, WM=32, WN=64, WNITER=2, TM=4, TN=4, MINB=0, SPLITK=1)
     shape = (4096, 4096, 4096)
-    rec = result(big, ms=3.0, shape=shape, blocks_per_sm=1,
-                 alternatives=[dict(config=fine, ms=3.1, shape=list(shape), blocks_per_sm=3)])
+    rec = result(
+        big,
+        ms=3.0,
+        shape=shape,
+        blocks_per_sm=1,
+        alternatives=[dict(config=fine, ms=3.1, shape=list(shape), blocks_per_sm=3)],
+    )
     assert estimate_ms(rec, *shape, sms=132) == 3.0
     ragged = estimate_ms(rec, 4097, 4097, 4097, sms=132)
     assert ragged == pytest.approx(3.0 * 5 / 4 * 257 / 256)  # 5 waves instead of 4; BK = 16
@@ -307,7 +342,8 @@ def test_cache_round_trip_drives_sgemm(tmp_path, monkeypatch, rng, fake_gpu):
 
     a, b = randn(rng, (40, 20)), randn(rng, (20, 30))
     d_a, d_b = cuda.to_device(a), cuda.to_device(b)
-    assert numba_gemm.explain(d_a, d_b).stage is best.stage
+    got = numba_gemm.explain(d_a, d_b).stage
+    assert (got.name, dict(got.config)) == (best.stage.name, dict(best.stage.config))
     out = numba_gemm.sgemm(d_a, d_b).copy_to_host()
     assert rel_error(out, reference_f64(a, b)) <= 1e-5
 
@@ -315,12 +351,12 @@ def test_cache_round_trip_drives_sgemm(tmp_path, monkeypatch, rng, fake_gpu):
 def test_split_k_reduction_is_priced(fake_gpu):
     """A tuned split-K candidate pays its reduction (the last slices' tail and the partials'
     traffic): worth it where it was tuned, not at a tiny shape where the fixed cost dominates."""
-    from numba_gemm.plan import REDUCE_LEVEL_MS, REDUCE_ROUND_MS, reduce_ms
+    from numba_gemm.plan.cost import REDUCE_LEVEL_MS, REDUCE_ROUND_MS, reduce_ms
 
     split = result(dict(TINY, SPLITK=4), ms=0.05)
     plain = result(TINY, ms=0.06)
-    assert reduce_ms(1, 1024, 1024, TINY) == 0.0
-    assert reduce_ms(4, 128, 128, TINY) > REDUCE_LEVEL_MS
+    assert reduce_ms(1, 1024, 1024, TINY, DB) == 0.0
+    assert reduce_ms(4, 128, 128, TINY, DB) > REDUCE_LEVEL_MS
     assert estimate_ms(split, 1024, 1024, 1024, sms=132) == pytest.approx(0.05)
     assert estimate_ms(split, 64, 64, 64, sms=132) > REDUCE_LEVEL_MS
     assert estimate_ms(plain, 64, 64, 64, sms=132) < estimate_ms(split, 64, 64, 64, sms=132)
@@ -329,12 +365,14 @@ def test_split_k_reduction_is_priced(fake_gpu):
     # a round (128 accumulators a thread: _splitk.items_per_round)
     big = dict(TINY, BM=128, BN=128, WM=64, WN=64)
     traffic = 2 * 64 * 256 * 256 * 4 / 2.5e9
-    assert reduce_ms(64, 256, 256, big) == pytest.approx(
-        2 * REDUCE_LEVEL_MS + 2 * 32 * REDUCE_ROUND_MS + traffic)
+    assert reduce_ms(64, 256, 256, big, DB) == pytest.approx(
+        2 * REDUCE_LEVEL_MS + 2 * 32 * REDUCE_ROUND_MS + traffic
+    )
     # with 8 warps, 64 accumulators a thread: 3 items a round (24 partials in flight), 6 rounds
     wide = dict(big, WM=32)
-    assert reduce_ms(64, 256, 256, wide) == pytest.approx(
-        2 * REDUCE_LEVEL_MS + 2 * 6 * REDUCE_ROUND_MS + traffic)
+    assert reduce_ms(64, 256, 256, wide, DB) == pytest.approx(
+        2 * REDUCE_LEVEL_MS + 2 * 6 * REDUCE_ROUND_MS + traffic
+    )
 
 
 def test_items_per_round_only_for_two_level_sums_of_wide_threads():
@@ -350,17 +388,17 @@ def test_items_per_round_only_for_two_level_sums_of_wide_threads():
 
 
 def test_tuning_is_read_once_until_reload(tmp_path, monkeypatch, fake_gpu):
-    """Plans and tuning data are memoized: a file written behind the process's back is not
-    seen until ``tuning.reload()`` (``tuning.save`` reloads by itself)."""
+    """Tuning data is memoized: a file written behind the process's back is not seen until
+    ``tuning.reload()`` (``tuning.save`` reloads by itself)."""
     path = tmp_path / "tuning.json"
     monkeypatch.setenv("NUMBA_GEMM_TUNING", str(path))
     fake_gpu("Fake GPU", (1, 0))
-    first = plan_for(40, 30, 20, stage="warptiling")
-    assert plan_for(40, 30, 20, stage="warptiling") is first
+    first = dict(plan_for(40, 30, 20, stage="warptiling").stage.config)
+    assert first != TINY
     data = tuning.load(path)
     tuning.record(data, "Fake GPU", (9, 0), "small", "warptiling", result(TINY, ms=2.0))
     path.write_text(__import__("json").dumps(data))  # another process's write
-    assert plan_for(40, 30, 20, stage="warptiling") is first
+    assert dict(plan_for(40, 30, 20, stage="warptiling").stage.config) == first
     tuning.reload()
     assert dict(plan_for(40, 30, 20, stage="warptiling").stage.config) == TINY
 
@@ -393,7 +431,7 @@ def test_committed_defaults_are_valid():
         for entry in data["gpus"].values():
             for winners in entry["classes"].values():
                 for name, res in winners.items():
-                    cands = tuning.candidates(res)
+                    cands = tuning.candidates(res, name)
                     assert len(cands) == 1 + len(res.get("alternatives", []))
                     for c in cands:
                         numba_gemm.get_stage(name).with_config(c["config"])
@@ -429,8 +467,14 @@ def test_user_cache_overrides_defaults_per_stage(tmp_path, monkeypatch, fake_gpu
     monkeypatch.setenv("NUMBA_GEMM_TUNING", str(path))
     dev = fake_gpu("NVIDIA H200", (9, 0))
     data = tuning.load(path)
-    tuning.record(data, "NVIDIA H200", (9, 0), "large", "warptiling",
-                  result(TINY, ms=9.0, shape=(4096, 4096, 4096)))
+    tuning.record(
+        data,
+        "NVIDIA H200",
+        (9, 0),
+        "large",
+        "warptiling",
+        result(TINY, ms=9.0, shape=(4096, 4096, 4096)),
+    )
     tuning.save(data, path)
     won = tuning.winners("large", dev)
     assert won["warptiling"]["config"] == TINY
@@ -453,8 +497,8 @@ def test_split_k_groups_cover_the_slices():
 def test_split_k_buffers_per_stream():
     """Split-K's workspace and tile counters: grow-only per stream, zeroed counters, never
     shared across streams."""
-    from numba_gemm.devarray import operand
-    from numba_gemm.kernels._splitk import buffers
+    from numba_gemm.arrays import operand
+    from numba_gemm.launch.workspace import split_buffers as buffers
 
     def ptr(x):
         return operand(x).ptr
@@ -470,8 +514,7 @@ def test_split_k_buffers_per_stream():
     assert c.size >= 9 and not c.copy_to_host().any()
 
 
-def test_stages_above_the_gpu_compute_capability_are_skipped(tmp_path, monkeypatch, rng,
-                                                             fake_gpu):
+def test_stages_above_the_gpu_compute_capability_are_skipped(tmp_path, monkeypatch, rng, fake_gpu):
     """multistage needs cp.async (sm_80+): never the default on an older GPU, and a clear error
     when asked for by name (nothing written)."""
     monkeypatch.setenv("NUMBA_GEMM_TUNING", str(tmp_path / "none.json"))
@@ -480,8 +523,12 @@ def test_stages_above_the_gpu_compute_capability_are_skipped(tmp_path, monkeypat
     assert plan_for(64, 64, 64).stage.name == "double_buffering"
     d_c = cuda.to_device(np.full((5, 6), np.nan, np.float32))
     with pytest.raises(ValueError, match=r"needs compute capability 8\.0\+.*7\.5"):
-        numba_gemm.sgemm(cuda.to_device(randn(rng, (5, 3))), cuda.to_device(randn(rng, (3, 6))),
-                         stage="multistage", out=d_c)
+        numba_gemm.sgemm(
+            cuda.to_device(randn(rng, (5, 3))),
+            cuda.to_device(randn(rng, (3, 6))),
+            stage="multistage",
+            out=d_c,
+        )
     assert np.isnan(d_c.copy_to_host()).all()
 
 
@@ -495,15 +542,17 @@ def test_nearest_measured_shape(tmp_path, monkeypatch, fake_gpu):
     cand = dict(stage="double_buffering", config=TINY, ms=1.0, blocks_per_sm=2)
     for shape in [(256, 4096, 4096), (512, 4096, 4096)]:
         tuning.record_shape(data, "Fake GPU", (9, 0), shape, True, [cand])
-    tuning.record_shape(data, "Fake GPU", (9, 0), (256, 4096, 4096), False,
-                        [dict(cand, ms=2.0), dict(cand, ms=0)])
+    tuning.record_shape(
+        data, "Fake GPU", (9, 0), (256, 4096, 4096), False, [dict(cand, ms=2.0), dict(cand, ms=0)]
+    )
     tuning.record_shape(data, "Fake GPU", (9, 0), (512, 4096, 4096), True, [dict(cand, ms=3.0)])
     tuning.save(data, path)
     assert len(tuning.measured_shapes(dev)) == 3
     assert tuning.shape_distance((256, 4096, 4096), (512, 2048, 4096)) == pytest.approx(2.0)
     rec = tuning.nearest_shape(300, 4096, 4096, True, dev)
     assert rec["shape"] == [256, 4096, 4096] and rec["distance"] == pytest.approx(
-        math.log2(300 / 256))
+        math.log2(300 / 256)
+    )
     assert tuning.nearest_shape(480, 4096, 4096, True, dev)["candidates"][0]["ms"] == 3.0
     with pytest.warns(UserWarning, match="malformed measured-shape"):
         scalar = tuning.nearest_shape(256, 4095, 4095, False, dev)
@@ -525,13 +574,30 @@ def test_measured_shape_drives_the_pick(tmp_path, monkeypatch, fake_gpu):
     fake_gpu("Fake GPU", (1, 0), sms=132)
     fine = dict(TINY, BM=64, BN=128, WM=32, WN=64)
     data = tuning.load(path)
-    tuning.record(data, "Fake GPU", (9, 0), "narrow", "double_buffering",
-                  result(TINY, ms=0.01, shape=(128, 4096, 4096)))
-    tuning.record_shape(data, "Fake GPU", (9, 0), (256, 4096, 4096), True, [
-        dict(stage="double_buffering", config=dict(fine, SPLITK=STREAM_K), ms=0.18,
-             blocks_per_sm=1),
-        dict(stage="warptiling", config=dict(fine, SPLITK=2), ms=0.2, blocks_per_sm=2),
-    ])
+    tuning.record(
+        data,
+        "Fake GPU",
+        (9, 0),
+        "narrow",
+        "double_buffering",
+        result(TINY, ms=0.01, shape=(128, 4096, 4096)),
+    )
+    tuning.record_shape(
+        data,
+        "Fake GPU",
+        (9, 0),
+        (256, 4096, 4096),
+        True,
+        [
+            dict(
+                stage="double_buffering",
+                config=dict(fine, SPLITK=STREAM_K),
+                ms=0.18,
+                blocks_per_sm=1,
+            ),
+            dict(stage="warptiling", config=dict(fine, SPLITK=2), ms=0.2, blocks_per_sm=2),
+        ],
+    )
     tuning.save(data, path)
     at = plan_for(256, 4096, 4096)
     assert at.stage.name == "double_buffering" and at.split_k == STREAM_K
@@ -546,34 +612,76 @@ def test_measured_shape_drives_the_pick(tmp_path, monkeypatch, fake_gpu):
 
 
 def test_few_rows_far_from_measured_shapes_take_the_skinny_stage_by_its_bytes(
-        tmp_path, monkeypatch, fake_gpu):
+    tmp_path, monkeypatch, fake_gpu
+):
     """A product of at most ``SKINNY_ROWS`` rows far from every measured shape is priced from the
     measured shape of M to 2M rows nearest to it (rows counted twice), by the bytes of B the
     skinny stage's candidates read there (:func:`plan.stream_ms`), not by the classes; never from
     a shape of fewer rows, and not past ``SKINNY_ROWS``."""
-    from numba_gemm.plan import Geometry, reduce_ms, stream_ms
+    from numba_gemm.plan.cost import reduce_ms, stream_ms
+    from numba_gemm.plan.geometry import Geometry
 
     path = tmp_path / "t.json"
     monkeypatch.setenv("NUMBA_GEMM_TUNING", str(path))
     dev = fake_gpu("Fake GPU", (1, 0), sms=132)
-    ring = dict(MT=8, BN=128, NT=256, KC=16, SPLITK=8, MINB=0, NBUF=4)
+    ring = dict(MT=8, BN=128, THREADS=256, KC=16, SPLITK=8, MINB=0, NBUF=4)
     row = dict(ring, MT=1)
     tile = dict(TINY, BM=64, BN=128, WM=32, WN=64, SPLITK=8)
     data = tuning.load(path)
-    tuning.record(data, "Fake GPU", (9, 0), "skinny", "skinny",
-                  result(dict(ring, MT=16), ms=0.5, shape=(16, 4096, 4096)))
-    tuning.record(data, "Fake GPU", (9, 0), "skinny", "double_buffering",
-                  result(tile, ms=0.5, shape=(16, 4096, 4096)))
-    tuning.record_shape(data, "Fake GPU", (9, 0), (8, 4096, 4096), True, [
-        dict(stage="skinny", config=ring, ms=0.03, blocks_per_sm=2),
-        dict(stage="double_buffering", config=tile, ms=0.05, blocks_per_sm=2)])
-    tuning.record_shape(data, "Fake GPU", (9, 0), (16, 768, 768), True, [
-        dict(stage="skinny", config=dict(ring, BN=64), ms=0.01, blocks_per_sm=2)])
-    tuning.record_shape(data, "Fake GPU", (9, 0), (1, 8192, 8192), True, [
-        dict(stage="skinny", config=row, ms=0.09, blocks_per_sm=4)])
-    tuning.record_shape(data, "Fake GPU", (9, 0), (16, 50257, 768), False, [  # tiles won there
-        dict(stage="double_buffering", config=tile, ms=0.08, blocks_per_sm=2),
-        dict(stage="skinny", config=dict(ring, MT=16), ms=0.09, blocks_per_sm=2)])
+    tuning.record(
+        data,
+        "Fake GPU",
+        (9, 0),
+        "skinny",
+        "skinny",
+        result(dict(ring, MT=16), ms=0.5, shape=(16, 4096, 4096)),
+    )
+    tuning.record(
+        data,
+        "Fake GPU",
+        (9, 0),
+        "skinny",
+        "double_buffering",
+        result(tile, ms=0.5, shape=(16, 4096, 4096)),
+    )
+    tuning.record_shape(
+        data,
+        "Fake GPU",
+        (9, 0),
+        (8, 4096, 4096),
+        True,
+        [
+            dict(stage="skinny", config=ring, ms=0.03, blocks_per_sm=2),
+            dict(stage="double_buffering", config=tile, ms=0.05, blocks_per_sm=2),
+        ],
+    )
+    tuning.record_shape(
+        data,
+        "Fake GPU",
+        (9, 0),
+        (16, 768, 768),
+        True,
+        [dict(stage="skinny", config=dict(ring, BN=64), ms=0.01, blocks_per_sm=2)],
+    )
+    tuning.record_shape(
+        data,
+        "Fake GPU",
+        (9, 0),
+        (1, 8192, 8192),
+        True,
+        [dict(stage="skinny", config=row, ms=0.09, blocks_per_sm=4)],
+    )
+    tuning.record_shape(
+        data,
+        "Fake GPU",
+        (9, 0),
+        (16, 50257, 768),
+        False,
+        [  # tiles won there
+            dict(stage="double_buffering", config=tile, ms=0.08, blocks_per_sm=2),
+            dict(stage="skinny", config=dict(ring, MT=16), ms=0.09, blocks_per_sm=2),
+        ],
+    )
     tuning.save(data, path)
 
     assert tuning.nearest_shape(8, 8192, 8192, True, dev) is None  # two octaves: too far
@@ -588,13 +696,16 @@ def test_few_rows_far_from_measured_shapes_take_the_skinny_stage_by_its_bytes(
     # four times the bytes at a full grid; 1/8 of the bytes at 8 x 512 x 4096, whose 32 blocks
     # fill 32 of the 132 SMs; twice the reads of B at 16 rows (two row blocks of 8)
     cand = dict(stage="skinny", config=ring, ms=0.03, blocks_per_sm=2, shape=(8, 4096, 4096))
-    main = 0.03 - reduce_ms(8, 8, 4096, ring)
+    main = 0.03 - reduce_ms(8, 8, 4096, ring, SKINNY)
     assert stream_ms(cand, 8, 8192, 8192, 132) == pytest.approx(
-        4 * main + reduce_ms(8, 8, 8192, ring))
+        4 * main + reduce_ms(8, 8, 8192, ring, SKINNY)
+    )
     assert stream_ms(cand, 8, 512, 4096, 132) == pytest.approx(
-        main / 8 / (32 / 132) + reduce_ms(8, 8, 512, ring))
+        main / 8 / (32 / 132) + reduce_ms(8, 8, 512, ring, SKINNY)
+    )
     assert stream_ms(cand, 16, 4096, 4096, 132) == pytest.approx(
-        2 * main + reduce_ms(8, 16, 4096, ring))
+        2 * main + reduce_ms(8, 16, 4096, ring, SKINNY)
+    )
 
     far = plan_for(8, 8192, 8192)  # not the class's 16-row tile nor its tiled stage
     assert far.stage.name == "skinny" and dict(far.stage.config) == ring
@@ -603,15 +714,21 @@ def test_few_rows_far_from_measured_shapes_take_the_skinny_stage_by_its_bytes(
     assert "skinny class" in plan_for(2, 8192, 8192).reason  # no shape of 2-4 rows: the classes
     # a shape of 2-4 rows whose only candidate is malformed (dropped): the classes again
     data = tuning.load(path)
-    tuning.record_shape(data, "Fake GPU", (9, 0), (3, 8192, 8192), True, [
-        dict(stage="skinny", config=ring, ms=0, blocks_per_sm=2)])
+    tuning.record_shape(
+        data,
+        "Fake GPU",
+        (9, 0),
+        (3, 8192, 8192),
+        True,
+        [dict(stage="skinny", config=ring, ms=0, blocks_per_sm=2)],
+    )
     tuning.save(data, path)
     tuning.reload()
     with pytest.warns(UserWarning, match="malformed measured-shape"):
         assert "skinny class" in plan_for(2, 8192, 4096).reason
     assert "measured shape 1x8192x8192" in plan_for(1, 8192, 8192).reason  # an exact one
     # odd N far from 16 x 50257 x 768, where the tiled stages won: the classes, not its skinny
-    assert "skinny class" in plan_for(12, 50257, 4096, aligned=False).reason
+    assert "skinny class" in plan_for(12, 50257, 4096, alignment=Alignment.NONE).reason
     # B stored transposed: no measured candidate serves it (these skinny configurations stream
     # B through a ring, which reads it row-major), so the classes price it, not the ladder's
     # default tiles
@@ -626,22 +743,45 @@ def test_measured_shapes_of_the_products_layout_come_first(tmp_path, monkeypatch
     own layout (the skinny configurations that read W, not the ring's), then of B stored alike,
     then the row-major ones; the few-rows search of its layout comes before a row-major shape
     however near; a row-major product keeps its own measurements."""
-    from numba_gemm.plan import Geometry
+    from numba_gemm.plan.geometry import Geometry
 
     path = tmp_path / "t.json"
     monkeypatch.setenv("NUMBA_GEMM_TUNING", str(path))
     dev = fake_gpu("Fake GPU", (1, 0), sms=132)
-    ring = dict(MT=8, BN=128, NT=256, KC=16, SPLITK=8, MINB=0, NBUF=4)
-    regs = dict(MT=8, BN=128, NT=256, KC=64, SPLITK=8, MINB=0, NBUF=0)  # 8 k a thread: NT too
+    ring = dict(MT=8, BN=128, THREADS=256, KC=16, SPLITK=8, MINB=0, NBUF=4)
+    regs = dict(MT=8, BN=128, THREADS=256, KC=64, SPLITK=8, MINB=0, NBUF=0)  # 8 k a thread: NT too
     data = tuning.load(path)
-    tuning.record_shape(data, "Fake GPU", (9, 0), (8, 4096, 4096), True, [
-        dict(stage="skinny", config=ring, ms=0.030, blocks_per_sm=2),
-        dict(stage="skinny", config=regs, ms=0.031, blocks_per_sm=2)])
-    tuning.record_shape(data, "Fake GPU", (9, 0), (8, 4096, 4096), True, [
-        dict(stage="skinny", config=dict(regs, SPLITK=4), ms=0.035, blocks_per_sm=2),
-        dict(stage="skinny", config=regs, ms=0.040, blocks_per_sm=2)], layout="NT")
-    tuning.record_shape(data, "Fake GPU", (9, 0), (8, 8192, 8192), True, [
-        dict(stage="skinny", config=ring, ms=0.1, blocks_per_sm=2)])
+    tuning.record_shape(
+        data,
+        "Fake GPU",
+        (9, 0),
+        (8, 4096, 4096),
+        True,
+        [
+            dict(stage="skinny", config=ring, ms=0.030, blocks_per_sm=2),
+            dict(stage="skinny", config=regs, ms=0.031, blocks_per_sm=2),
+        ],
+    )
+    tuning.record_shape(
+        data,
+        "Fake GPU",
+        (9, 0),
+        (8, 4096, 4096),
+        True,
+        [
+            dict(stage="skinny", config=dict(regs, SPLITK=4), ms=0.035, blocks_per_sm=2),
+            dict(stage="skinny", config=regs, ms=0.040, blocks_per_sm=2),
+        ],
+        layout="NT",
+    )
+    tuning.record_shape(
+        data,
+        "Fake GPU",
+        (9, 0),
+        (8, 8192, 8192),
+        True,
+        [dict(stage="skinny", config=ring, ms=0.1, blocks_per_sm=2)],
+    )
     with pytest.raises(ValueError, match="layout must be one of"):
         tuning.record_shape(data, "Fake GPU", (9, 0), (8, 8192, 8192), True, [], layout="N")
     tuning.save(data, path)
@@ -681,15 +821,23 @@ def test_defaults_consult_this_gpus_entry_then_the_main_one(tmp_path, monkeypatc
     cand = dict(stage="double_buffering", config=TINY, blocks_per_sm=2)
     # "GPU A" sorts first in the file but holds no classes: it is not the main entry
     tuning.record_shape(data, "GPU A", (9, 0), (256, 4096, 4096), True, [dict(cand, ms=1.0)])
-    tuning.record(data, "GPU B", (9, 0), "large", "double_buffering",
-                  result(TINY, ms=2.0, shape=(4096, 4096, 4096)))
+    tuning.record(
+        data,
+        "GPU B",
+        (9, 0),
+        "large",
+        "double_buffering",
+        result(TINY, ms=2.0, shape=(4096, 4096, 4096)),
+    )
     tuning.record_shape(data, "GPU B", (9, 0), (256, 4096, 4096), True, [dict(cand, ms=3.0)])
     tuning.save(data, path)
 
     def seen(dev):
-        return (tuning.winners("large", dev)["double_buffering"]["ms"],
-                [r["candidates"][0]["ms"] for r in tuning.measured_shapes(dev)],
-                tuning.nearest_shape(256, 4096, 4096, True, dev)["candidates"][0]["ms"])
+        return (
+            tuning.winners("large", dev)["double_buffering"]["ms"],
+            [r["candidates"][0]["ms"] for r in tuning.measured_shapes(dev)],
+            tuning.nearest_shape(256, 4096, 4096, True, dev)["candidates"][0]["ms"],
+        )
 
     assert seen(fake_gpu("GPU A", (9, 0))) == (2.0, [1.0, 3.0], 1.0)  # its own shape wins a tie
     assert seen(fake_gpu("GPU B", (9, 0))) == (2.0, [3.0], 3.0)
@@ -711,11 +859,14 @@ def test_committed_measured_shapes_are_valid():
                     assert tuning._valid_candidate(dict(c, shape=r["shape"]), stream_k=True)
 
 
-@pytest.mark.parametrize("depth, ipr, n, step, vec", [
-    (2, 3, 5, 1, False),  # rounds of 3 items (the last round part-filled), a short last load
-    (4, 1, 4, 2, True),  # every other slice
-    (3, 2, 7, 1, True),
-])
+@pytest.mark.parametrize(
+    "depth, ipr, n, step, vec",
+    [
+        (2, 3, 5, 1, False),  # rounds of 3 items (the last round part-filled), a short last load
+        (4, 1, 4, 2, True),  # every other slice
+        (3, 2, 7, 1, True),
+    ],
+)
 def test_tile_sum_adds_rounds_of_items_in_slice_order(depth, ipr, n, step, vec, rng):
     """``_splitk.make_tile_sum`` with ``ipr`` items per round: each element of the tile's part
     inside M x N is alpha times its partials added in slice order (the same bits as a float32 sum
@@ -729,8 +880,26 @@ def test_tile_sum_adds_rounds_of_items_in_slice_order(depth, ipr, n, step, vec, 
 
     @cuda.jit
     def kernel(W, D):
-        sum_tile(W, D, 0, step, n, M, 0, 0, S * M, N, 0, 8, 16, M, N, np.float32(0.5),
-                 np.float32(0.0), vec)
+        sum_tile(
+            W,
+            D,
+            0,
+            step,
+            n,
+            M,
+            0,
+            0,
+            S * M,
+            N,
+            0,
+            8,
+            16,
+            M,
+            N,
+            np.float32(0.5),
+            np.float32(0.0),
+            vec,
+        )
 
     W = randn(rng, (S * M, N))
     d_d = cuda.to_device(np.full((M, N), np.nan, np.float32))
@@ -738,6 +907,6 @@ def test_tile_sum_adds_rounds_of_items_in_slice_order(depth, ipr, n, step, vec, 
     want = np.full((M, N), np.nan, np.float32)
     acc = np.zeros((5, N - 16), np.float32)
     for u in range(n):
-        acc += W[u * step * M + 8: u * step * M + 13, 16:]
+        acc += W[u * step * M + 8 : u * step * M + 13, 16:]
     want[8:, 16:] = np.float32(0.5) * acc
     assert np.array_equal(d_d.copy_to_host(), want, equal_nan=True)

@@ -1,4 +1,5 @@
-"""Hopper warpgroup MMA (``numba_gemm.wgmma``): descriptors, SMEM core-matrix layouts, fragments.
+"""Hopper warpgroup MMA (``numba_gemm.ptx.wgmma``): descriptors, SMEM core-matrix layouts,
+fragments.
 
 The kernels here lay their operands out in SMEM with the PTX ISA's no-swizzle layout written out
 in the test (not through the module's helpers), in two arrangements (core matrices neighbouring
@@ -17,8 +18,9 @@ import pytest
 from numba import cuda, float32
 from numba.core.types import float16
 
-from numba_gemm import device, get_stage, mma, plan_for, wgmma
-from numba_gemm.reference import rel_error
+from numba_gemm import device, get_stage, plan_for
+from numba_gemm.ptx import mma, wgmma
+from numba_gemm.tools.reference import rel_error
 
 
 def _needs_hopper():
@@ -97,6 +99,7 @@ def _write_d(D, acc, r, c, frags):
         D[r, 8 * i + c], D[r, 8 * i + c + 1] = acc[4 * i], acc[4 * i + 1]
         D[r + 8, 8 * i + c], D[r + 8, 8 * i + c + 1] = acc[4 * i + 2], acc[4 * i + 3]
 
+
 #: Arrangements of core matrices: ``"k"``: neighbours along K adjacent (``lbo`` = 128 bytes),
 #: ``"mn"``: neighbours along M/N adjacent (``sbo`` = 128 bytes).
 ARRANGEMENTS = ("k", "mn")
@@ -139,8 +142,16 @@ def _f16_kernel(n, trans_b, a_lbo, a_sbo, b_lbo, b_sbo):
             acc[4 * i], acc[4 * i + 1] = C[r, 8 * i + c], C[r, 8 * i + c + 1]
             acc[4 * i + 2], acc[4 * i + 3] = C[r + 8, 8 * i + c], C[r + 8, 8 * i + c + 1]
         wgmma.fence()
-        wgmma.mma_f16(acc, n, As, wgmma.smem_desc(As, 0, 0, a_lbo, a_sbo),
-                      Bs, wgmma.smem_desc(Bs, 0, 0, b_lbo, b_sbo), scale_d, trans_b)
+        wgmma.mma_f16(
+            acc,
+            n,
+            As,
+            wgmma.smem_desc(As, 0, 0, a_lbo, a_sbo),
+            Bs,
+            wgmma.smem_desc(Bs, 0, 0, b_lbo, b_sbo),
+            scale_d,
+            trans_b,
+        )
         wgmma.commit()
         wgmma.wait(0, acc, n)
         _write_d(D, acc, r, c, n // 8)
@@ -163,8 +174,7 @@ def test_mma_f16_product(n, trans_b, arrangement, scale_d, rng):
     C = rng.standard_normal((64, n)).astype(np.float32)
     d_D = cuda.to_device(np.full((64, n), np.nan, np.float32))
     kernel = _f16_kernel(n, trans_b, a_lbo, a_sbo, b_lbo, b_sbo)
-    kernel[1, 128](cuda.to_device(A), cuda.to_device(B), cuda.to_device(C), d_D,
-                   np.int32(scale_d))
+    kernel[1, 128](cuda.to_device(A), cuda.to_device(B), cuda.to_device(C), d_D, np.int32(scale_d))
     want = A.astype(np.float64) @ B.astype(np.float64) + (C if scale_d else 0)
     assert rel_error(d_D.copy_to_host(), want) < 1e-6
 
@@ -241,9 +251,17 @@ def _tf32_rs_kernel(n, b_lbo, b_sbo):
         q = c // 2  # the A fragment: rows r, r + 8, columns q, q + 4
         acc = cuda.local.array(half, float32)
         wgmma.fence()
-        wgmma.mma_tf32_rs(acc, n, mma.to_tf32(A[r, q]), mma.to_tf32(A[r + 8, q]),
-                          mma.to_tf32(A[r, q + 4]), mma.to_tf32(A[r + 8, q + 4]),
-                          Bs, wgmma.smem_desc(Bs, 0, 0, b_lbo, b_sbo), 0)
+        wgmma.mma_tf32_rs(
+            acc,
+            n,
+            mma.to_tf32(A[r, q]),
+            mma.to_tf32(A[r + 8, q]),
+            mma.to_tf32(A[r, q + 4]),
+            mma.to_tf32(A[r + 8, q + 4]),
+            Bs,
+            wgmma.smem_desc(Bs, 0, 0, b_lbo, b_sbo),
+            0,
+        )
         wgmma.commit()
         wgmma.wait(0, acc, n)
         _write_d(D, acc, r, c, n // 8)

@@ -1,7 +1,7 @@
-"""``python -m numba_gemm.bench``: see ``numba_gemm.bench.cli``."""
+"""``python -m numba_gemm.bench ...``: every stage against cuBLAS (``numba_gemm.tools.bench``)."""
 
 import sys
 
-from .cli import main
+from ..tools.bench.cli import main
 
 sys.exit(main())

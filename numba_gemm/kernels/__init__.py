@@ -46,7 +46,6 @@ STAGES = (
 )
 
 
-
 def get_stage(name: str):
     """The registered stage called ``name`` (see ``STAGES``).
 

@@ -5,7 +5,7 @@ the C epilogue ``C = alpha * acc + beta * C``.
 from numba import cuda, float32
 
 from ..device import SIMULATOR
-from ..vecmem import load2, load4, store2, store4
+from ..ptx.vecmem import load2, load4, store2, store4
 
 FULL_MASK = 0xFFFFFFFF
 
@@ -78,7 +78,7 @@ else:
         that keeps fewer registers live: the skinny stage's 16 loads of a B chunk were spread
         over its 512 FFMAs (68 registers, one or two loads in flight per warp). Not a rule for
         every kernel: the same fence after double_buffering's next-tile loads made 4096^3 4 %
-        slower (bench/NOTES.md). Emitted as ``__syncwarp()`` (``bar.warp.sync`` with every lane):
+        slower (docs/design.md). Emitted as ``__syncwarp()`` (``bar.warp.sync`` with every lane):
         the caller's warp must be converged, every lane reaching the same call. It exchanges no
         data, and the loads stay asynchronous: only their first use waits.
         """
@@ -270,9 +270,13 @@ def store_c4(C, r, c, x0, x1, x2, x3, alpha, beta, M, N, vec):
             else:
                 c0, c1, c2, c3 = load4(C, r, c)
                 store4(
-                    C, r, c,
-                    alpha * x0 + beta * c0, alpha * x1 + beta * c1,
-                    alpha * x2 + beta * c2, alpha * x3 + beta * c3,
+                    C,
+                    r,
+                    c,
+                    alpha * x0 + beta * c0,
+                    alpha * x1 + beta * c1,
+                    alpha * x2 + beta * c2,
+                    alpha * x3 + beta * c3,
                 )
         return
     store_c_cols(C, r, c, 1, x0, x1, x2, x3, alpha, beta, M, N)

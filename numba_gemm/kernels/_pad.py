@@ -1,4 +1,4 @@
-"""A 2-D copy with zero fill: how ``numba_gemm.staging`` gives the vector kernels aligned rows.
+"""A 2-D copy with zero fill: how ``numba_gemm.plan.staging`` gives the vector kernels aligned rows.
 
 ``copy_padded(dst, src)``: ``dst[0, i, j] = src[0, i, j]`` where ``(i, j)`` lies inside ``src``,
 ``0`` elsewhere, for every element of ``dst``. Both are float32 ``(1, rows, cols)`` arrays with any

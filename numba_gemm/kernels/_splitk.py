@@ -20,10 +20,9 @@ each thread fences its partial writes (``threadfence``), a barrier, then the blo
 takes the count with an atomic add; the last block fences again before it reads the other blocks'
 partials.
 
-The workspace and the counters are grow-only and kept per (GPU, CUDA stream, and host thread for
-the default streams): calls on one stream run in order, so they can share them, and a call leaves
-every counter at 0. A stream's buffers are allocated (the counters zeroed) on its first split-K
-call.
+The workspace and the counters are kept per (GPU, CUDA stream, and host thread for the default
+streams) by ``launch.workspace``: calls on one stream run in order, so they can share them, and a
+call leaves every counter at 0.
 
 Source: CUTLASS's split-K ("sliced-K") GEMM (``GemmSplitKParallel``: partials then a reduction)
 and its serial split-K (a semaphore per output tile); this is the second's one-launch shape with
@@ -33,20 +32,10 @@ the first's fixed summation order.
 from __future__ import annotations
 
 import math
-import threading
-from typing import Any
 
-import numpy as np
 from numba import cuda, float32, int32
 
 from ._common import device_jit, load_b4, store_c4, unroll
-
-_workspaces: dict = {}
-_lock = threading.Lock()
-#: Bumped whenever a workspace is replaced by a larger one: views memoized elsewhere (a plan's
-#: per-stream buffers, ``plan.Plan._buffers``) are stale once it changes.
-generation = 0
-
 
 #: Partial sums one thread loads before it adds them (in slice order): the sum is bound by the
 #: latency of L2, not its bandwidth (one block per tile does it), so the loads must overlap. One
@@ -60,8 +49,9 @@ def _fetch(u, part, Wg, z_first, z_step, u0, n, zrows, prow, pcol, wrows, wcols,
     # the (u0 + u)-th summed partial (zeros past the n-th): slice z's element at row
     # z * zrows + prow, column pcol of the workspace (wrows x wcols)
     z = z_first + (u0 + u) * z_step if u0 + u < n else wrows  # wrows: past the workspace
-    part[u, 0], part[u, 1], part[u, 2], part[u, 3] = load_b4(Wg, z * zrows + prow, pcol, wrows,
-                                                             wcols, vec)
+    part[u, 0], part[u, 1], part[u, 2], part[u, 3] = load_b4(
+        Wg, z * zrows + prow, pcol, wrows, wcols, vec
+    )
 
 
 @device_jit
@@ -103,7 +93,7 @@ def make_tile_sum(BM: int, BN: int, NT: int, depth: int, ipr: int = 1):
 
     ``ipr == 1`` keeps a form of its own, one item per round with the item's bounds checked
     once: with the several-item form at one item, ptxas gave the 64 x 128 tile's whole kernel
-    167 registers instead of 199 and the kernel ran 2-5 % slower (bench/NOTES.md).
+    167 registers instead of 199 and the kernel ran 2-5 % slower (docs/design.md).
     """
     if ipr == 1:
         return _item_sum(BM, BN, NT, depth)
@@ -117,8 +107,26 @@ def _item_sum(BM: int, BN: int, NT: int, depth: int):
     fetch, add = unroll(depth, _fetch), unroll(depth, _add)
 
     @device_jit
-    def sum_tile(Wg, Dg, z_first, z_step, n, zrows, wr0, wc0, wrows, wcols, d_row0, row0, col0,
-                 M, N, alpha, beta, vec):
+    def sum_tile(
+        Wg,
+        Dg,
+        z_first,
+        z_step,
+        n,
+        zrows,
+        wr0,
+        wc0,
+        wrows,
+        wcols,
+        d_row0,
+        row0,
+        col0,
+        M,
+        N,
+        alpha,
+        beta,
+        vec,
+    ):
         part = cuda.local.array((depth, 4), float32)  # registers: every index is a constant
         acc = cuda.local.array(4, float32)
         for o in range(cuda.threadIdx.x, ITEMS, NT):
@@ -128,11 +136,35 @@ def _item_sum(BM: int, BN: int, NT: int, depth: int):
             if row < M and col < N:
                 acc[0] = acc[1] = acc[2] = acc[3] = float32(0.0)
                 for u0 in range(0, n, depth):
-                    fetch(part, Wg, z_first, z_step, u0, n, zrows, row - wr0, col - wc0, wrows,
-                          wcols, vec)
+                    fetch(
+                        part,
+                        Wg,
+                        z_first,
+                        z_step,
+                        u0,
+                        n,
+                        zrows,
+                        row - wr0,
+                        col - wc0,
+                        wrows,
+                        wcols,
+                        vec,
+                    )
                     add(part, acc)
-                store_c4(Dg, d_row0 + row, col, acc[0], acc[1], acc[2], acc[3], alpha, beta,
-                         d_row0 + M, N, vec)
+                store_c4(
+                    Dg,
+                    d_row0 + row,
+                    col,
+                    acc[0],
+                    acc[1],
+                    acc[2],
+                    acc[3],
+                    alpha,
+                    beta,
+                    d_row0 + M,
+                    N,
+                    vec,
+                )
 
     return sum_tile
 
@@ -152,8 +184,26 @@ def _round_sum(BM: int, BN: int, NT: int, depth: int, ipr: int):
         return o < ITEMS and row < M and col < N, row, col
 
     @device_jit
-    def fetch_one(v, part, Wg, z_first, z_step, u0, n, zrows, wr0, wc0, wrows, wcols, o0,
-                  row0, col0, M, N, vec):
+    def fetch_one(
+        v,
+        part,
+        Wg,
+        z_first,
+        z_step,
+        u0,
+        n,
+        zrows,
+        wr0,
+        wc0,
+        wrows,
+        wcols,
+        o0,
+        row0,
+        col0,
+        M,
+        N,
+        vec,
+    ):
         # load v: the (u0 + v % depth)-th partial of item o0 + (v // depth) * NT (zeros past
         # the n-th partial or outside the tile): slice z's element at workspace row
         # z * zrows + row - wr0, column col - wc0
@@ -161,7 +211,8 @@ def _round_sum(BM: int, BN: int, NT: int, depth: int, ipr: int):
         ok, row, col = place(o0 + (v // depth) * NT, row0, col0, M, N)
         z = z_first + u * z_step if u < n and ok else wrows  # wrows: past the workspace
         part[v, 0], part[v, 1], part[v, 2], part[v, 3] = load_b4(
-            Wg, z * zrows + row - wr0, col - wc0, wrows, wcols, vec)
+            Wg, z * zrows + row - wr0, col - wc0, wrows, wcols, vec
+        )
 
     @device_jit
     def add_one(v, part, acc):
@@ -179,22 +230,69 @@ def _round_sum(BM: int, BN: int, NT: int, depth: int, ipr: int):
     def store_one(j, acc, Dg, o0, d_row0, row0, col0, M, N, alpha, beta, vec):
         ok, row, col = place(o0 + j * NT, row0, col0, M, N)
         if ok:
-            store_c4(Dg, d_row0 + row, col, acc[j, 0], acc[j, 1], acc[j, 2], acc[j, 3], alpha,
-                     beta, d_row0 + M, N, vec)
+            store_c4(
+                Dg,
+                d_row0 + row,
+                col,
+                acc[j, 0],
+                acc[j, 1],
+                acc[j, 2],
+                acc[j, 3],
+                alpha,
+                beta,
+                d_row0 + M,
+                N,
+                vec,
+            )
 
     fetch, add = unroll(LOADS, fetch_one), unroll(LOADS, add_one)
     zero, store = unroll(ipr, zero_one), unroll(ipr, store_one)
 
     @device_jit
-    def sum_tile(Wg, Dg, z_first, z_step, n, zrows, wr0, wc0, wrows, wcols, d_row0, row0, col0,
-                 M, N, alpha, beta, vec):
+    def sum_tile(
+        Wg,
+        Dg,
+        z_first,
+        z_step,
+        n,
+        zrows,
+        wr0,
+        wc0,
+        wrows,
+        wcols,
+        d_row0,
+        row0,
+        col0,
+        M,
+        N,
+        alpha,
+        beta,
+        vec,
+    ):
         part = cuda.local.array((LOADS, 4), float32)  # registers: every index is a constant
         acc = cuda.local.array((ipr, 4), float32)
         for o0 in range(cuda.threadIdx.x, ITEMS, NT * ipr):
             zero(acc)
             for u0 in range(0, n, depth):
-                fetch(part, Wg, z_first, z_step, u0, n, zrows, wr0, wc0, wrows, wcols, o0,
-                      row0, col0, M, N, vec)
+                fetch(
+                    part,
+                    Wg,
+                    z_first,
+                    z_step,
+                    u0,
+                    n,
+                    zrows,
+                    wr0,
+                    wc0,
+                    wrows,
+                    wcols,
+                    o0,
+                    row0,
+                    col0,
+                    M,
+                    N,
+                    vec,
+                )
                 add(part, acc)
             store(acc, Dg, o0, d_row0, row0, col0, M, N, alpha, beta, vec)
 
@@ -207,7 +305,7 @@ def groups(SPLITK: int) -> tuple[int, int]:
     :data:`FIXUP_DEPTH` slices (one round of loads); beyond, GS ~ sqrt(SPLITK), so the last block
     of a tile reads GS + G partial tiles, not SPLITK (16 instead of 64 for 64 slices), and the G
     group sums run on G SMs at once. (On an H200, two levels at 16 slices cost ~2 us more than
-    one, at 64 slices saved ~65 us: bench/NOTES.md.)"""
+    one, at 64 slices saved ~65 us: docs/design.md.)"""
     if SPLITK <= FIXUP_DEPTH:
         return SPLITK, 1
     gs = math.isqrt(SPLITK - 1) + 1
@@ -222,7 +320,7 @@ def counters_per_tile(SPLITK: int) -> int:
 
 #: Partials a thread of a two-level tile sum loads per round, over several items
 #: (:func:`items_per_round`): 24 float4s, 96 registers. 4 items of groups of 6 partials:
-#: measured in bench/NOTES.md.
+#: measured in docs/design.md.
 ROUND_LOADS = 24
 #: Accumulators a thread may have (``BM * BN / NT``) for several items per round: with 64 the
 #: tiled kernels run at 167-199 registers, so the dead accumulators and the spare registers hold
@@ -240,7 +338,7 @@ def items_per_round(BM: int, BN: int, NT: int, SPLITK: int, wide: bool) -> int:
     32 slices (groups of 6) takes 4 rounds per level, not 16 (its kernel 0.229 -> 0.215 ms on an
     H100 at 256 x 256 x 65536). One-level sums keep one item: there the several-item form
     changed ptxas's register choice for the whole kernel and lost more than it gained
-    (bench/NOTES.md)."""
+    (docs/design.md)."""
     GS, G = groups(SPLITK)
     if not wide or G == 1 or BM * BN // NT > ROUND_MAX_ACCUMULATORS:
         return 1
@@ -272,8 +370,26 @@ def make_fixup(BM: int, BN: int, NT: int, SPLITK: int, wide: bool = False):
     def sum_slices(Wg, Dg, z_first, z_step, n, d_row0, row0, col0, M, N, alpha, beta, vec):
         # rows d_row0 + [0, M) of Dg = alpha * (sum of the partials of slices z_first,
         # z_first + z_step, ... (n of them), in that order) + beta * Dg, over the tile
-        sum_tile(Wg, Dg, z_first, z_step, n, M, 0, 0, SPLITK * M, N, d_row0, row0, col0, M, N,
-                 alpha, beta, vec)
+        sum_tile(
+            Wg,
+            Dg,
+            z_first,
+            z_step,
+            n,
+            M,
+            0,
+            0,
+            SPLITK * M,
+            N,
+            d_row0,
+            row0,
+            col0,
+            M,
+            N,
+            alpha,
+            beta,
+            vec,
+        )
 
     @device_jit
     def fixup(Wg, L, Cg, row0, col0, M, N, alpha, beta, vec):
@@ -288,52 +404,10 @@ def make_fixup(BM: int, BN: int, NT: int, SPLITK: int, wide: bool = False):
         if arrive(L, t + g, n) == 0:
             return  # another slice of this group is still running
         # the group's sum replaces its first slice's partials (only this block reads them now)
-        sum_slices(Wg, Wg, z_first, 1, n, z_first * M, row0, col0, M, N, float32(1.0),
-                   float32(0.0), vec)
+        sum_slices(
+            Wg, Wg, z_first, 1, n, z_first * M, row0, col0, M, N, float32(1.0), float32(0.0), vec
+        )
         if arrive(L, t + G, G):
             sum_slices(Wg, Cg, 0, GS, G, 0, row0, col0, M, N, alpha, beta, vec)
 
     return fixup
-
-
-def stream_key(stream: Any) -> tuple:
-    """The CUDA stream itself, not a Python wrapper. The default streams (handles 0, 1, 2) are
-    shared by host threads, so there the key adds the thread."""
-    if isinstance(stream, int):
-        handle = stream
-    elif stream is None:
-        handle = 0
-    elif getattr(stream, "handle", None) is None:  # the simulator's streams have no handle
-        return (id(stream), 0)
-    else:  # a Numba stream
-        handle = int(stream)
-    return (handle, threading.get_ident() if handle in (0, 1, 2) else 0)
-
-
-def buffers(rows: int, cols: int, counters: int, stream: Any, device: int = 0,
-            wrap: Any = None) -> tuple[Any, Any]:
-    """``(W, L)`` of this stream on GPU ``device``: W a float32 ``(rows, cols)`` Numba device
-    array (the workspace), L at least ``counters`` int32 arrival counters (tiles x
-    :func:`counters_per_tile`), all 0 between calls.
-
-    Both come from grow-only buffers (views memoized: a call in steady state allocates and builds
-    nothing); with ``wrap``, ``(wrap(W), wrap(L))`` instead, memoized beside the views (and
-    dropped with them when a buffer grows)."""
-    key = (device, *stream_key(stream))
-    entry = _workspaces.get(key)
-    if entry is None or entry[0].size < rows * cols or entry[1].size < counters:
-        global generation
-        with _lock, cuda.gpus[device]:
-            generation += 1
-            old = entry
-            w = max(rows * cols, 1, 0 if old is None else old[0].size)
-            n = max(counters, 1, 0 if old is None else old[1].size)
-            entry = (cuda.device_array(w, dtype=np.float32),
-                     cuda.to_device(np.zeros(n, dtype=np.int32)), {})
-            _workspaces[key] = entry
-    wbuf, lbuf, views = entry
-    got = views.get((rows, cols, wrap))
-    if got is None:
-        W, L = wbuf[: rows * cols].reshape(rows, cols), lbuf
-        got = views[(rows, cols, wrap)] = (W, L) if wrap is None else (wrap(W), wrap(L))
-    return got

@@ -96,8 +96,9 @@ def _decomposition(cdiv, dp_tiles):
 
 units, unit = _decomposition(cdiv, dp_tiles)
 #: Device versions (the kernels call them with the grid's block index and size).
-units_dev, unit_dev = (device_jit(f) for f in _decomposition(device_jit(cdiv),
-                                                             device_jit(dp_tiles)))
+units_dev, unit_dev = (
+    device_jit(f) for f in _decomposition(device_jit(cdiv), device_jit(dp_tiles))
+)
 
 
 def quantum(T, I, G):
@@ -126,11 +127,38 @@ def make_fixup(BM: int, BN: int, NT: int):
     @device_jit
     def fixup(Wg, L, Cg, first, count, counter, row0, col0, M, N, alpha, beta, vec):
         if _splitk.arrive(L, counter, count):
-            sum_tile(Wg, Cg, first, 1, count, BM, row0, col0, Wg.shape[0], Wg.shape[1], 0,
-                     row0, col0, M, N, alpha, beta, vec)
+            sum_tile(
+                Wg,
+                Cg,
+                first,
+                1,
+                count,
+                BM,
+                row0,
+                col0,
+                Wg.shape[0],
+                Wg.shape[1],
+                0,
+                row0,
+                col0,
+                M,
+                N,
+                alpha,
+                beta,
+                vec,
+            )
 
     return fixup
 
 
-__all__ = ["units", "unit", "units_dev", "unit_dev", "dp_tiles", "quantum", "blocks",
-           "partial_slots", "make_fixup"]
+__all__ = [
+    "units",
+    "unit",
+    "units_dev",
+    "unit_dev",
+    "dp_tiles",
+    "quantum",
+    "blocks",
+    "partial_slots",
+    "make_fixup",
+]

@@ -35,16 +35,13 @@ from collections.abc import Callable, Mapping
 
 from numba import cuda, float32
 
-from ..launch import cdiv, tile_grid
-from ..registry import Stage
-from ..vecmem import rows_view
+from ..device import SMEM_STATIC_LIMIT, WARP_SIZE, cdiv, tile_grid
+from ..ptx.vecmem import rows_view
 from . import _splitk, _streamk
 from ._common import device_jit, kernel_jit
+from .stage import Stage
 
-WARP_SIZE = 32
 A_PAD = 4  # floats of padding per row of the transposed A tile (keeps rows 16-byte aligned)
-SMEM_STATIC_LIMIT = 48 * 1024  # static SMEM per block (more needs dynamic SMEM + opt-in)
-SMEM_DYNAMIC_LIMIT = 227 * 1024  # sm_90 maximum per block, with the opt-in attribute
 MAX_ACCUMULATORS = 128  # per thread: more cannot stay in 255 registers with the fragments
 
 #: ``SPLITK`` of a stream-K configuration (``_streamk``).
@@ -83,8 +80,11 @@ def mover_fits(extent: int, BK: int, threads: int, k_contiguous: bool) -> bool:
     M/N (storage rows are K)."""
     run = BK if k_contiguous else extent  # floats along the storage row
     across = extent if k_contiguous else BK  # storage rows in the tile
-    return ((extent * BK // 4) % threads == 0 and threads % (run // 4) == 0
-            and across % (threads // (run // 4)) == 0)
+    return (
+        (extent * BK // 4) % threads == 0
+        and threads % (run // 4) == 0
+        and across % (threads // (run // 4)) == 0
+    )
 
 
 def layout_problem(cfg: Mapping[str, int], layout: str) -> str | None:
@@ -148,8 +148,9 @@ def check_config(
         raise ValueError(f"tile sizes must be positive, got {dict(cfg)}")
     BM, BN, BK, WM, WN, WNITER, TM, TN = (cfg[k] for k in TILE_KEYS)
     if BM % WM or BN % WN:
-        raise ValueError(f"invalid config {dict(cfg)}: warp tiles must divide the block tile "
-                         "(BM % WM, BN % WN)")
+        raise ValueError(
+            f"invalid config {dict(cfg)}: warp tiles must divide the block tile (BM % WM, BN % WN)"
+        )
     d = derived(cfg)
     nt = d["NUM_THREADS"]
     smem = smem_copies * d["TILE_SMEM_BYTES"]
@@ -158,19 +159,27 @@ def check_config(
         (WARP_SIZE <= nt <= 1024, f"NUM_THREADS = (BM/WM)*(BN/WN)*32 = {nt} not in [32, 1024]"),
         (TM % 4 == 0 and TN % 4 == 0 and BK % 4 == 0, "TM, TN and BK must be multiples of 4"),
         (WN % WNITER == 0, "WNITER must divide WN"),
-        ((WM * WN) % (WARP_SIZE * TM * TN * WNITER) == 0 and d["WMITER"] >= 1,
-         "WM*WN must be a multiple of 32*TM*TN*WNITER (WMITER = WM*WN/(32*TM*TN*WNITER))"),
+        (
+            (WM * WN) % (WARP_SIZE * TM * TN * WNITER) == 0 and d["WMITER"] >= 1,
+            "WM*WN must be a multiple of 32*TM*TN*WNITER (WMITER = WM*WN/(32*TM*TN*WNITER))",
+        ),
         (WM % max(d["WMITER"], 1) == 0, "WMITER must divide WM"),
         (d["WSUBM"] % TM == 0 and d["WSUBN"] % TN == 0, "TM, TN must divide the warp sub-tile"),
-        ((d["WSUBM"] // TM) * (d["WSUBN"] // TN) == WARP_SIZE,
-         "a warp sub-tile must hold exactly 32 thread tiles"),
+        (
+            (d["WSUBM"] // TM) * (d["WSUBN"] // TN) == WARP_SIZE,
+            "a warp sub-tile must hold exactly 32 thread tiles",
+        ),
         (mover_fits(BM, BK, nt, True), "the A tile's float4s must split evenly over the threads"),
         (mover_fits(BN, BK, nt, False), "the B tile's float4s must split evenly over the threads"),
         (smem <= smem_limit, f"SMEM {smem} B per block exceeds {smem_limit} B"),
-        (d["WMITER"] * TM * WNITER * TN <= MAX_ACCUMULATORS,
-         f"more than {MAX_ACCUMULATORS} accumulators per thread"),
-        (0 <= cfg["MINB"] <= 4 and cfg["MINB"] * nt <= 2048,
-         "MINB (min. blocks per SM) must be 0-4 and MINB * NUM_THREADS <= 2048"),
+        (
+            d["WMITER"] * TM * WNITER * TN <= MAX_ACCUMULATORS,
+            f"more than {MAX_ACCUMULATORS} accumulators per thread",
+        ),
+        (
+            0 <= cfg["MINB"] <= 4 and cfg["MINB"] * nt <= 2048,
+            "MINB (min. blocks per SM) must be 0-4 and MINB * NUM_THREADS <= 2048",
+        ),
         (0 <= cfg["SPLITK"] <= 64, "SPLITK must be 1-64 K slices, or 0 (STREAM_K: stream-K)"),
     ]
     for ok, msg in rules:
@@ -184,7 +193,7 @@ _BLOCKS = ((128, 128), (128, 64), (64, 128), (256, 128), (128, 256))
 _WARPS = ((64, 32), (32, 64), (64, 64), (32, 32))
 _THREADS = ((4, 4, 1), (4, 4, 2), (4, 4, 4), (8, 4, 1), (8, 4, 2), (4, 8, 1), (4, 8, 2))
 #: Block sizes and per-thread accumulator counts worth timing: fewer threads or accumulators
-#: leave the SM short of warps or of FMA reuse (bench/NOTES.md).
+#: leave the SM short of warps or of FMA reuse (docs/design.md).
 THREADS = (128, 256)
 ACCUMULATORS = (32, 64, 128)
 
@@ -244,13 +253,24 @@ def make_work(BM: int, BN: int, BK: int, SPLITK: int):
     (:func:`make_epilogue`). Without stream-K a block has one unit, the grid's tile (x: BN
     columns, y: BM rows, z: batch or K slice); with it, ``_streamk.unit``."""
     if SPLITK == STREAM_K:
+
         @device_jit
         def stream_k_work(u, M, N, K):
             tn = (N + BN - 1) // BN
             t, ib, ie, slot, first, count, counter = _streamk.unit_dev(
-                cuda.blockIdx.x, u, ((M + BM - 1) // BM) * tn, (K + BK - 1) // BK, cuda.gridDim.x)
-            return (0, (t // tn) * BM, (t % tn) * BN, ib * BK, min(K, ie * BK), slot, first,
-                    count, counter)
+                cuda.blockIdx.x, u, ((M + BM - 1) // BM) * tn, (K + BK - 1) // BK, cuda.gridDim.x
+            )
+            return (
+                0,
+                (t // tn) * BM,
+                (t % tn) * BN,
+                ib * BK,
+                min(K, ie * BK),
+                slot,
+                first,
+                count,
+                counter,
+            )
 
         return stream_k_work
 
@@ -269,16 +289,20 @@ def unit_kernel(name: str, unit: Callable, cfg: Mapping[str, int]):
     where stream-K needs it: NVVM kept a one-trip loop around the body, which cost registers.)"""
     BM, BN, BK = cfg["BM"], cfg["BN"], cfg["BK"]
     if cfg["SPLITK"] == STREAM_K:
+
         def kernel(A, B, C, W, L, alpha, beta):
             M, K, N = A.shape[1], A.shape[2], B.shape[2]
             tiles = ((M + BM - 1) // BM) * ((N + BN - 1) // BN)
-            for u in range(_streamk.units_dev(cuda.blockIdx.x, tiles, (K + BK - 1) // BK,
-                                              cuda.gridDim.x)):
+            for u in range(
+                _streamk.units_dev(cuda.blockIdx.x, tiles, (K + BK - 1) // BK, cuda.gridDim.x)
+            ):
                 unit(u, A, B, C, W, L, alpha, beta)
                 cuda.syncthreads()  # everyone is done with SMEM before the next unit fills it
     else:
+
         def kernel(A, B, C, W, L, alpha, beta):
             unit(0, A, B, C, W, L, alpha, beta)
+
     kernel.__name__ = kernel.__qualname__ = name
     kernel.body = getattr(unit, "py_func", unit)  # what the notebooks show as the kernel's source
     return kernel_jit(launch_bounds=launch_bounds(cfg))(kernel)
@@ -310,10 +334,24 @@ def make_epilogue(store_results: Callable, BM: int, BN: int, NT: int, SPLITK: in
             else:
                 Wg = rows_view(W, 0)
                 s0 = job[5] * BM  # this unit's slot: workspace rows s0 + [0, BM)
-                store_results(Wg, acc, s0 + r0 - row0, c0 - col0, float32(1.0), float32(0.0),
-                              s0 + BM, BN, vec)
-                sk_fixup(Wg, L, rows_view(C, 0), job[6], count, job[8], row0, col0, M, N,
-                         alpha, beta, vec)
+                store_results(
+                    Wg, acc, s0 + r0 - row0, c0 - col0, float32(1.0), float32(0.0), s0 + BM, BN, vec
+                )
+                sk_fixup(
+                    Wg,
+                    L,
+                    rows_view(C, 0),
+                    job[6],
+                    count,
+                    job[8],
+                    row0,
+                    col0,
+                    M,
+                    N,
+                    alpha,
+                    beta,
+                    vec,
+                )
 
         return sk_epilogue
 
@@ -343,9 +381,12 @@ def build_stage(
     smem: Callable[[Mapping[str, int], str], int] | None = None,
     min_cc: tuple[int, int] = (0, 0),
     *,
-    tile_of: Callable[[Mapping[str, int]], tuple[int, int]] | None = None,
+    block_of: Callable[[Mapping[str, int]], tuple[int, int, int]] | None = None,
+    threads_of: Callable[[Mapping[str, int]], int] | None = None,
+    cost: str = "waves",
     launch_config_for: Callable[[Mapping[str, int]], Callable] | None = None,
     supports: Callable[[int, int, int], bool] | None = None,
+    limits: str | None = None,
     layouts: tuple[str, ...] | None = None,
     general: bool = True,
 ) -> Stage:
@@ -358,9 +399,10 @@ def build_stage(
     (``(N/BN, M/BM, batch)`` for a batch; with stream-K ``(G, 1, 1)``, one block per resident
     slot: ``launch_config(M, N, K, slots)``), the layouts those whose tiles the threads split evenly
     (:func:`layout_problem`); a stage built for one regime of shapes (skinny, skinny_n) gives its
-    own ``tile_of(cfg)``, ``launch_config_for(cfg)``, ``supports`` and ``layouts``, and
+    own ``block_of(cfg)``, ``threads_of(cfg)``, ``cost`` model (the stage contract,
+    ``Stage.block``), ``launch_config_for(cfg)``, ``supports`` and ``layouts``, and
     ``general=False`` (chosen by the plan only at its tuned price). The kernel takes
-    :data:`SPLIT_ARGS`.
+    :data:`SPLIT_ARGS`; the tiled stages' split-K sum is the wide one (``make_epilogue``).
     """
     cfg = dict(cfg)
     check(cfg)
@@ -368,10 +410,12 @@ def build_stage(
     if launch_config_for is None:
         nt, splits = derived(cfg)["NUM_THREADS"], cfg["SPLITK"]
         if splits == STREAM_K:
+
             def launch_config(M, N, K, slots=1):
                 tiles = cdiv(M, cfg["BM"]) * cdiv(N, cfg["BN"])
                 return (_streamk.blocks(tiles, cdiv(K, cfg["BK"]), slots), 1, 1), (nt,)
         else:
+
             def launch_config(M, N, K, slots=1):
                 return (*tile_grid(M, N, cfg["BM"], cfg["BN"]), splits), (nt,)
     else:
@@ -388,7 +432,7 @@ def build_stage(
         layout_kernel=functools.partial(make_kernel, items),
         layout_smem={lay: smem(cfg, lay) for lay in layouts} if smem else {},
         launch_config=launch_config,
-        **({} if supports is None else {"supports": supports}),
+        **({} if supports is None else {"supports": supports, "limits": limits}),
         config=cfg,
         factory=factory,
         space=space,
@@ -396,7 +440,11 @@ def build_stage(
         dynamic_smem=smem(cfg, "NN") if smem else 0,
         split_k=cfg["SPLITK"],
         min_cc=min_cc,
-        tile=(cfg["BM"], cfg["BN"]) if tile_of is None else tile_of(cfg),
+        tile=(cfg["BM"], cfg["BN"]) if block_of is None else block_of(cfg)[:2],
         general=general,
         vector_loads=True,
+        block_of=block_of,
+        threads_of=threads_of,
+        cost=cost,
+        wide_fixup=block_of is None,
     )

@@ -14,9 +14,9 @@ cuBLAS-like Performance: a Worklog" (2022), kernel 1.
 
 from numba import cuda, float32
 
-from ..launch import tile_grid
-from ..registry import Stage
+from ..device import tile_grid
 from ._common import store_c
+from .stage import Stage
 
 # --- tile constants
 BLOCK = 32  # threads per block along each of x (rows of C) and y (columns of C)

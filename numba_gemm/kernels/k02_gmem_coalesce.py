@@ -12,9 +12,9 @@ Source: the seed's Chapter 3 (global memory coalescing); Boehm's SGEMM worklog, 
 
 from numba import cuda, float32
 
-from ..launch import tile_grid
-from ..registry import Stage
+from ..device import tile_grid
 from ._common import store_c
+from .stage import Stage
 
 # --- tile constants
 BLOCK = 32  # threads per block along each of x (columns of C) and y (rows of C)

@@ -15,9 +15,9 @@ Programming Guide, "Shared Memory" matrix-multiplication example; Boehm's SGEMM 
 
 from numba import cuda, float32
 
-from ..launch import tile_grid
-from ..registry import Stage
+from ..device import tile_grid
 from ._common import store_c
+from .stage import Stage
 
 # --- tile constants
 TILE = 32  # BM = BN = BK = TILE; the block is TILE x TILE threads, one per element of the C tile

@@ -19,9 +19,9 @@ Source: the seed's Chapter 5 (1D blocktiling); Boehm's SGEMM worklog, kernel 4.
 
 from numba import cuda, float32
 
-from ..launch import tile_grid
-from ..registry import Stage
+from ..device import tile_grid
 from ._common import device_jit, store_c, unroll
+from .stage import Stage
 
 # --- tile constants
 BM = 64  # rows of C per block

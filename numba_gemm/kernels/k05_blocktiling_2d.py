@@ -11,7 +11,7 @@ The BK loop is deliberately *not* unrolled (unlike stages 4 and 6+): unrolled, p
 SMEM loads of later k steps and needs 148 registers, one block per SM, and measured 14.0 TFLOP/s
 on an H200 at 4096^3; rolled it fits 128 registers (two blocks per SM) and measured 16.8 TFLOP/s
 (unrolled with a 128-register cap: 19.9 TFLOP/s but 80 bytes of spills, which the project's
-resource check forbids). bench/NOTES.md has the numbers.
+resource check forbids). docs/design.md has the numbers.
 
 Edges as in stage 4: rows/columns past M/N clamped, elements past K zero-filled.
 
@@ -23,9 +23,9 @@ Source: the seed's Chapter 6 (2D blocktiling); Boehm's SGEMM worklog, kernel 5.
 
 from numba import cuda, float32
 
-from ..launch import tile_grid
-from ..registry import Stage
+from ..device import tile_grid
 from ._common import device_jit, store_c
+from .stage import Stage
 
 # --- tile constants
 BM = 128
@@ -52,7 +52,6 @@ def _outer_product(d, As, Bs, reg_m, reg_n, thread_results, thread_row, thread_c
     for i in range(TM):
         for j in range(TN):
             thread_results[i, j] += reg_m[i] * reg_n[j]
-
 
 
 @cuda.jit

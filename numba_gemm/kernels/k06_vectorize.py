@@ -5,11 +5,11 @@ of A and B with one ``ld.global.v4.f32`` each (float4 width) instead of four sca
 is written *transposed* (``As[k, m]``), so that a thread's TM fragment of A is contiguous in SMEM
 and both fragments are read with ``ld.shared.v4.f32``; C is written with ``st.global.v4.f32``.
 
-Numba has no float4 view of a float32 array: ``numba_gemm.vecmem.load4/store4`` are ``@intrinsic``
-functions that emit an LLVM ``<4 x float>`` access with ``align 16`` (NVVM lowers it to the v4
-instructions; ``python -m numba_gemm.resources`` counts them in the PTX). A 128-bit access needs
-16-byte alignment, so this kernel exists twice: the vector one, launched when A, B and C have
-16-byte aligned rows (base address % 16 == 0 and K, N multiples of 4), and the same code with
+Numba has no float4 view of a float32 array: ``numba_gemm.ptx.vecmem.load4/store4`` are
+``@intrinsic`` functions that emit an LLVM ``<4 x float>`` access with ``align 16`` (NVVM lowers it
+to the v4 instructions; ``python -m numba_gemm.tools.resources`` counts them in the PTX). A 128-bit
+access needs 16-byte alignment, so this kernel exists twice: the vector one, launched when A, B and
+C have 16-byte aligned rows (base address % 16 == 0 and K, N multiples of 4), and the same code with
 scalar GMEM accesses for any other shape (``Stage.scalar_kernel``); SMEM accesses stay 128-bit.
 
 Edges: rows/columns past M/N clamped (never stored), elements past K zero-filled.
@@ -22,10 +22,10 @@ Source: the seed's Chapter 7 (vectorized memory access); Boehm's SGEMM worklog, 
 
 from numba import cuda, float32
 
-from ..launch import tile_grid
-from ..registry import Stage
-from ..vecmem import SMEM_ALIGN, load4, store4
+from ..device import tile_grid
+from ..ptx.vecmem import SMEM_ALIGN, load4, store4
 from ._common import device_jit, load_a4, load_b4, store_c4, unroll
+from .stage import Stage
 
 # --- tile constants
 BM = 128
@@ -60,10 +60,18 @@ def _store_row(i, C, thread_results, row0, col0, thread_row, thread_col, alpha, 
     row = row0 + thread_row * TM + i
     for j in range(0, TN, 4):
         store_c4(
-            C, row, col0 + thread_col * TN + j,
-            thread_results[i, j], thread_results[i, j + 1],
-            thread_results[i, j + 2], thread_results[i, j + 3],
-            alpha, beta, M, N, vec,
+            C,
+            row,
+            col0 + thread_col * TN + j,
+            thread_results[i, j],
+            thread_results[i, j + 1],
+            thread_results[i, j + 2],
+            thread_results[i, j + 3],
+            alpha,
+            beta,
+            M,
+            N,
+            vec,
         )
 
 

@@ -25,10 +25,10 @@ Source: the seed's Chapter 8 (avoiding bank conflicts); Boehm's SGEMM worklog, k
 
 from numba import cuda, float32
 
-from ..launch import tile_grid
-from ..registry import Stage
-from ..vecmem import SMEM_ALIGN, load4, store4
+from ..device import tile_grid
+from ..ptx.vecmem import SMEM_ALIGN, load4, store4
 from ._common import device_jit, load_a4, load_b4, store_c4, unroll
+from .stage import Stage
 
 # --- tile constants
 BM = 128
@@ -71,10 +71,18 @@ def _store_row(i, C, thread_results, row0, col0, thread_row, thread_col, alpha, 
     for g in range(2):
         j = 4 * g
         store_c4(
-            C, row, col0 + g * COL_GROUP_STRIDE + thread_col * 4,
-            thread_results[i, j], thread_results[i, j + 1],
-            thread_results[i, j + 2], thread_results[i, j + 3],
-            alpha, beta, M, N, vec,
+            C,
+            row,
+            col0 + g * COL_GROUP_STRIDE + thread_col * 4,
+            thread_results[i, j],
+            thread_results[i, j + 1],
+            thread_results[i, j + 2],
+            thread_results[i, j + 3],
+            alpha,
+            beta,
+            M,
+            N,
+            vec,
         )
 
 

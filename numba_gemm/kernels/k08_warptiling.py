@@ -12,10 +12,10 @@ grid of TM x TN thread tiles. So:
   fragment register WNITER*TN (WMITER*TM) times, walking its outer product row by row in
   serpentine order (so that consecutive FMAs share an operand: ptxas's register reuse cache);
 - the tile sizes are parameters: ``make_stage(config)`` builds the stage for any configuration
-  that passes ``check_config``; ``python -m numba_gemm.tune`` sweeps ``SPACE``.
+  that passes ``check_config``; ``python -m numba_gemm.tools.tune`` sweeps ``SPACE``.
 
 A's tile is stored transposed (``As[k, m]``) with a pitch of BM + 4 floats (rows stay 16-byte
-aligned; stores are at most 2-way conflicted, see bench/NOTES.md). GMEM accesses are 128-bit when
+aligned; stores are at most 2-way conflicted, see docs/design.md). GMEM accesses are 128-bit when
 every operand's rows are 16-byte aligned (``devarray``'s alignment rule), scalar otherwise
 (``Stage.scalar_kernel``); rows/columns past M/N are clamped (never stored), elements past K
 zero-filled, as in stage 6. The scalar variant spreads a thread's TN columns of C a row of lanes
@@ -46,10 +46,11 @@ from typing import Any, NamedTuple
 
 from numba import cuda, float32
 
-from ..registry import Stage
-from ..vecmem import SMEM_ALIGN, cols_view, load4, rows_view, store4
+from ..device import WARP_SIZE as _WARP
+from ..ptx.vecmem import SMEM_ALIGN, cols_view, load4, rows_view, store4
 from . import _tunable as tun
 from ._common import device_jit, load_a4, load_b4, load_b_cols, store_c4, store_c_cols, unroll
+from .stage import Stage
 
 #: Tile configuration used when no tuning result is available (one 128x128 block of 8 warps,
 #: each warp 64x32 as 2x2 sub-tiles of 32x16, each thread 2x2 tiles of 4x4). See ``_tunable``
@@ -92,7 +93,7 @@ def make_column_order(WSUBN: int, TN: int):
     each store instruction writes 4 of every 4 * TN bytes: with TN = 4 a quarter of each 32-byte
     sector it touches, four times the L2 write traffic of the vector epilogue (ncu at 256 x 50260
     x 768: 230 against 58 MB through the L1 -> L2 crossbar, 0.524 against 0.462 ms;
-    bench/NOTES.md).
+    docs/design.md).
     Instead, in each WSUBN-wide sub-tile, lane ``l`` of a row holds columns ``l, l + LANES_N,
     ..., l + (TN - 1) * LANES_N``: the row's lanes store LANES_N consecutive floats per
     instruction. SMEM keeps the order the FMA core reads (a thread's TN floats contiguous, one
@@ -121,8 +122,9 @@ def same_column(s):
     return s
 
 
-def make_mover(extent: int, BK: int, threads: int, k_contiguous: bool, column=same_column,
-               step: int = 1):
+def make_mover(
+    extent: int, BK: int, threads: int, k_contiguous: bool, column=same_column, step: int = 1
+):
     """GMEM -> registers -> SMEM for one operand's ``BK x extent`` tile (extent BM for A, BN for
     B), from its 2-D storage view (``vecmem.rows_view``/``cols_view``).
 
@@ -152,6 +154,7 @@ def make_mover(extent: int, BK: int, threads: int, k_contiguous: bool, column=sa
         return tid // (run // 4), (tid % (run // 4)) * 4
 
     if k_contiguous:
+
         @device_jit
         def _load(l, X, regs, k0, p, q, o0, olim, k_end, vec):
             o = p + l * stride
@@ -159,7 +162,8 @@ def make_mover(extent: int, BK: int, threads: int, k_contiguous: bool, column=sa
                 o = column(o)  # the scalar C stores' order (make_column_order)
             r = min(o0 + o, olim - 1)  # clamp: rows past M (N) are never stored
             regs[4 * l], regs[4 * l + 1], regs[4 * l + 2], regs[4 * l + 3] = load_a4(
-                X, r, k0 + q, k_end, vec)
+                X, r, k0 + q, k_end, vec
+            )
 
         @device_jit
         def _store(l, Xs, regs, p, q):
@@ -167,20 +171,30 @@ def make_mover(extent: int, BK: int, threads: int, k_contiguous: bool, column=sa
             for i in range(4):  # transposing: Xs[k, o]
                 Xs[q + i, o] = regs[4 * l + i]
     else:
+
         @device_jit
         def _load(l, X, regs, k0, p, q, o0, olim, k_end, vec):
             k = k0 + p + l * stride
             if vec == 1 or (vec and IDENTITY):
                 regs[4 * l], regs[4 * l + 1], regs[4 * l + 2], regs[4 * l + 3] = load_b4(
-                    X, k, o0 + q, k_end, olim, True)
+                    X, k, o0 + q, k_end, olim, True
+                )
             else:  # the scalar variant's order: columns ``step`` apart
                 regs[4 * l], regs[4 * l + 1], regs[4 * l + 2], regs[4 * l + 3] = load_b_cols(
-                    X, k, o0 + column(q), step, k_end, olim)
+                    X, k, o0 + column(q), step, k_end, olim
+                )
 
         @device_jit
         def _store(l, Xs, regs, p, q):
-            store4(Xs, p + l * stride, q,
-                   regs[4 * l], regs[4 * l + 1], regs[4 * l + 2], regs[4 * l + 3])
+            store4(
+                Xs,
+                p + l * stride,
+                q,
+                regs[4 * l],
+                regs[4 * l + 1],
+                regs[4 * l + 2],
+                regs[4 * l + 3],
+            )
 
     return coords, unroll(loads, _load), unroll(loads, _store)
 
@@ -211,7 +225,7 @@ def make_parts(cfg: Mapping[str, int], layout: str = "NN") -> Parts:
     NT = d["NUM_THREADS"]
     LANES_N = WSUBN // TN  # lanes along N in a warp sub-tile
     WARPS_N = BN // WN
-    WARP_SIZE = tun.WARP_SIZE
+    WARP_SIZE = _WARP
     a_k_contiguous, b_k_contiguous = layout[0] == "N", layout[1] == "T"
 
     @device_jit
@@ -255,7 +269,7 @@ def make_parts(cfg: Mapping[str, int], layout: str = "NN") -> Parts:
         # serpentine order (odd rows right to left, as CUTLASS's warp-level MMAs walk theirs):
         # a row's last FMA and the next row's first share reg_n[n], so ptxas can keep it in its
         # operand reuse cache. SASS of the 128x128 tile: reuse flags on 1765 -> 2043 of 2176
-        # FFMAs, 247 -> 245 registers; 1-4 % faster on both GPUs (bench/NOTES.md).
+        # FFMAs, 247 -> 245 registers; 1-4 % faster on both GPUs (docs/design.md).
         for m in range(WMITER * TM):
             for j in range(WNITER * TN):
                 n = j if m % 2 == 0 else WNITER * TN - 1 - j
@@ -274,17 +288,33 @@ def make_parts(cfg: Mapping[str, int], layout: str = "NN") -> Parts:
                 n = wn * TN + j
                 if vec:
                     store_c4(
-                        C, row, c0 + wn * WSUBN + j,
-                        thread_results[m, n], thread_results[m, n + 1],
-                        thread_results[m, n + 2], thread_results[m, n + 3],
-                        alpha, beta, M, N, True,
+                        C,
+                        row,
+                        c0 + wn * WSUBN + j,
+                        thread_results[m, n],
+                        thread_results[m, n + 1],
+                        thread_results[m, n + 2],
+                        thread_results[m, n + 3],
+                        alpha,
+                        beta,
+                        M,
+                        N,
+                        True,
                     )
                 else:
                     store_c_cols(
-                        C, row, b_column(c0 + j) + wn * WSUBN, LANES_N,
-                        thread_results[m, n], thread_results[m, n + 1],
-                        thread_results[m, n + 2], thread_results[m, n + 3],
-                        alpha, beta, M, N,
+                        C,
+                        row,
+                        b_column(c0 + j) + wn * WSUBN,
+                        LANES_N,
+                        thread_results[m, n],
+                        thread_results[m, n + 1],
+                        thread_results[m, n + 2],
+                        thread_results[m, n + 3],
+                        alpha,
+                        beta,
+                        M,
+                        N,
                     )
 
     store_results = unroll(WMITER * TM, _store_row)
@@ -308,9 +338,18 @@ def _make_kernel(items: tuple, vec: int, layout: str = "NN"):
     cfg = dict(items)
     pt = make_parts(cfg, layout)
     a_view, b_view, thread_origin, a_coords, b_coords = (
-        pt.a_view, pt.b_view, pt.thread_origin, pt.a_coords, pt.b_coords)
+        pt.a_view,
+        pt.b_view,
+        pt.thread_origin,
+        pt.a_coords,
+        pt.b_coords,
+    )
     load_tiles, store_tiles, mma_tile, store_results = (
-        pt.load_tiles, pt.store_tiles, pt.mma_tile, pt.store_results)
+        pt.load_tiles,
+        pt.store_tiles,
+        pt.mma_tile,
+        pt.store_results,
+    )
     BM, BN, BK, TM, TN, SPLITK = (cfg[k] for k in ("BM", "BN", "BK", "TM", "TN", "SPLITK"))
     AS_PITCH, BS_PITCH = pt.d["AS_PITCH"], pt.d["BS_PITCH"]
     A_REGS, B_REGS = 4 * pt.d["A_LOADS"], 4 * pt.d["B_LOADS"]
@@ -355,8 +394,7 @@ def _make_kernel(items: tuple, vec: int, layout: str = "NN"):
             cuda.syncthreads()  # everyone is done reading before the next tiles overwrite SMEM
 
         # --- epilogue: write C (split-K / stream-K: the workspace; the tile's last sums)
-        epilogue(C, W, L, job, thread_results, row0 + wm0, col0 + wn0, M, N, alpha, beta,
-                 CVEC)
+        epilogue(C, W, L, job, thread_results, row0 + wm0, col0 + wn0, M, N, alpha, beta, CVEC)
 
     return tun.unit_kernel("sgemm_warptiling", sgemm_warptiling_unit, cfg)
 

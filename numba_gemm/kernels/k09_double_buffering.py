@@ -22,11 +22,11 @@ from collections.abc import Mapping
 
 from numba import cuda, float32
 
-from ..registry import Stage
-from ..vecmem import SMEM_ALIGN
+from ..ptx.vecmem import SMEM_ALIGN
 from . import _tunable as tun
 from . import k08_warptiling as wt
 from ._common import device_jit
+from .stage import Stage
 
 #: SMEM copies of each tile.
 SMEM_COPIES = 2
@@ -50,9 +50,18 @@ def _make_kernel(items: tuple, vec: int, layout: str = "NN"):
     cfg = dict(items)
     pt = wt.make_parts(cfg, layout)
     a_view, b_view, thread_origin, a_coords, b_coords = (
-        pt.a_view, pt.b_view, pt.thread_origin, pt.a_coords, pt.b_coords)
+        pt.a_view,
+        pt.b_view,
+        pt.thread_origin,
+        pt.a_coords,
+        pt.b_coords,
+    )
     load_tiles, store_tiles, mma_tile, store_results = (
-        pt.load_tiles, pt.store_tiles, pt.mma_tile, pt.store_results)
+        pt.load_tiles,
+        pt.store_tiles,
+        pt.mma_tile,
+        pt.store_results,
+    )
     BM, BN, BK, TM, TN, SPLITK = (cfg[k] for k in ("BM", "BN", "BK", "TM", "TN", "SPLITK"))
     AS_PITCH, BS_PITCH = pt.d["AS_PITCH"], pt.d["BS_PITCH"]
     A_REGS, B_REGS = 4 * pt.d["A_LOADS"], 4 * pt.d["B_LOADS"]
@@ -98,7 +107,7 @@ def _make_kernel(items: tuple, vec: int, layout: str = "NN"):
             # Unconditional (past k_end it loads zeros, and the store below is harmless): a
             # load under "if there is a next tile" got sunk by the compiler into the store's
             # identical "if", after the math, exposing its latency (-25% at 4096^3;
-            # bench/NOTES.md).
+            # docs/design.md).
             load_tiles(Ag, Bg, ra, rb, k0 + BK, ap, aq, bp, bq, row0, col0, M, N, k_end, vec)
             # --- SMEM (copy buf) -> registers, FMA
             mma_tile(As[buf], Bs[buf], reg_m, reg_n, thread_results, wm0, wn0)
@@ -109,8 +118,7 @@ def _make_kernel(items: tuple, vec: int, layout: str = "NN"):
             buf = 1 - buf
 
         # --- epilogue: write C (split-K / stream-K: the workspace; the tile's last sums)
-        epilogue(C, W, L, job, thread_results, row0 + wm0, col0 + wn0, M, N, alpha, beta,
-                 CVEC)
+        epilogue(C, W, L, job, thread_results, row0 + wm0, col0 + wn0, M, N, alpha, beta, CVEC)
 
     return tun.unit_kernel("sgemm_double_buffering", sgemm_double_buffering_unit, cfg)
 
@@ -118,7 +126,12 @@ def _make_kernel(items: tuple, vec: int, layout: str = "NN"):
 def make_stage(config: Mapping[str, int]) -> Stage:
     """The double-buffering stage for one configuration (validated by :func:`check_config`)."""
     return tun.build_stage(
-        "double_buffering", "9: double buffering", config, _make_kernel, make_stage, SPACE,
+        "double_buffering",
+        "9: double buffering",
+        config,
+        _make_kernel,
+        make_stage,
+        SPACE,
         check_config,
     )
 

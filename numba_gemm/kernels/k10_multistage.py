@@ -2,7 +2,7 @@
 
 From ``double_buffering`` (same warp/thread map and FMA core, ``warptiling.make_parts``): GMEM
 tiles no longer pass through registers. Each thread issues ``cp.async`` copies straight into SMEM
-(``numba_gemm.cpasync``) for the tile NBUF - 1 steps ahead, so NBUF - 1 K tiles are in flight
+(``numba_gemm.ptx.cpasync``) for the tile NBUF - 1 steps ahead, so NBUF - 1 K tiles are in flight
 while the warps compute on the current one:
 
     prologue: issue tiles 0 .. NBUF-2, one commit group each
@@ -35,12 +35,13 @@ from collections.abc import Mapping
 
 from numba import cuda, float32
 
-from ..cpasync import commit, copy_async, wait
-from ..registry import Stage
-from ..vecmem import SMEM_ALIGN, tile_view
+from ..device import SMEM_OPTIN_LIMIT, WARP_SIZE
+from ..ptx.cpasync import commit, copy_async, wait
+from ..ptx.vecmem import SMEM_ALIGN, tile_view
 from . import _tunable as tun
 from . import k08_warptiling as wt
 from ._common import device_jit, unroll
+from .stage import Stage
 
 #: Default: the fastest configuration measured at 4096^3 on an H200 (numba_gemm/tuning/sm_90.json):
 #: 128x256x16 block tile, 8 warps of 64x64 (2x2 sub-tiles of 32x32), 8x4 thread tiles (16x8
@@ -56,13 +57,13 @@ def check_config(cfg: Mapping[str, int]) -> None:
     nbuf = cfg.get("NBUF")
     if not (isinstance(nbuf, int) and 2 <= nbuf <= 6):
         raise ValueError(f"invalid config {dict(cfg)}: NBUF must be an int in 2..6")
-    tun.check_config(
-        cfg, extra_keys=("NBUF",), smem_copies=nbuf, smem_limit=tun.SMEM_DYNAMIC_LIMIT
-    )
-    warps = tun.derived(cfg)["NUM_THREADS"] // tun.WARP_SIZE
-    if cfg["BK"] % warps or cfg["BN"] % tun.WARP_SIZE or cfg["BM"] % tun.WARP_SIZE:
-        raise ValueError(f"invalid config {dict(cfg)}: element-wise copies of B (of A, when it is "
-                         "transposed) need BK to be a multiple of the warp count, BN and BM of 32")
+    tun.check_config(cfg, extra_keys=("NBUF",), smem_copies=nbuf, smem_limit=SMEM_OPTIN_LIMIT)
+    warps = tun.derived(cfg)["NUM_THREADS"] // WARP_SIZE
+    if cfg["BK"] % warps or cfg["BN"] % WARP_SIZE or cfg["BM"] % WARP_SIZE:
+        raise ValueError(
+            f"invalid config {dict(cfg)}: element-wise copies of B (of A, when it is "
+            "transposed) need BK to be a multiple of the warp count, BN and BM of 32"
+        )
 
 
 SPACE = tun.make_space(check_config, extra={"NBUF": (2, 3, 4)})
@@ -73,8 +74,7 @@ def smem_bytes(cfg: Mapping[str, int], layout: str = "NN") -> int:
     return cfg["NBUF"] * tun.derived(cfg, layout)["TILE_SMEM_BYTES"]
 
 
-def make_copier(extent: int, BK: int, threads: int, k_contiguous: bool,
-                slot=wt.same_column):
+def make_copier(extent: int, BK: int, threads: int, k_contiguous: bool, slot=wt.same_column):
     """``copy_all(Xs, X, k0, tid, o0, olim, K, k_end, vec, full)``: issue this thread's
     cp.async copies of one operand's ``BK x extent`` tile (extent BM for A, BN for B) at ``k0``
     from its 2-D storage view ``X`` into the SMEM buffer ``Xs[k, o]``.
@@ -94,7 +94,7 @@ def make_copier(extent: int, BK: int, threads: int, k_contiguous: bool,
     along M (N), the block's columns before ``olim``, so no copy needs a bounds check or a clamp;
     else copies past ``k_end`` zero-fill and every address is clamped into the matrix.
     """
-    warps = threads // tun.WARP_SIZE
+    warps = threads // WARP_SIZE
     if k_contiguous:
         loads = (extent * BK // 4) // threads
         stride = threads // (BK // 4)  # storage rows of the tile per pass
@@ -125,7 +125,7 @@ def make_copier(extent: int, BK: int, threads: int, k_contiguous: bool,
     stride4 = threads // (extent // 4)  # float4 path: storage rows of the tile per pass
     elems = BK * extent // threads  # 4-byte copies per thread (scalar path)
     rows_per_warp = BK // warps
-    col_groups = extent // tun.WARP_SIZE
+    col_groups = extent // WARP_SIZE
 
     @device_jit
     def _copy4(j, Xs, X, k0, tid, o0, olim, K, k_end, full):
@@ -137,8 +137,8 @@ def make_copier(extent: int, BK: int, threads: int, k_contiguous: bool,
 
     @device_jit
     def _copy1(j, Xs, X, k0, tid, o0, olim, K, k_end, full):
-        r = (tid // tun.WARP_SIZE) * rows_per_warp + j // col_groups
-        c = tid % tun.WARP_SIZE + (j % col_groups) * tun.WARP_SIZE
+        r = (tid // WARP_SIZE) * rows_per_warp + j // col_groups
+        c = tid % WARP_SIZE + (j % col_groups) * WARP_SIZE
         s = slot(c)  # the scalar variant's SMEM order; the warp still reads 128 bytes in a row
         k = k0 + r
         if full:
@@ -226,11 +226,9 @@ def _make_kernel(items: tuple, vec: int, layout: str = "NN"):
             cuda.syncthreads()  # ...everyone's; and everyone is done computing on tile t - 1
             # --- GMEM -> SMEM: tile t + NBUF - 1 into the buffer tile t - 1 used
             if k_next + BK <= k_end and interior:
-                copy_tiles(As[nb], Bs[nb], Ag, Bg, k_next, tid, row0, col0, M, N, K, k_end,
-                           True)
+                copy_tiles(As[nb], Bs[nb], Ag, Bg, k_next, tid, row0, col0, M, N, K, k_end, True)
             elif k_next < k_end:
-                copy_tiles(As[nb], Bs[nb], Ag, Bg, k_next, tid, row0, col0, M, N, K, k_end,
-                           False)
+                copy_tiles(As[nb], Bs[nb], Ag, Bg, k_next, tid, row0, col0, M, N, K, k_end, False)
             commit()
             # --- SMEM -> registers, FMA on tile t
             mma_tile(As[cb], Bs[cb], reg_m, reg_n, thread_results, wm0, wn0)
@@ -240,8 +238,7 @@ def _make_kernel(items: tuple, vec: int, layout: str = "NN"):
         wait(0)  # no copy may still be writing SMEM when the block exits (or the unit ends)
 
         # --- epilogue: write C (split-K / stream-K: the workspace; the tile's last sums)
-        epilogue(C, W, L, job, thread_results, row0 + wm0, col0 + wn0, M, N, alpha, beta,
-                 CVEC)
+        epilogue(C, W, L, job, thread_results, row0 + wm0, col0 + wn0, M, N, alpha, beta, CVEC)
 
     return tun.unit_kernel("sgemm_multistage", sgemm_multistage_unit, cfg)
 
@@ -249,8 +246,15 @@ def _make_kernel(items: tuple, vec: int, layout: str = "NN"):
 def make_stage(config: Mapping[str, int]) -> Stage:
     """The multistage stage for one configuration (validated by :func:`check_config`)."""
     return tun.build_stage(
-        "multistage", "10: cp.async multistage", config, _make_kernel, make_stage, SPACE,
-        check_config, smem=smem_bytes, min_cc=(8, 0),
+        "multistage",
+        "10: cp.async multistage",
+        config,
+        _make_kernel,
+        make_stage,
+        SPACE,
+        check_config,
+        smem=smem_bytes,
+        min_cc=(8, 0),
     )
 
 

@@ -6,7 +6,7 @@ inputs: 10 mantissa bits, FP32 exponent and accumulation), many times the FMA ra
 teaching rung, shaped like the seed's V5: 64x64 block tile, BK = 8, 4 warps (2x2), each warp
 computing a 32x32 tile as 2x4 fragments of 16x8; every K tile is copied to SMEM with plain
 loads (zeros past the matrix) and, per 8-deep step, each lane reads its elements of the A and B
-fragments (the PTX ISA's ownership map, ``numba_gemm.mma``), rounds them to TF32
+fragments (the PTX ISA's ownership map, ``numba_gemm.ptx.mma``), rounds them to TF32
 (``cvt.rna.tf32.f32``) and issues 8 mma.
 
 SMEM padding makes the fragment reads conflict-free: lane ``(g, q) = (lane >> 2, lane & 3)``
@@ -24,10 +24,10 @@ Source: the seed "GEMM Optimization Guide", V5 (TF32 WMMA, 64x64x8 block, 4 warp
 
 from numba import cuda, float32, int32
 
-from ..launch import tile_grid
-from ..mma import MMA_TF32, mma_tf32, to_tf32
-from ..registry import Stage
+from ..device import tile_grid
+from ..ptx.mma import MMA_TF32, mma_tf32, to_tf32
 from ._common import device_jit, store_c
+from .stage import Stage
 
 # --- tile constants
 BM = 64
@@ -120,17 +120,36 @@ def sgemm_tf32_mma(A, B, C, alpha, beta):
                 for ni in range(NITER):
                     f = mi * NITER + ni
                     acc[f, 0], acc[f, 1], acc[f, 2], acc[f, 3] = mma_tf32(
-                        a_frag[mi, 0], a_frag[mi, 1], a_frag[mi, 2], a_frag[mi, 3],
-                        b_frag[ni, 0], b_frag[ni, 1],
-                        acc[f, 0], acc[f, 1], acc[f, 2], acc[f, 3])
+                        a_frag[mi, 0],
+                        a_frag[mi, 1],
+                        a_frag[mi, 2],
+                        a_frag[mi, 3],
+                        b_frag[ni, 0],
+                        b_frag[ni, 1],
+                        acc[f, 0],
+                        acc[f, 1],
+                        acc[f, 2],
+                        acc[f, 3],
+                    )
         cuda.syncthreads()  # every warp is done reading before the next tiles overwrite SMEM
 
     # --- epilogue: write C; the lane holds (g, 2q), (g, 2q+1), (g+8, 2q), (g+8, 2q+1) of each
     for mi in range(MITER):
         for ni in range(NITER):
             f = mi * NITER + ni
-            store_fragment(C, row0 + wm0 + mi * MMA_M + g, col0 + wn0 + ni * MMA_N + 2 * q,
-                           acc[f, 0], acc[f, 1], acc[f, 2], acc[f, 3], alpha, beta, M, N)
+            store_fragment(
+                C,
+                row0 + wm0 + mi * MMA_M + g,
+                col0 + wn0 + ni * MMA_N + 2 * q,
+                acc[f, 0],
+                acc[f, 1],
+                acc[f, 2],
+                acc[f, 3],
+                alpha,
+                beta,
+                M,
+                N,
+            )
 
 
 def launch_config(M, N, K):

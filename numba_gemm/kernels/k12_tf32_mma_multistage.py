@@ -36,9 +36,9 @@ from collections.abc import Mapping
 from numba import cuda, float32, int32
 from numba.core.types import float16
 
-from ..cpasync import commit, copy_async, wait
-from ..launch import tile_grid
-from ..mma import (
+from ..device import SMEM_OPTIN_LIMIT, WARP_SIZE, tile_grid
+from ..ptx.cpasync import commit, copy_async, wait
+from ..ptx.mma import (
     MMA_F16,
     MMA_TF32,
     float_bits,
@@ -49,17 +49,18 @@ from ..mma import (
     round_tf32_bits,
     split_tf32_bits,
 )
-from ..registry import Stage
-from ..vecmem import SMEM_ALIGN, tile_view
+from ..ptx.vecmem import SMEM_ALIGN, tile_view
 from ._common import device_jit, kernel_jit, unroll
 from .k11_tf32_mma import store_fragment
+from .stage import Stage
 
 MMA_M, MMA_N, _ = MMA_TF32  # the fragment's M and N; its K is the mode's
-WARP_SIZE = 32
 #: Per arithmetic mode: the SMEM/GMEM element type, its bytes, and the mma's K.
-ELEMENT = {"tf32": (float32, 4, MMA_TF32[2]), "3xtf32": (float32, 4, MMA_TF32[2]),
-           "fp16": (float16, 2, MMA_F16[2])}
-SMEM_LIMIT = 227 * 1024  # opt-in dynamic SMEM per block, sm_80 / sm_90
+ELEMENT = {
+    "tf32": (float32, 4, MMA_TF32[2]),
+    "3xtf32": (float32, 4, MMA_TF32[2]),
+    "fp16": (float16, 2, MMA_F16[2]),
+}
 
 #: 256x128x16 block tile, 8 warps (4x2) of 64x64: 8x8 fragments, 128 accumulators per thread;
 #: four SMEM buffers (114 KB); 244 registers, no spills. The fastest of the 42 configurations of
@@ -78,8 +79,14 @@ def derived(cfg: Mapping[str, int], mode: str = "tf32") -> dict:
     warps = (BM // WM) * (BN // WN)
     as_pitch, bs_pitch = BK + 16 // size, BN + 8
     return dict(
-        NUM_THREADS=warps * WARP_SIZE, WARPS_N=BN // WN, MITER=WM // MMA_M, NITER=WN // MMA_N,
-        MMA_K=mma_k, VEC=16 // size, AS_PITCH=as_pitch, BS_PITCH=bs_pitch,
+        NUM_THREADS=warps * WARP_SIZE,
+        WARPS_N=BN // WN,
+        MITER=WM // MMA_M,
+        NITER=WN // MMA_N,
+        MMA_K=mma_k,
+        VEC=16 // size,
+        AS_PITCH=as_pitch,
+        BS_PITCH=bs_pitch,
         A_ELEMS=cfg["NBUF"] * BM * as_pitch,
         SMEM_BYTES=size * cfg["NBUF"] * (BM * as_pitch + BK * bs_pitch),
     )
@@ -95,17 +102,23 @@ def check_config(cfg: Mapping[str, int], mode: str = "tf32") -> None:
     d = derived(cfg, mode)
     frag_n = 2 * MMA_N if mode == "fp16" else MMA_N  # FP16 B: ldmatrix.x4.trans, two at once
     if BM % WM or BN % WN or WM % MMA_M or WN % frag_n or BK % d["MMA_K"]:
-        raise ValueError(f"invalid config {dict(cfg)}: warp tiles must tile the block, "
-                         f"{MMA_M}x{frag_n} fragments the warp tile, and BK be a multiple of "
-                         f"{d['MMA_K']}")
+        raise ValueError(
+            f"invalid config {dict(cfg)}: warp tiles must tile the block, "
+            f"{MMA_M}x{frag_n} fragments the warp tile, and BK be a multiple of "
+            f"{d['MMA_K']}"
+        )
     nt, vec = d["NUM_THREADS"], d["VEC"]
     if not 32 <= nt <= 1024 or (BM * BK) % (vec * nt) or (BK * BN) % (vec * nt) or BN % 32:
-        raise ValueError(f"invalid config {dict(cfg)}: 32..1024 threads that split both tiles "
-                         "into 16-byte copies evenly, BN a multiple of 32")
+        raise ValueError(
+            f"invalid config {dict(cfg)}: 32..1024 threads that split both tiles "
+            "into 16-byte copies evenly, BN a multiple of 32"
+        )
     if not 2 <= cfg["NBUF"] <= 6 or cfg["MINB"] > 4:
         raise ValueError(f"invalid config {dict(cfg)}: NBUF in 2..6, MINB <= 4")
-    if d["SMEM_BYTES"] > SMEM_LIMIT:
-        raise ValueError(f"invalid config {dict(cfg)}: {d['SMEM_BYTES']} B of SMEM > {SMEM_LIMIT}")
+    if d["SMEM_BYTES"] > SMEM_OPTIN_LIMIT:
+        raise ValueError(
+            f"invalid config {dict(cfg)}: {d['SMEM_BYTES']} B of SMEM > {SMEM_OPTIN_LIMIT}"
+        )
 
 
 def _valid(cfg: Mapping[str, int], mode: str) -> bool:
@@ -122,16 +135,23 @@ def space(mode: str = "tf32") -> tuple:
     per SM, i.e. at most 128 registers, for the 64x32 and 32x32 warp tiles), the valid ones."""
     bks = (32, 64) if mode == "fp16" else (16, 32, 64)
     return tuple(
-        c for c in (dict(BM=bm, BN=bn, BK=bk, WM=wm, WN=wn, NBUF=nbuf, MINB=minb)
-                    for bm, bn, wm, wn, minbs in ((128, 128, 64, 32, (1, 2)),
-                                                  (256, 128, 64, 32, (1,)),
-                                                  (128, 256, 64, 32, (1,)),
-                                                  (128, 128, 64, 64, (1,)),
-                                                  (128, 256, 64, 64, (1,)),
-                                                  (256, 128, 64, 64, (1,)),
-                                                  (64, 128, 32, 32, (1, 2)),
-                                                  (128, 64, 32, 32, (1, 2)))
-                    for bk in bks for nbuf in (3, 4) for minb in minbs)
+        c
+        for c in (
+            dict(BM=bm, BN=bn, BK=bk, WM=wm, WN=wn, NBUF=nbuf, MINB=minb)
+            for bm, bn, wm, wn, minbs in (
+                (128, 128, 64, 32, (1, 2)),
+                (256, 128, 64, 32, (1,)),
+                (128, 256, 64, 32, (1,)),
+                (128, 128, 64, 64, (1,)),
+                (128, 256, 64, 64, (1,)),
+                (256, 128, 64, 64, (1,)),
+                (64, 128, 32, 32, (1, 2)),
+                (128, 64, 32, 32, (1, 2)),
+            )
+            for bk in bks
+            for nbuf in (3, 4)
+            for minb in minbs
+        )
         if _valid(c, mode)
     )
 
@@ -204,8 +224,9 @@ def _make_kernel(items: tuple, vec: bool, mode: str):
     @device_jit
     def _load_a(mi, As, kk, a_big, a_small, wm0, lane):
         # lane l gives row l % 16, k-half l // 16: matrices (rows 0-7 | 8-15) x (k-halves 0 | 1)
-        r0, r1, r2, r3 = ldmatrix_x4(As, wm0 + mi * MMA_M + (lane & 15),
-                                     kk + (lane >> 4) * (MMA_K // 2))
+        r0, r1, r2, r3 = ldmatrix_x4(
+            As, wm0 + mi * MMA_M + (lane & 15), kk + (lane >> 4) * (MMA_K // 2)
+        )
         if F16:  # two halves per register, as the mma takes them
             a_big[mi, 0], a_big[mi, 1], a_big[mi, 2], a_big[mi, 3] = r0, r1, r2, r3
         elif SPLIT:
@@ -223,9 +244,9 @@ def _make_kernel(items: tuple, vec: bool, mode: str):
     def _load_b(ni, Bs, kk, b_big, b_small, wn0, lane):
         if F16:
             if ni % 2 == 0:  # fragments ni, ni + 1: matrices (k 0-7 | 8-15) x (n 0-7 | 8-15)
-                (b_big[ni, 0], b_big[ni, 1],
-                 b_big[ni + 1, 0], b_big[ni + 1, 1]) = ldmatrix_x4_trans(
-                    Bs, kk + (lane & 15), wn0 + ni * MMA_N + (lane >> 4) * MMA_N)
+                (b_big[ni, 0], b_big[ni, 1], b_big[ni + 1, 0], b_big[ni + 1, 1]) = (
+                    ldmatrix_x4_trans(Bs, kk + (lane & 15), wn0 + ni * MMA_N + (lane >> 4) * MMA_N)
+                )
             return
         n = wn0 + ni * MMA_N + (lane >> 2)
         k = kk + (lane & 3)
@@ -246,22 +267,58 @@ def _make_kernel(items: tuple, vec: bool, mode: str):
             # accumulator through the mma gave 2.9e-5 relative error at 4096^3, 25x FP32's)
             z = float32(0.0)
             c0, c1, c2, c3 = mma(
-                a_small[mi, 0], a_small[mi, 1], a_small[mi, 2], a_small[mi, 3],
-                b_big[ni, 0], b_big[ni, 1], z, z, z, z)
+                a_small[mi, 0],
+                a_small[mi, 1],
+                a_small[mi, 2],
+                a_small[mi, 3],
+                b_big[ni, 0],
+                b_big[ni, 1],
+                z,
+                z,
+                z,
+                z,
+            )
             c0, c1, c2, c3 = mma(
-                a_big[mi, 0], a_big[mi, 1], a_big[mi, 2], a_big[mi, 3],
-                b_small[ni, 0], b_small[ni, 1], c0, c1, c2, c3)
+                a_big[mi, 0],
+                a_big[mi, 1],
+                a_big[mi, 2],
+                a_big[mi, 3],
+                b_small[ni, 0],
+                b_small[ni, 1],
+                c0,
+                c1,
+                c2,
+                c3,
+            )
             c0, c1, c2, c3 = mma(
-                a_big[mi, 0], a_big[mi, 1], a_big[mi, 2], a_big[mi, 3],
-                b_big[ni, 0], b_big[ni, 1], c0, c1, c2, c3)
+                a_big[mi, 0],
+                a_big[mi, 1],
+                a_big[mi, 2],
+                a_big[mi, 3],
+                b_big[ni, 0],
+                b_big[ni, 1],
+                c0,
+                c1,
+                c2,
+                c3,
+            )
             acc[f, 0] += c0
             acc[f, 1] += c1
             acc[f, 2] += c2
             acc[f, 3] += c3
         else:
             acc[f, 0], acc[f, 1], acc[f, 2], acc[f, 3] = mma(
-                a_big[mi, 0], a_big[mi, 1], a_big[mi, 2], a_big[mi, 3],
-                b_big[ni, 0], b_big[ni, 1], acc[f, 0], acc[f, 1], acc[f, 2], acc[f, 3])
+                a_big[mi, 0],
+                a_big[mi, 1],
+                a_big[mi, 2],
+                a_big[mi, 3],
+                b_big[ni, 0],
+                b_big[ni, 1],
+                acc[f, 0],
+                acc[f, 1],
+                acc[f, 2],
+                acc[f, 3],
+            )
 
     load_a, load_b, mma_all = unroll(MITER, _load_a), unroll(NITER, _load_b), unroll(FRAGS, _mma)
 
@@ -280,8 +337,19 @@ def _make_kernel(items: tuple, vec: bool, mode: str):
 
     @device_jit
     def _store(f, C, acc, r0, c0, alpha, beta, M, N):
-        store_fragment(C, r0 + (f // NITER) * MMA_M, c0 + (f % NITER) * MMA_N,
-                       acc[f, 0], acc[f, 1], acc[f, 2], acc[f, 3], alpha, beta, M, N)
+        store_fragment(
+            C,
+            r0 + (f // NITER) * MMA_M,
+            c0 + (f % NITER) * MMA_N,
+            acc[f, 0],
+            acc[f, 1],
+            acc[f, 2],
+            acc[f, 3],
+            alpha,
+            beta,
+            M,
+            N,
+        )
 
     store_all = unroll(FRAGS, _store)
 
@@ -291,8 +359,29 @@ def _make_kernel(items: tuple, vec: bool, mode: str):
         copy_b(Bs, B, k0, col0, K, N, tid, True, vec)
 
     @device_jit
-    def tile(As, Bs, nAs, nBs, A, B, k_next, row0, col0, M, N, K, tid, acc, a_big, a_small,
-             b_big, b_small, wm0, wn0, lane):
+    def tile(
+        As,
+        Bs,
+        nAs,
+        nBs,
+        A,
+        B,
+        k_next,
+        row0,
+        col0,
+        M,
+        N,
+        K,
+        tid,
+        acc,
+        a_big,
+        a_small,
+        b_big,
+        b_small,
+        wm0,
+        wn0,
+        lane,
+    ):
         # The copies of tile t + NBUF - 1 are issued between the first mma steps of tile t, with
         # no branch around them (past K they zero-fill a buffer nobody reads): ptxas can then
         # interleave their address arithmetic (~20 instructions per 16-byte copy) with the mma
@@ -343,16 +432,36 @@ def _make_kernel(items: tuple, vec: bool, mode: str):
             cuda.syncthreads()  # ...everyone's; and every warp is done with tile t - 1's buffer
             # --- SMEM -> fragments, mma on tile t; among its first steps, GMEM -> SMEM copies of
             # tile t + NBUF - 1 into the buffer tile t - 1 used (one commit group)
-            tile(As[cb], Bs[cb], As[nb], Bs[nb], A, B, k_next, row0, col0, M, N, K, tid, acc,
-                 a_big, a_small, b_big, b_small, wm0, wn0, lane)
+            tile(
+                As[cb],
+                Bs[cb],
+                As[nb],
+                Bs[nb],
+                A,
+                B,
+                k_next,
+                row0,
+                col0,
+                M,
+                N,
+                K,
+                tid,
+                acc,
+                a_big,
+                a_small,
+                b_big,
+                b_small,
+                wm0,
+                wn0,
+                lane,
+            )
             k_next += BK
             cb = cb + 1 if cb + 1 < NBUF else 0
             nb = nb + 1 if nb + 1 < NBUF else 0
         wait(0)  # no copy may still be writing SMEM when the block exits
 
         # --- epilogue: write C
-        store_all(C, acc, row0 + wm0 + (lane >> 2), col0 + wn0 + 2 * (lane & 3), alpha, beta,
-                  M, N)
+        store_all(C, acc, row0 + wm0 + (lane >> 2), col0 + wn0 + 2 * (lane & 3), alpha, beta, M, N)
 
     return sgemm_tf32_mma_multistage
 

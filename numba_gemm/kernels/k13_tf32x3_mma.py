@@ -10,7 +10,7 @@ one, the two small products first. The tensor cores accumulate with truncation, 
 step's three products start from zero and are added to the accumulators with FP32 adds (Ootomo
 and Yokota's fix; chaining the accumulators through the mma measured 25x FP32's error). The
 tensor cores' peak at a third of the rate is still several times the FP32 FMA pipe's; this version
-reaches 1.07x cuBLAS FP32 on an H200 (bench/NOTES.md), at better than FP32's accuracy.
+reaches 1.07x cuBLAS FP32 on an H200 (docs/design.md), at better than FP32's accuracy.
 
 The kernel is ``tf32_mma_multistage``'s with ``MODE = "3xtf32"`` (same tiles, pipeline and
 fragment loads; ``mma.split_tf32``/``split_tf32_bits`` make the parts). Shapes, edges and

@@ -5,12 +5,12 @@ With M = 16 a 128x128 block tile is 7/8 empty and each B element feeds at most 1
 product is bound by the 4 bytes of B per 2 * M flops, not by FMAs. So the tile of this stage is
 ``MT x BN``: ``MT`` rows of C (all of M, when M <= MT) by ``BN`` columns. Each thread owns four
 consecutive columns (one 128-bit load of a B row per k) and ``MT x 4`` accumulators; the
-``BN / 4`` threads of a column group cover a row of the B tile and the ``KG = NT / (BN / 4)``
+``BN / 4`` threads of a column group cover a row of the B tile and the ``KG = THREADS / (BN / 4)``
 k-groups of a block walk interleaved rows of B, so a block streams ``KG`` rows of its B tile at
 a time, each read exactly once, with ``KC / KG`` loads per thread in flight per chunk. A (small)
 is staged in SMEM by super-chunks of ``MT x KS`` (``As[k, m]``, 16 KB: KS = 256 columns for MT = 16,
 4096 for MT = 1), so the B stream crosses a barrier only every ``KS / KC`` chunks; a warp reads A
-all at once (a broadcast). A's elements are 4-byte ``cp.async`` copies (``numba_gemm.cpasync``),
+all at once (a broadcast). A's elements are 4-byte ``cp.async`` copies (``numba_gemm.ptx.cpasync``),
 all of a thread's in flight at once. With ``MT = 1`` (a GEMV) the first B chunk of each
 super-chunk is loaded before A is staged, so that the two DRAM round trips overlap (at K = 768,
 a GPT-2 layer, the whole K is one to three chunks). With 2-8 rows a chunk goes in two halves: the
@@ -62,10 +62,9 @@ from collections.abc import Mapping
 
 from numba import cuda, float32
 
-from ..cpasync import commit, copy_async, wait
-from ..launch import tile_grid
-from ..registry import Stage
-from ..vecmem import SMEM_ALIGN, cols_view, load4, rows_view, store4
+from ..device import SMEM_STATIC_LIMIT, WARP_SIZE, tile_grid
+from ..ptx.cpasync import commit, copy_async, wait
+from ..ptx.vecmem import SMEM_ALIGN, cols_view, load4, rows_view, store4
 from . import _splitk
 from . import _tunable as tun
 from ._common import (
@@ -78,13 +77,15 @@ from ._common import (
     store_c4,
     unroll,
 )
+from .stage import Stage
 
-#: MT rows of C per block; BN columns (BN / 4 threads per row of the B tile); NT threads; KC rows
-#: of B per chunk (KC / KG per thread); SPLITK slices of K over the grid; MINB blocks per SM asked
-#: of ptxas (0: none); NBUF chunks of B in an SMEM ring filled by cp.async (0: B in registers).
-DEFAULT_CONFIG = dict(MT=16, BN=128, NT=256, KC=64, SPLITK=8, MINB=0, NBUF=0)
+#: MT rows of C per block; BN columns (BN / 4 threads per row of the B tile); THREADS threads; KC
+#: rows of B per chunk (KC / KG per thread); SPLITK slices of K over the grid; MINB blocks per SM
+#: asked of ptxas (0: none); NBUF chunks of B in an SMEM ring filled by cp.async (0: B in
+#: registers).
+DEFAULT_CONFIG = dict(MT=16, BN=128, THREADS=256, KC=64, SPLITK=8, MINB=0, NBUF=0)
 
-KEYS = ("MT", "BN", "NT", "KC", "SPLITK", "MINB", "NBUF")
+KEYS = ("MT", "BN", "THREADS", "KC", "SPLITK", "MINB", "NBUF")
 #: SMEM for the k-groups' partial sums: rows of C reduced per pass so that they fit this.
 REDUCE_SMEM = 16 * 1024
 #: SMEM for A: a super-chunk of KS = A_SMEM / (4 MT) columns (a multiple of KC) is staged at once,
@@ -92,7 +93,6 @@ REDUCE_SMEM = 16 * 1024
 A_SMEM = 16 * 1024
 #: Static SMEM of a block (the CUDA limit without the dynamic opt-in): with a ring of B chunks
 #: (NBUF > 0) A's super-chunk gets what the ring leaves, at most A_SMEM.
-STATIC_SMEM = 48 * 1024
 #: The largest M the stage takes: beyond it B is read M / MT times and the tiled stages win.
 MAX_M = 64
 
@@ -102,66 +102,95 @@ def derived(cfg: Mapping[str, int]) -> dict:
     the final reduction, BS_ROWS rows of the SMEM array that holds the ring of B chunks (NBUF > 0)
     and then the k-groups' partial sums, KS columns of A per super-chunk in SMEM, SMEM bytes."""
     cg = cfg["BN"] // 4
-    kg = max(cfg["NT"] // max(cg, 1), 1)
+    kg = max(cfg["THREADS"] // max(cg, 1), 1)
     rm = max(1, min(cfg["MT"], REDUCE_SMEM // (4 * kg * cfg["BN"])))
     bs_rows = max(cfg["NBUF"] * cfg["KC"], kg * rm)
-    a_smem = A_SMEM if not cfg["NBUF"] else min(A_SMEM, STATIC_SMEM - 4 * bs_rows * cfg["BN"])
+    a_smem = A_SMEM if not cfg["NBUF"] else min(A_SMEM, SMEM_STATIC_LIMIT - 4 * bs_rows * cfg["BN"])
     ks = max(cfg["KC"], a_smem // (4 * cfg["MT"]) // cfg["KC"] * cfg["KC"])
-    return dict(CG=cg, KG=kg, KSTEP=cfg["KC"] // kg, RM=rm, BS_ROWS=bs_rows, KS=ks,
-                SMEM=4 * (bs_rows * cfg["BN"] + ks * cfg["MT"]))
+    return dict(
+        CG=cg,
+        KG=kg,
+        KSTEP=cfg["KC"] // kg,
+        RM=rm,
+        BS_ROWS=bs_rows,
+        KS=ks,
+        SMEM=4 * (bs_rows * cfg["BN"] + ks * cfg["MT"]),
+    )
 
 
 def check_config(cfg: Mapping[str, int]) -> None:
     """Raise ``ValueError`` naming the first constraint ``cfg`` violates."""
     tun.check_keys(cfg, KEYS)
     d = derived(cfg)
-    tun.check_rules(cfg, [
-        (cfg["MT"] in (1, 2, 4, 8, 16), "MT must be 1, 2, 4, 8 or 16"),
-        (cfg["BN"] >= 4 and cfg["BN"] % 4 == 0, "BN must be a positive multiple of 4"),
-        (cfg["NT"] % tun.WARP_SIZE == 0 and 32 <= cfg["NT"] <= 1024,
-         "NT must be a multiple of 32 in [32, 1024]"),
-        (cfg["NT"] % d["CG"] == 0, "BN / 4 must divide NT (whole k-groups)"),
-        (cfg["KC"] >= d["KG"] and cfg["KC"] % d["KG"] == 0,
-         "KC must be a multiple of the k-group count NT / (BN / 4)"),
-        (d["KSTEP"] <= 16, "at most 16 loads per thread and chunk (KC / KG)"),
-        (cfg["MT"] % d["RM"] == 0, "the reduction's rows per pass must divide MT"),
-        (1 <= cfg["SPLITK"] <= 64, "SPLITK must be 1-64"),
-        (0 <= cfg["MINB"] <= 8 and cfg["MINB"] * cfg["NT"] <= 2048,
-         "MINB must be 0-8 and MINB * NT <= 2048"),
-        (cfg["NBUF"] == 0 or 2 <= cfg["NBUF"] <= 8, "NBUF must be 0 (B in registers) or 2-8"),
-        (d["SMEM"] <= STATIC_SMEM, f"the B ring, A's super-chunk and the sums need "
-         f"{d['SMEM']} bytes of SMEM, more than {STATIC_SMEM}"),
-    ])
+    tun.check_rules(
+        cfg,
+        [
+            (cfg["MT"] in (1, 2, 4, 8, 16), "MT must be 1, 2, 4, 8 or 16"),
+            (cfg["BN"] >= 4 and cfg["BN"] % 4 == 0, "BN must be a positive multiple of 4"),
+            (
+                cfg["THREADS"] % WARP_SIZE == 0 and 32 <= cfg["THREADS"] <= 1024,
+                "NT must be a multiple of 32 in [32, 1024]",
+            ),
+            (cfg["THREADS"] % d["CG"] == 0, "BN / 4 must divide THREADS (whole k-groups)"),
+            (
+                cfg["KC"] >= d["KG"] and cfg["KC"] % d["KG"] == 0,
+                "KC must be a multiple of the k-group count THREADS / (BN / 4)",
+            ),
+            (d["KSTEP"] <= 16, "at most 16 loads per thread and chunk (KC / KG)"),
+            (cfg["MT"] % d["RM"] == 0, "the reduction's rows per pass must divide MT"),
+            (1 <= cfg["SPLITK"] <= 64, "SPLITK must be 1-64"),
+            (
+                0 <= cfg["MINB"] <= 8 and cfg["MINB"] * cfg["THREADS"] <= 2048,
+                "MINB must be 0-8 and MINB * THREADS <= 2048",
+            ),
+            (cfg["NBUF"] == 0 or 2 <= cfg["NBUF"] <= 8, "NBUF must be 0 (B in registers) or 2-8"),
+            (
+                d["SMEM"] <= SMEM_STATIC_LIMIT,
+                f"the B ring, A's super-chunk and the sums need "
+                f"{d['SMEM']} bytes of SMEM, more than {SMEM_STATIC_LIMIT}",
+            ),
+        ],
+    )
 
 
-SPACE = tun.valid_configs(check_config, (
-    *(dict(MT=mt, BN=bn, NT=nt, KC=kc, SPLITK=s, MINB=0, NBUF=0)
-      for mt in (1, 2, 4, 8, 16)
-      for bn, nt in ((128, 128), (128, 256), (256, 256), (64, 256))
-      for kc in (32, 64)
-      for s in (4, 8, 16)),
-    # the cp.async ring: 2-8 copies of B per thread and chunk, 3-6 chunks, up to 4 blocks per SM
-    *(dict(MT=mt, BN=bn, NT=nt, KC=nt // (bn // 4) * kstep, SPLITK=s, MINB=0, NBUF=nbuf)
-      for mt in (1, 4, 8, 16)
-      for bn, nt in ((128, 128), (64, 128), (128, 256), (256, 256))
-      for kstep in (2, 4, 8)
-      for nbuf in (3, 4, 6)
-      for s in (8, 16, 32)),
-    # the GEMV form: 512 or 1024 threads, 2-8 loads of B per thread and chunk, one block per SM
-    # asked of ptxas (without it the GPU's JIT gave some of them more than 128 registers); MT = 8
-    # with 512 threads only (64 registers cannot hold 32 accumulators and a B chunk)
-    *(dict(MT=mt, BN=bn, NT=nt, KC=nt // (bn // 4) * kstep, SPLITK=s, MINB=1, NBUF=0)
-      for mt in (1, 8)
-      for bn, nt in ((32, 512), (64, 512), (128, 512), (64, 1024), (128, 1024))
-      if mt * nt <= 4096
-      for kstep in (2, 4, 8)
-      for s in (1, 2, 4))))
+SPACE = tun.valid_configs(
+    check_config,
+    (
+        *(
+            dict(MT=mt, BN=bn, THREADS=nt, KC=kc, SPLITK=s, MINB=0, NBUF=0)
+            for mt in (1, 2, 4, 8, 16)
+            for bn, nt in ((128, 128), (128, 256), (256, 256), (64, 256))
+            for kc in (32, 64)
+            for s in (4, 8, 16)
+        ),
+        # the cp.async ring: 2-8 copies of B per thread and chunk, 3-6 chunks, up to 4 blocks per SM
+        *(
+            dict(MT=mt, BN=bn, THREADS=nt, KC=nt // (bn // 4) * kstep, SPLITK=s, MINB=0, NBUF=nbuf)
+            for mt in (1, 4, 8, 16)
+            for bn, nt in ((128, 128), (64, 128), (128, 256), (256, 256))
+            for kstep in (2, 4, 8)
+            for nbuf in (3, 4, 6)
+            for s in (8, 16, 32)
+        ),
+        # the GEMV form: 512 or 1024 threads, 2-8 loads of B per thread and chunk, one block per SM
+        # asked of ptxas (without it the GPU's JIT gave some of them more than 128 registers);
+        # MT = 8 with 512 threads only (64 registers cannot hold 32 accumulators and a B chunk)
+        *(
+            dict(MT=mt, BN=bn, THREADS=nt, KC=nt // (bn // 4) * kstep, SPLITK=s, MINB=1, NBUF=0)
+            for mt in (1, 8)
+            for bn, nt in ((32, 512), (64, 512), (128, 512), (64, 1024), (128, 1024))
+            if mt * nt <= 4096
+            for kstep in (2, 4, 8)
+            for s in (1, 2, 4)
+        ),
+    ),
+)
 
 
 @functools.cache
 def _make_kernel(items: tuple, vec: int, layout: str = "NN"):
     cfg = dict(items)
-    MT, BN, NT, KC, SPLITK, MINB, NBUF = (cfg[k] for k in KEYS)
+    MT, BN, THREADS, KC, SPLITK, MINB, NBUF = (cfg[k] for k in KEYS)
     d = derived(cfg)
     CG, KG, KSTEP, RM = d["CG"], d["KG"], d["KSTEP"], d["RM"]
     A4 = MT % 4 == 0  # A's chunk read four rows at a time (SMEM rows 16-byte aligned)
@@ -178,11 +207,11 @@ def _make_kernel(items: tuple, vec: int, layout: str = "NN"):
         raise ValueError(f"skinny config {cfg} cannot take B transposed: {TRANSPOSED_B_RULE}")
     TSTEP = KSTEP // 4  # (BT) steps of 4 k per chunk and thread, a 128-bit load of 4 W rows each
     WAIT_PENDING = max(NBUF - 2, 0)  # copy groups left in flight when a chunk must have landed
-    A_ELEMS = (KS * MT + NT - 1) // NT  # A super-chunk elements per thread
+    A_ELEMS = (KS * MT + THREADS - 1) // THREADS  # A super-chunk elements per thread
     ACC, BREG = 4 * MT, 4 * KSTEP  # accumulators and B registers per thread
     # a thread's four columns: n + G * (0, 1, 2, 3); vector variant 4 consecutive (G = 1), and
     # with B transposed (its scalar loads run along K)
-    G = 1 if vec or BT else math.gcd(CG, tun.WARP_SIZE)
+    G = 1 if vec or BT else math.gcd(CG, WARP_SIZE)
     # one row per block (a GEMV): the first B chunk of each super-chunk is loaded before A is
     # staged. With more rows the chunk's registers, live across the staging, cost occupancy or
     # spill (MT = 16: 126 -> 168 registers; 260 bytes of spills at MINB = 2).
@@ -191,7 +220,7 @@ def _make_kernel(items: tuple, vec: int, layout: str = "NN"):
     # (issue_fence) before this half's FMAs, so that a warp always has loads in flight. Left to
     # itself ptxas spreads a chunk's loads over its FMAs (MT = 8: 68 registers, one or two loads
     # in flight). One row: 4 FMAs a load, nothing to overlap. MT = 16: the fenced chunk took
-    # 167 registers (one block per SM), 28 % slower at 16 x 4096^2 (bench/NOTES.md).
+    # 167 registers (one block per SM), 28 % slower at 16 x 4096^2 (docs/design.md).
     PIPE = not NBUF and not BT and 2 <= MT <= 8 and KSTEP % 2 == 0
     KH = KSTEP // 2
 
@@ -233,8 +262,15 @@ def _make_kernel(items: tuple, vec: int, layout: str = "NN"):
 
     @device_jit
     def _fma(j, acc, breg, As, kg, k0):
-        fma_rows(acc, As, k0 + kg + j * KG, breg[4 * j], breg[4 * j + 1], breg[4 * j + 2],
-                 breg[4 * j + 3])
+        fma_rows(
+            acc,
+            As,
+            k0 + kg + j * KG,
+            breg[4 * j],
+            breg[4 * j + 1],
+            breg[4 * j + 2],
+            breg[4 * j + 3],
+        )
 
     load_chunk = unroll(KSTEP, _load)
     fma_chunk = unroll(KSTEP, _fma)
@@ -277,8 +313,9 @@ def _make_kernel(items: tuple, vec: int, layout: str = "NN"):
         # (BT) W[n + i, k:k+4] = B[k:k+4, n + i] into wreg[16j + 4i ..]: zeros past k_end, the
         # row clamped (columns of C past N are never stored)
         b = 16 * j + 4 * i
-        wreg[b], wreg[b + 1], wreg[b + 2], wreg[b + 3] = load_a4(Wg, min(n + i, N - 1), k, k_end,
-                                                                 vec)
+        wreg[b], wreg[b + 1], wreg[b + 2], wreg[b + 3] = load_a4(
+            Wg, min(n + i, N - 1), k, k_end, vec
+        )
 
     load_w = unroll(4, _load_w)
 
@@ -316,7 +353,7 @@ def _make_kernel(items: tuple, vec: int, layout: str = "NN"):
         # for its load before the next load issued: 8-16 round trips per super-chunk at MT = 8,
         # 3.8 us of a 35 us product.) The wait also lands the ring's B chunks issued so far.
         for e in range(A_ELEMS):
-            i = tid + e * NT
+            i = tid + e * THREADS
             if i < KS * MT:
                 m = i // KS
                 k = i - m * KS
@@ -351,7 +388,7 @@ def _make_kernel(items: tuple, vec: int, layout: str = "NN"):
         cuda.syncthreads()  # the previous pass has read red (the first: the last chunk is done)
         put_rows(acc, red, kg, c, p)
         cuda.syncthreads()  # every k-group's partial sums of rows p*RM .. are in red
-        for o in range(tid, RM * CG, NT):  # four consecutive columns per thread and step
+        for o in range(tid, RM * CG, THREADS):  # four consecutive columns per thread and step
             r = o // CG
             col = 4 * (o - r * CG)
             s0, s1, s2, s3 = load4(red, r, col)
@@ -361,13 +398,14 @@ def _make_kernel(items: tuple, vec: int, layout: str = "NN"):
                 s1 += x1
                 s2 += x2
                 s3 += x3
-            store_c4(Cg, z0 + m0 + p * RM + r, n0 + col, s0, s1, s2, s3, alpha, beta, z0 + M,
-                     N, CVEC)
+            store_c4(
+                Cg, z0 + m0 + p * RM + r, n0 + col, s0, s1, s2, s3, alpha, beta, z0 + M, N, CVEC
+            )
 
     reduce_store = unroll(MT // RM, _pass)
-    fixup = _splitk.make_fixup(MT, BN, NT, SPLITK)
+    fixup = _splitk.make_fixup(MT, BN, THREADS, SPLITK)
 
-    @kernel_jit(launch_bounds=(NT, MINB) if MINB else None)
+    @kernel_jit(launch_bounds=(THREADS, MINB) if MINB else None)
     def sgemm_skinny(A, B, C, W, L, alpha, beta):
         # A (batch, M, K), B (batch, K, N), C (batch, M, N): strided batches, grid z = batch
         # (or, with SPLITK > 1, the K slice: W, L are split-K's workspace and tile counters)
@@ -454,8 +492,21 @@ def _make_kernel(items: tuple, vec: int, layout: str = "NN"):
             reduce_store(acc, red, rows_view(C, bz), tid, kg, c, m0, n0, 0, M, N, alpha, beta)
         else:
             Wg = rows_view(W, 0)
-            reduce_store(acc, red, Wg, tid, kg, c, m0, n0, cuda.blockIdx.z * M, M, N,
-                         float32(1.0), float32(0.0))
+            reduce_store(
+                acc,
+                red,
+                Wg,
+                tid,
+                kg,
+                c,
+                m0,
+                n0,
+                cuda.blockIdx.z * M,
+                M,
+                N,
+                float32(1.0),
+                float32(0.0),
+            )
             fixup(Wg, L, rows_view(C, 0), m0, n0, M, N, alpha, beta, CVEC)
 
     return sgemm_skinny
@@ -463,7 +514,7 @@ def _make_kernel(items: tuple, vec: int, layout: str = "NN"):
 
 def launch_config_for(cfg: Mapping[str, int]):
     def launch_config(M, N, K):
-        return (*tile_grid(M, N, cfg["MT"], cfg["BN"]), cfg["SPLITK"]), (cfg["NT"],)
+        return (*tile_grid(M, N, cfg["MT"], cfg["BN"]), cfg["SPLITK"]), (cfg["THREADS"],)
 
     return launch_config
 
@@ -475,8 +526,9 @@ def supports(M: int, N: int, K: int) -> bool:
 
 LAYOUTS = ("NN", "TN", "NT", "TT")  # A in either layout (read element-wise); B either
 #: When a configuration can take B stored transposed (layouts NT, TT).
-TRANSPOSED_B_RULE = ("B in registers (NBUF = 0) and KC / KG a multiple of 4 (steps of 4 k of "
-                     "a row of W per load)")
+TRANSPOSED_B_RULE = (
+    "B in registers (NBUF = 0) and KC / KG a multiple of 4 (steps of 4 k of a row of W per load)"
+)
 
 
 def transposed_b_ok(cfg: Mapping[str, int]) -> bool:
@@ -493,10 +545,22 @@ def layouts_of(cfg: Mapping[str, int]) -> tuple[str, ...]:
 def make_stage(config: Mapping[str, int]) -> Stage:
     """The skinny stage for one configuration (validated by :func:`check_config`)."""
     return tun.build_stage(
-        "skinny", "15: skinny M (split-K, B read once)", config, _make_kernel, make_stage, SPACE,
-        check_config, tile_of=lambda cfg: (cfg["MT"], cfg["BN"]),
-        launch_config_for=launch_config_for, supports=supports, layouts=layouts_of(config),
-        general=False)
+        "skinny",
+        "15: skinny M (split-K, B read once)",
+        config,
+        _make_kernel,
+        make_stage,
+        SPACE,
+        check_config,
+        block_of=lambda cfg: (cfg["MT"], cfg["BN"], cfg["KC"]),
+        threads_of=lambda cfg: cfg["THREADS"],
+        cost="stream",
+        launch_config_for=launch_config_for,
+        supports=supports,
+        limits=f"1 <= M <= {MAX_M} and any N, K >= 1 (more rows: a tiled stage)",
+        layouts=layouts_of(config),
+        general=False,
+    )
 
 
 STAGE = make_stage(DEFAULT_CONFIG)

@@ -36,21 +36,19 @@ from collections.abc import Mapping
 
 from numba import cuda, float32
 
-from ..device import SIMULATOR
-from ..launch import tile_grid
-from ..registry import Stage
-from ..vecmem import SMEM_ALIGN, cols_view, load4, rows_view, store4, tile_view
+from ..device import SIMULATOR, SMEM_STATIC_LIMIT, WARP_SIZE, tile_grid
+from ..ptx.vecmem import SMEM_ALIGN, cols_view, load4, rows_view, store4, tile_view
 from . import _splitk
 from . import _tunable as tun
 from ._common import device_jit, kernel_jit, load_a4, load_b4, sequence, shfl_xor, store_c, unroll
+from .stage import Stage
 
-#: NB columns of C per block (the B tile in SMEM); RW rows of A per warp; NT threads; KC rows of B
-#: per chunk (KC / 128 128-bit loads of each A row per lane and chunk); SPLITK slices of K over the
-#: grid; MINB blocks per SM asked of ptxas (0: none).
-DEFAULT_CONFIG = dict(NB=16, RW=2, NT=256, KC=256, SPLITK=4, MINB=0)
+#: NB columns of C per block (the B tile in SMEM); RW rows of A per warp; THREADS threads; KC rows
+#: of B per chunk (KC / 128 128-bit loads of each A row per lane and chunk); SPLITK slices of K
+#: over the grid; MINB blocks per SM asked of ptxas (0: none).
+DEFAULT_CONFIG = dict(NB=16, RW=2, THREADS=256, KC=256, SPLITK=4, MINB=0)
 
-KEYS = ("NB", "RW", "NT", "KC", "SPLITK", "MINB")
-WARP_SIZE = tun.WARP_SIZE
+KEYS = ("NB", "RW", "THREADS", "KC", "SPLITK", "MINB")
 #: k per step of a warp: 32 lanes x 4 (one 128-bit load of A each).
 WARP_K = 4 * WARP_SIZE
 #: Floats of padding per row of the transposed B tile (rows stay 16-byte aligned).
@@ -62,41 +60,67 @@ MAX_N = 64
 def derived(cfg: Mapping[str, int]) -> dict:
     """NW warps, BM rows per block, KSTEP loads per row, lane and chunk, V partial sums per lane,
     BP the pitch of the B tile, SMEM floats, B_PER_THREAD float4s of the B tile per thread."""
-    nw = cfg["NT"] // WARP_SIZE
+    nw = cfg["THREADS"] // WARP_SIZE
     bp = cfg["KC"] + B_PAD
     b_items = cfg["NB"] * cfg["KC"] // 4
-    return dict(NW=nw, BM=nw * cfg["RW"], KSTEP=cfg["KC"] // WARP_K, V=cfg["RW"] * cfg["NB"],
-                BP=bp, SMEM_FLOATS=cfg["NB"] * bp, B_PER_THREAD=-(-b_items // cfg["NT"]))
+    return dict(
+        NW=nw,
+        BM=nw * cfg["RW"],
+        KSTEP=cfg["KC"] // WARP_K,
+        V=cfg["RW"] * cfg["NB"],
+        BP=bp,
+        SMEM_FLOATS=cfg["NB"] * bp,
+        B_PER_THREAD=-(-b_items // cfg["THREADS"]),
+    )
 
 
 def check_config(cfg: Mapping[str, int]) -> None:
     """Raise ``ValueError`` naming the first constraint ``cfg`` violates."""
     tun.check_keys(cfg, KEYS)
     d = derived(cfg)
-    tun.check_rules(cfg, [
-        (cfg["NB"] in (4, 8, 16), "NB must be 4, 8 or 16"),
-        (cfg["RW"] in (1, 2, 4, 8), "RW must be 1, 2, 4 or 8"),
-        (cfg["NT"] % WARP_SIZE == 0 and 32 <= cfg["NT"] <= 1024,
-         "NT must be a multiple of 32 in [32, 1024]"),
-        (cfg["KC"] % WARP_K == 0 and WARP_K <= cfg["KC"] <= 512,
-         "KC must be a multiple of 128 (32 lanes x 4) in [128, 512]"),
-        (d["V"] <= 64, "at most 64 partial sums per lane (RW * NB)"),
-        (cfg["RW"] * d["KSTEP"] <= 8, "at most 8 loads of A per lane and chunk (RW * KC / 128)"),
-        (d["B_PER_THREAD"] <= 8, "at most 8 float4s of the B tile per thread (NB * KC / 4 / NT)"),
-        (4 * d["SMEM_FLOATS"] <= tun.SMEM_STATIC_LIMIT, "the B tile must fit 48 KB of SMEM"),
-        (1 <= cfg["SPLITK"] <= 64, "SPLITK must be 1-64"),
-        (0 <= cfg["MINB"] <= 8 and cfg["MINB"] * cfg["NT"] <= 2048,
-         "MINB must be 0-8 and MINB * NT <= 2048"),
-    ])
+    tun.check_rules(
+        cfg,
+        [
+            (cfg["NB"] in (4, 8, 16), "NB must be 4, 8 or 16"),
+            (cfg["RW"] in (1, 2, 4, 8), "RW must be 1, 2, 4 or 8"),
+            (
+                cfg["THREADS"] % WARP_SIZE == 0 and 32 <= cfg["THREADS"] <= 1024,
+                "NT must be a multiple of 32 in [32, 1024]",
+            ),
+            (
+                cfg["KC"] % WARP_K == 0 and WARP_K <= cfg["KC"] <= 512,
+                "KC must be a multiple of 128 (32 lanes x 4) in [128, 512]",
+            ),
+            (d["V"] <= 64, "at most 64 partial sums per lane (RW * NB)"),
+            (
+                cfg["RW"] * d["KSTEP"] <= 8,
+                "at most 8 loads of A per lane and chunk (RW * KC / 128)",
+            ),
+            (
+                d["B_PER_THREAD"] <= 8,
+                "at most 8 float4s of the B tile per thread (NB * KC / 4 / THREADS)",
+            ),
+            (4 * d["SMEM_FLOATS"] <= SMEM_STATIC_LIMIT, "the B tile must fit 48 KB of SMEM"),
+            (1 <= cfg["SPLITK"] <= 64, "SPLITK must be 1-64"),
+            (
+                0 <= cfg["MINB"] <= 8 and cfg["MINB"] * cfg["THREADS"] <= 2048,
+                "MINB must be 0-8 and MINB * THREADS <= 2048",
+            ),
+        ],
+    )
 
 
-SPACE = tun.valid_configs(check_config, (
-    dict(NB=nb, RW=rw, NT=nt, KC=kc, SPLITK=s, MINB=0)
-    for nb in (4, 8, 16)
-    for rw in (2, 4, 1)
-    for nt in (256, 128, 512)
-    for kc in (256, 512, 128)
-    for s in (4, 8, 2, 16, 1)))
+SPACE = tun.valid_configs(
+    check_config,
+    (
+        dict(NB=nb, RW=rw, THREADS=nt, KC=kc, SPLITK=s, MINB=0)
+        for nb in (4, 8, 16)
+        for rw in (2, 4, 1)
+        for nt in (256, 128, 512)
+        for kc in (256, 512, 128)
+        for s in (4, 8, 2, 16, 1)
+    ),
+)
 
 
 def lane_sums_owned(V: int, lane: int) -> tuple[int, int, bool]:
@@ -166,7 +190,7 @@ def _butterfly(o: int):
 @functools.cache
 def _make_kernel(items: tuple, vec: int, layout: str = "NN"):
     cfg = dict(items)
-    NB, RW, NT, KC, SPLITK, MINB = (cfg[k] for k in KEYS)
+    NB, RW, THREADS, KC, SPLITK, MINB = (cfg[k] for k in KEYS)
     d = derived(cfg)
     BM, KSTEP, V, BP = d["BM"], d["KSTEP"], d["V"], d["BP"]
     SMEM_FLOATS = d["SMEM_FLOATS"]
@@ -176,7 +200,7 @@ def _make_kernel(items: tuple, vec: int, layout: str = "NN"):
     BREG = 4 * B_PER_THREAD  # B registers per thread and chunk
     AREG = 4 * RW * KSTEP  # A registers per lane and chunk
     LF = max(V // WARP_SIZE, 1)  # totals per lane after the reduction
-    SCRATCH = NT if SIMULATOR else 1  # the simulator's model of the shuffles
+    SCRATCH = THREADS if SIMULATOR else 1  # the simulator's model of the shuffles
 
     @device_jit
     def _load_a(i, areg, Ag, row0, k, M, k_end):
@@ -205,12 +229,11 @@ def _make_kernel(items: tuple, vec: int, layout: str = "NN"):
     def _load_b(e, breg, B, bz, tid, kc, n0, N, k_end):
         # GMEM -> registers: this thread's e-th float4 of the B tile of chunk kc (zeros past
         # k_end, columns clamped into [0, N))
-        i = tid + e * NT
+        i = tid + e * THREADS
         if i < B_ITEMS:
             n, k = _b_item(i)
             if B_T:
-                b0, b1, b2, b3 = load_a4(cols_view(B, bz), min(n0 + n, N - 1), kc + k, k_end,
-                                         vec)
+                b0, b1, b2, b3 = load_a4(cols_view(B, bz), min(n0 + n, N - 1), kc + k, k_end, vec)
             else:
                 b0, b1, b2, b3 = load_b4(rows_view(B, bz), kc + k, n0 + n, k_end, N, vec)
             breg[4 * e] = b0
@@ -221,7 +244,7 @@ def _make_kernel(items: tuple, vec: int, layout: str = "NN"):
     @device_jit
     def _store_b(e, breg, Bs, tid):
         # registers -> SMEM, transposed: Bs[n, k]
-        i = tid + e * NT
+        i = tid + e * THREADS
         if i < B_ITEMS:
             n, k = _b_item(i)
             if B_T:
@@ -287,12 +310,12 @@ def _make_kernel(items: tuple, vec: int, layout: str = "NN"):
                 store_c(Dg, row0 + r, n0 + n, v[i], alpha, beta)
 
     write_sums = unroll(LF, _write)
-    fixup = _splitk.make_fixup(BM, NB, NT, SPLITK)
+    fixup = _splitk.make_fixup(BM, NB, THREADS, SPLITK)
 
     # more than 256 threads: ptxas is told the block size, so that it keeps to the 128 registers
     # a thread of 512 can have (left to itself it gave the B-transposed and scalar variants
     # 140-153, and the launch failed: CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES)
-    @kernel_jit(launch_bounds=(NT, MINB) if MINB else (NT,) if NT > 256 else None)
+    @kernel_jit(launch_bounds=(THREADS, MINB) if MINB else (THREADS,) if THREADS > 256 else None)
     def sgemm_skinny_n(A, B, C, W, L, alpha, beta):
         # A (batch, M, K), B (batch, K, N), C (batch, M, N): strided batches, grid z = batch
         # (or, with SPLITK > 1, the K slice: W, L are split-K's workspace and tile counters)
@@ -323,8 +346,7 @@ def _make_kernel(items: tuple, vec: int, layout: str = "NN"):
         # the next chunk's loads are in flight while this one's FMAs run
         for kc in range(k_begin, k_end, 2 * KC):
             chunk(acc, areg, areg2, breg, Ag, B, Bs, bz, tid, lane, row0, kc, n0, M, N, k_end)
-            chunk(acc, areg2, areg, breg, Ag, B, Bs, bz, tid, lane, row0, kc + KC, n0, M, N,
-                  k_end)
+            chunk(acc, areg2, areg, breg, Ag, B, Bs, bz, tid, lane, row0, kc + KC, n0, M, N, k_end)
 
         # --- epilogue: sum over the warp's lanes (shuffles), each lane writes the totals it ends
         # with: C, or with SPLITK > 1 this slice's rows of the workspace, and the tile's last
@@ -337,8 +359,7 @@ def _make_kernel(items: tuple, vec: int, layout: str = "NN"):
         else:
             Wg = rows_view(W, 0)
             if owner:
-                write_sums(acc, Wg, cuda.blockIdx.z * M, row0, first, n0, M, N, alpha, beta,
-                           True)
+                write_sums(acc, Wg, cuda.blockIdx.z * M, row0, first, n0, M, N, alpha, beta, True)
             fixup(Wg, L, rows_view(C, 0), m0, n0, M, N, alpha, beta, vec == 1)
 
     return sgemm_skinny_n
@@ -348,7 +369,7 @@ def launch_config_for(cfg: Mapping[str, int]):
     bm = derived(cfg)["BM"]
 
     def launch_config(M, N, K):
-        return (*tile_grid(M, N, bm, cfg["NB"]), cfg["SPLITK"]), (cfg["NT"],)
+        return (*tile_grid(M, N, bm, cfg["NB"]), cfg["SPLITK"]), (cfg["THREADS"],)
 
     return launch_config
 
@@ -364,9 +385,21 @@ LAYOUTS = ("NN", "NT")  # A row-major (streamed along K); B in either layout (st
 def make_stage(config: Mapping[str, int]) -> Stage:
     """The skinny-N stage for one configuration (validated by :func:`check_config`)."""
     return tun.build_stage(
-        "skinny_n", "16: skinny N (split-K, A read once)", config, _make_kernel, make_stage,
-        SPACE, check_config, tile_of=lambda cfg: (derived(cfg)["BM"], cfg["NB"]),
-        launch_config_for=launch_config_for, supports=supports, layouts=LAYOUTS, general=False)
+        "skinny_n",
+        "16: skinny N (split-K, A read once)",
+        config,
+        _make_kernel,
+        make_stage,
+        SPACE,
+        check_config,
+        block_of=lambda cfg: (derived(cfg)["BM"], cfg["NB"], cfg["KC"]),
+        threads_of=lambda cfg: cfg["THREADS"],
+        launch_config_for=launch_config_for,
+        supports=supports,
+        limits=f"1 <= N <= {MAX_N} and any M, K >= 1 (more columns: a tiled stage)",
+        layouts=LAYOUTS,
+        general=False,
+    )
 
 
 STAGE = make_stage(DEFAULT_CONFIG)

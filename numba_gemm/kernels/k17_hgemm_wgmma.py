@@ -2,7 +2,7 @@
 
 From ``hgemm_mma`` (stage 14: the same cp.async ring of FP16 tiles, FP32 accumulators): the
 product is no longer a warp's ``mma.sync`` fed fragment by fragment from registers, but
-``wgmma.mma_async`` (``numba_gemm.wgmma``): each *warpgroup* (4 warps, 128 threads) owns 64 rows
+``wgmma.mma_async`` (``numba_gemm.ptx.wgmma``): each *warpgroup* (4 warps, 128 threads) owns 64 rows
 of the block tile and, per 16-deep step, issues one ``64 x BN x 16`` product whose operands the
 tensor cores read straight from SMEM through two 64-bit matrix descriptors. No ``ldmatrix``, no
 fragment registers: the warps only copy tiles and issue products, and the products run
@@ -18,7 +18,7 @@ the B tile (``BK x BN``, N-major as B lies, read with the instruction's ``trans-
 128-byte lines of GMEM and write four whole rows of SMEM: 32 banks, no conflict. (The
 no-swizzle core-matrix layout, whose warps copy half lines of 8 rows, ran 2.3x slower on an H200,
 194 against 440 TFLOP/s at 4096^3, its warps stalled on the copies; from SMEM alone both layouts
-issue 970 TFLOP/s: ``bench/results/nvidia-h200/2026-11-23-wgmma/``.) A 16-deep step moves A's
+issue 970 TFLOP/s: docs/design.md.) A 16-deep step moves A's
 descriptor 32 bytes along its rows and B's 16 rows down.
 
 Pipeline: an NBUF-deep ring; the products of tile t are left running (``wgmma.wait_group 1``)
@@ -47,12 +47,10 @@ from collections.abc import Mapping
 from numba import cuda, float32
 from numba.core.types import float16
 
-from .. import cpasync
-from ..device import SIMULATOR
-from ..launch import tile_grid
-from ..registry import Stage
-from ..vecmem import tile_view
-from ..wgmma import (
+from ..device import SIMULATOR, SMEM_OPTIN_LIMIT, tile_grid
+from ..ptx import cpasync
+from ..ptx.vecmem import tile_view
+from ..ptx.wgmma import (
     CORE_BYTES,
     SW_ATOM,
     SW_ROW,
@@ -68,10 +66,10 @@ from ..wgmma import (
 )
 from ._common import device_jit, kernel_jit, store_c2, unroll, zero_at
 from ._tunable import check_keys, check_rules, valid_configs
+from .stage import Stage
 
 WG_M, MMA_K = WGMMA_F16  # rows of C per warpgroup (64), K per product (16)
 T = CORE_BYTES // 2  # FP16 elements per 16-byte chunk
-SMEM_LIMIT = 227 * 1024
 #: Registers per thread besides the accumulators (addresses, descriptors, loop state): ptxas
 #: needs 154 for 128 accumulators (a 256x256 tile of 512 threads, which cannot have them).
 REG_OVERHEAD = 32
@@ -91,8 +89,11 @@ def derived(cfg: Mapping[str, int]) -> dict:
     descriptors' ``sbo`` is one 1024-byte swizzle atom: 8 rows of 128 bytes.)"""
     BM, BN, BK, NBUF = (cfg[k] for k in KEYS)
     return dict(
-        NUM_THREADS=BM // WG_M * WARPGROUP, A_CHUNKS=BM * BK // T, B_CHUNKS=BK * BN // T,
-        LBO_B=BK * SW_ROW, SMEM_BYTES=2 * NBUF * (BM * BK + BK * BN),
+        NUM_THREADS=BM // WG_M * WARPGROUP,
+        A_CHUNKS=BM * BK // T,
+        B_CHUNKS=BK * BN // T,
+        LBO_B=BK * SW_ROW,
+        SMEM_BYTES=2 * NBUF * (BM * BK + BK * BN),
     )
 
 
@@ -100,35 +101,59 @@ def check_config(cfg: Mapping[str, int]) -> None:
     """Raise ``ValueError`` naming the violated constraint."""
     check_keys(cfg, KEYS)
     BM, BN, BK, NBUF = (cfg[k] for k in KEYS)
-    check_rules(cfg, [
-        (BM > 0 and BM % WG_M == 0 and BM // WG_M <= 4,
-         "BM must be 64, 128, 192 or 256 (one warpgroup per 64 rows)"),
-        (BN % 64 == 0 and 64 <= BN <= 256 and BK > 0 and BK % 64 == 0,
-         "BN in 64..256 and BK multiples of 64 (whole 128-byte swizzled rows; the product's N "
-         "is at most 256)"),
-        (3 <= NBUF <= 8, "NBUF in 3..8 (two buffers are held by the running products)"),
-    ])
+    check_rules(
+        cfg,
+        [
+            (
+                BM > 0 and BM % WG_M == 0 and BM // WG_M <= 4,
+                "BM must be 64, 128, 192 or 256 (one warpgroup per 64 rows)",
+            ),
+            (
+                BN % 64 == 0 and 64 <= BN <= 256 and BK > 0 and BK % 64 == 0,
+                "BN in 64..256 and BK multiples of 64 (whole 128-byte swizzled rows; the "
+                "product's N is at most 256)",
+            ),
+            (3 <= NBUF <= 8, "NBUF in 3..8 (two buffers are held by the running products)"),
+        ],
+    )
     d = derived(cfg)
     nt = d["NUM_THREADS"]
-    check_rules(cfg, [
-        (BN // 2 + REG_OVERHEAD <= min(255, 65536 // nt),
-         f"{BN // 2} accumulators per thread do not fit the {65536 // nt} registers a block of "
-         f"{nt} threads may use"),
-        (d["A_CHUNKS"] % nt == 0 and d["B_CHUNKS"] % nt == 0,
-         f"the {nt} threads must split both tiles into 16-byte copies evenly"),
-        (d["SMEM_BYTES"] <= SMEM_LIMIT, f"{d['SMEM_BYTES']} B of SMEM > {SMEM_LIMIT}"),
-    ])
+    check_rules(
+        cfg,
+        [
+            (
+                BN // 2 + REG_OVERHEAD <= min(255, 65536 // nt),
+                f"{BN // 2} accumulators per thread do not fit the {65536 // nt} registers a "
+                f"block of {nt} threads may use",
+            ),
+            (
+                d["A_CHUNKS"] % nt == 0 and d["B_CHUNKS"] % nt == 0,
+                f"the {nt} threads must split both tiles into 16-byte copies evenly",
+            ),
+            (
+                d["SMEM_BYTES"] <= SMEM_OPTIN_LIMIT,
+                f"{d['SMEM_BYTES']} B of SMEM > {SMEM_OPTIN_LIMIT}",
+            ),
+        ],
+    )
 
 
 #: Candidates: block tiles of 1-4 warpgroups x BN x BK x NBUF, the valid ones.
-SPACE = valid_configs(check_config, (
-    dict(BM=bm, BN=bn, BK=bk, NBUF=nbuf)
-    for bm in (64, 128, 192, 256) for bn in (64, 128, 192, 256)
-    for bk in (64, 128) for nbuf in (3, 4, 5, 6)))
+SPACE = valid_configs(
+    check_config,
+    (
+        dict(BM=bm, BN=bn, BK=bk, NBUF=nbuf)
+        for bm in (64, 128, 192, 256)
+        for bn in (64, 128, 192, 256)
+        for bk in (64, 128)
+        for nbuf in (3, 4, 5, 6)
+    ),
+)
 
 
-def make_swizzled_copier(rows: int, cols: int, threads: int, k_major: bool, t: int = T,
-                         vec: bool = True):
+def make_swizzled_copier(
+    rows: int, cols: int, threads: int, k_major: bool, t: int = T, vec: bool = True
+):
     """``copy(Xs, X, r0, c0, R, C, tid)``: this thread's cp.async copies of the ``rows x cols``
     tile of ``X`` (``R x C``) at ``(r0, c0)`` into ``Xs`` (``(chunks, t)``: 16-byte chunks of
     ``t`` elements) in the 128-byte swizzled layout: chunk ``c`` of tile row ``r`` goes to chunk
@@ -150,8 +175,7 @@ def make_swizzled_copier(rows: int, cols: int, threads: int, k_major: bool, t: i
         r, c = i // cpr, i % cpr
         src_r, src_c = r0 + r, c0 + c * t
         ok = src_c < C if k_major else src_r < R
-        cpasync.copy_async(Xs, dst_chunk(r, c), 0, X, min(src_r, R - 1), min(src_c, C - t), 16,
-                           ok)
+        cpasync.copy_async(Xs, dst_chunk(r, c), 0, X, min(src_r, R - 1), min(src_c, C - t), 16, ok)
 
     @device_jit
     def _copy1(j, Xs, X, r0, c0, R, C, tid):
@@ -159,8 +183,9 @@ def make_swizzled_copier(rows: int, cols: int, threads: int, k_major: bool, t: i
         r, e = i // cols, i % cols
         src_r, src_c = r0 + r, c0 + e
         ok = src_c < C if k_major else src_r < R
-        cpasync.copy_async(Xs, dst_chunk(r, e // t), e % t, X, min(src_r, R - 1),
-                           min(src_c, C - 1), 4, ok)
+        cpasync.copy_async(
+            Xs, dst_chunk(r, e // t), e % t, X, min(src_r, R - 1), min(src_c, C - 1), 4, ok
+        )
 
     if vec:
         return unroll(rows * cols // t // threads, _copy)
@@ -172,8 +197,7 @@ def _make_kernel(items: tuple):
     cfg = dict(items)
     BM, BN, BK, NBUF = (cfg[k] for k in KEYS)
     d = derived(cfg)
-    NT, A_CHUNKS, B_CHUNKS, LBO_B = (d[k] for k in ("NUM_THREADS", "A_CHUNKS", "B_CHUNKS",
-                                                    "LBO_B"))
+    NT, A_CHUNKS, B_CHUNKS, LBO_B = (d[k] for k in ("NUM_THREADS", "A_CHUNKS", "B_CHUNKS", "LBO_B"))
     DIST = NBUF - 2  # tiles of copies in flight
     PENDING = DIST - 1  # copy groups allowed in flight when tile t must have landed
     STEPS = BK // MMA_K
@@ -240,8 +264,13 @@ def _make_kernel(items: tuple):
             # --- SMEM -> tensor cores: BK / 16 products of 64 x BN x 16, left running
             fence()
             # (A's lbo is unused by a K-major swizzled operand; 16, the smallest, is passed)
-            products(acc, As[cb], smem_desc(As[cb], a_chunk, 0, CORE_BYTES, SW_ATOM) | SWIZZLE_128B,
-                     Bs[cb], smem_desc(Bs[cb], 0, 0, LBO_B, SW_ATOM) | SWIZZLE_128B)
+            products(
+                acc,
+                As[cb],
+                smem_desc(As[cb], a_chunk, 0, CORE_BYTES, SW_ATOM) | SWIZZLE_128B,
+                Bs[cb],
+                smem_desc(Bs[cb], 0, 0, LBO_B, SW_ATOM) | SWIZZLE_128B,
+            )
             commit()
             # --- GMEM -> SMEM: tile t + DIST into tile t - 2's buffer (past K: zero-filled,
             # never read), while the products run

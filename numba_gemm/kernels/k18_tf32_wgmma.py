@@ -49,13 +49,11 @@ from collections.abc import Mapping
 
 from numba import cuda, float32
 
-from .. import cpasync
-from ..device import SIMULATOR
-from ..launch import tile_grid
-from ..mma import bits_float, float_bits, round_tf32_bits, split_tf32_bits
-from ..registry import Stage
-from ..vecmem import load2, load4, store4, tile_view
-from ..wgmma import (
+from ..device import SIMULATOR, SMEM_OPTIN_LIMIT, tile_grid
+from ..ptx import cpasync
+from ..ptx.mma import bits_float, float_bits, round_tf32_bits, split_tf32_bits
+from ..ptx.vecmem import load2, load4, store4, tile_view
+from ..ptx.wgmma import (
     CORE_BYTES,
     SW_ATOM,
     SW_ROW,
@@ -73,10 +71,10 @@ from ._common import device_jit, kernel_jit, store_c2, unroll, zero_at
 from ._tunable import check_keys, check_rules, valid_configs
 from .k12_tf32_mma_multistage import make_copier
 from .k17_hgemm_wgmma import make_swizzled_copier
+from .stage import Stage
 
 WG_N, MMA_K = WGMMA_TF32  # columns of C per warpgroup (the product's M: 64), K per product (8)
 T = CORE_BYTES // 4  # floats per 16-byte chunk
-SMEM_LIMIT = 227 * 1024
 STEPS_PER_ROW = SW_ROW // (4 * MMA_K)  # 8-deep steps per 128-byte row of the A tile (4)
 #: Registers per thread besides the accumulators (B fragments of the products in flight,
 #: addresses, descriptors, loop state).
@@ -99,8 +97,11 @@ def derived(cfg: Mapping[str, int], mode: str = "tf32") -> dict:
     a_elems, b_elems = BM * BK, BK * (BN + 8)
     lo_bufs = 2 if mode == "3xtf32" else 0
     return dict(
-        NUM_THREADS=BN // WG_N * WARPGROUP, A_CHUNKS=BM * BK // T, BS_PITCH=BN + 8,
-        REGS=SETS[mode] * BM // 2, LO_BUFS=lo_bufs,
+        NUM_THREADS=BN // WG_N * WARPGROUP,
+        A_CHUNKS=BM * BK // T,
+        BS_PITCH=BN + 8,
+        REGS=SETS[mode] * BM // 2,
+        LO_BUFS=lo_bufs,
         SMEM_BYTES=4 * (NBUF * (a_elems + b_elems) + lo_bufs * a_elems),
     )
 
@@ -109,33 +110,56 @@ def check_config(cfg: Mapping[str, int], mode: str = "tf32") -> None:
     """Raise ``ValueError`` naming the violated constraint (for arithmetic ``mode``)."""
     check_keys(cfg, KEYS)
     BM, BN, BK, NBUF = (cfg[k] for k in KEYS)
-    check_rules(cfg, [
-        (BN > 0 and BN % WG_N == 0 and BN // WG_N <= 4,
-         "BN must be 64, 128, 192 or 256 (one warpgroup per 64 columns)"),
-        (BM % 64 == 0 and 64 <= BM <= 256 and BK > 0 and BK % 32 == 0,
-         "BM in 64..256 by 64 (the product's N) and BK a multiple of 32 (whole 128-byte "
-         "swizzled rows)"),
-        (3 <= NBUF <= 8, "NBUF in 3..8 (two buffers are held by the running products)"),
-    ])
+    check_rules(
+        cfg,
+        [
+            (
+                BN > 0 and BN % WG_N == 0 and BN // WG_N <= 4,
+                "BN must be 64, 128, 192 or 256 (one warpgroup per 64 columns)",
+            ),
+            (
+                BM % 64 == 0 and 64 <= BM <= 256 and BK > 0 and BK % 32 == 0,
+                "BM in 64..256 by 64 (the product's N) and BK a multiple of 32 (whole 128-byte "
+                "swizzled rows)",
+            ),
+            (3 <= NBUF <= 8, "NBUF in 3..8 (two buffers are held by the running products)"),
+        ],
+    )
     d = derived(cfg, mode)
     nt, limit = d["NUM_THREADS"], min(255, 65536 // d["NUM_THREADS"])
-    check_rules(cfg, [
-        (d["REGS"] + REG_OVERHEAD <= limit,
-         f"{d['REGS']} accumulators per thread do not fit the {limit} registers a block of "
-         f"{nt} threads may use"),
-        (d["A_CHUNKS"] % nt == 0 and (BK * BN // T) % nt == 0,
-         f"the {nt} threads must split both tiles into 16-byte copies evenly"),
-        (d["SMEM_BYTES"] <= SMEM_LIMIT, f"{d['SMEM_BYTES']} B of SMEM > {SMEM_LIMIT}"),
-    ])
+    check_rules(
+        cfg,
+        [
+            (
+                d["REGS"] + REG_OVERHEAD <= limit,
+                f"{d['REGS']} accumulators per thread do not fit the {limit} registers a block of "
+                f"{nt} threads may use",
+            ),
+            (
+                d["A_CHUNKS"] % nt == 0 and (BK * BN // T) % nt == 0,
+                f"the {nt} threads must split both tiles into 16-byte copies evenly",
+            ),
+            (
+                d["SMEM_BYTES"] <= SMEM_OPTIN_LIMIT,
+                f"{d['SMEM_BYTES']} B of SMEM > {SMEM_OPTIN_LIMIT}",
+            ),
+        ],
+    )
 
 
 @functools.cache
 def space(mode: str = "tf32") -> tuple:
     """Candidate configurations for ``mode``: BM x 1-4 warpgroups x BK x NBUF, the valid ones."""
-    return valid_configs(functools.partial(check_config, mode=mode), (
-        dict(BM=bm, BN=bn, BK=bk, NBUF=nbuf)
-        for bm in (64, 128, 192, 256) for bn in (64, 128, 192, 256)
-        for bk in (32, 64) for nbuf in (3, 4, 5, 6)))
+    return valid_configs(
+        functools.partial(check_config, mode=mode),
+        (
+            dict(BM=bm, BN=bn, BK=bk, NBUF=nbuf)
+            for bm in (64, 128, 192, 256)
+            for bn in (64, 128, 192, 256)
+            for bk in (32, 64)
+            for nbuf in (3, 4, 5, 6)
+        ),
+    )
 
 
 SPACE = space("tf32")
@@ -154,8 +178,9 @@ def _make_kernel(items: tuple, vec: bool, mode: str):
     cfg = dict(items)
     BM, BN, BK, NBUF = (cfg[k] for k in KEYS)
     d = derived(cfg, mode)
-    NT, A_CHUNKS, BS_PITCH, LO_BUFS = (d[k] for k in ("NUM_THREADS", "A_CHUNKS", "BS_PITCH",
-                                                      "LO_BUFS"))
+    NT, A_CHUNKS, BS_PITCH, LO_BUFS = (
+        d[k] for k in ("NUM_THREADS", "A_CHUNKS", "BS_PITCH", "LO_BUFS")
+    )
     SPLIT = mode == "3xtf32"
     # Copies run DIST tiles ahead. TF32: into the buffer of tile t - 2 (tile t - 1's products
     # may still run); tile t must have landed at its top. 3xTF32: into tile t - 1's (done at
@@ -194,8 +219,17 @@ def _make_kernel(items: tuple, vec: bool, mode: str):
             mma_tf32_rs(acc, BM, b0, b1, b2, b3, Ls, dl + off, 1)
             mma_tf32_rs(acc, BM, b0, b1, b2, b3, As, da + off, 1)
         else:
-            mma_tf32_rs(acc, BM, round_tf32_bits(x0), round_tf32_bits(x1),
-                        round_tf32_bits(x2), round_tf32_bits(x3), As, da + off, 1)
+            mma_tf32_rs(
+                acc,
+                BM,
+                round_tf32_bits(x0),
+                round_tf32_bits(x1),
+                round_tf32_bits(x2),
+                round_tf32_bits(x3),
+                As,
+                da + off,
+                1,
+            )
 
     products = unroll(STEPS, _product)
 
@@ -247,8 +281,9 @@ def _make_kernel(items: tuple, vec: bool, mode: str):
         wait(1, acc, BM)  # tile t - 1's products are done (tile t's may still run)
 
     @device_jit
-    def tile_3x(As, Ls, Bs, nAs, nBs, As1, Ls1, A, B, k_next, row0, col0, M, N, K, tid, acc,
-                part, n, q):
+    def tile_3x(
+        As, Ls, Bs, nAs, nBs, As1, Ls1, A, B, k_next, row0, col0, M, N, K, tid, acc, part, n, q
+    ):
         # 3xTF32: tile t's small parts (Ls) were made during tile t - 1; tile t + 1's (As1 ->
         # Ls1) are made here, while tile t's products run
         cpasync.wait(PENDING)  # this thread's copies of tiles t and t + 1 have landed...
@@ -308,16 +343,52 @@ def _make_kernel(items: tuple, vec: bool, mode: str):
             lb = 0  # small-part buffer of tile t
             for _ in range(0, K, BK):
                 c1 = cb + 1 if cb + 1 < NBUF else 0
-                tile_3x(As[cb], Ls[lb], Bs[cb], As[nb], Bs[nb], As[c1], Ls[1 - lb], A, B, k_next,
-                        row0, col0, M, N, K, tid, acc, part, n, q)
+                tile_3x(
+                    As[cb],
+                    Ls[lb],
+                    Bs[cb],
+                    As[nb],
+                    Bs[nb],
+                    As[c1],
+                    Ls[1 - lb],
+                    A,
+                    B,
+                    k_next,
+                    row0,
+                    col0,
+                    M,
+                    N,
+                    K,
+                    tid,
+                    acc,
+                    part,
+                    n,
+                    q,
+                )
                 k_next += BK
                 cb = c1
                 nb = nb + 1 if nb + 1 < NBUF else 0
                 lb = 1 - lb
         else:
             for _ in range(0, K, BK):
-                tile(As[cb], Bs[cb], As[nb], Bs[nb], A, B, k_next, row0, col0, M, N, K, tid,
-                     acc, n, q)
+                tile(
+                    As[cb],
+                    Bs[cb],
+                    As[nb],
+                    Bs[nb],
+                    A,
+                    B,
+                    k_next,
+                    row0,
+                    col0,
+                    M,
+                    N,
+                    K,
+                    tid,
+                    acc,
+                    n,
+                    q,
+                )
                 k_next += BK
                 cb = cb + 1 if cb + 1 < NBUF else 0
                 nb = nb + 1 if nb + 1 < NBUF else 0

@@ -1,0 +1,367 @@
+"""Operands: what a call needs to know of a device array, read in a few hundred nanoseconds.
+
+``operand(x)`` turns a Numba device array, a CuPy array, a PyTorch CUDA tensor or any object with
+``__cuda_array_interface__`` (CAI) into an :class:`Operand`: data pointer, shape, strides in bytes,
+dtype, GPU ordinal and the stream the producer last used (CAI v3), without building a Numba
+``DeviceNDArray`` (tens of microseconds). One reader per type, chosen once per type and cached:
+
+- Numba ``DeviceNDArray``: its attributes (``gpu_data.device_pointer``, ``shape``, ``strides``);
+- CuPy ``ndarray``: ``data.ptr``, ``shape``, ``strides``, ``data.device_id``; its producer stream is
+  CuPy's current stream, as in CuPy's own CAI export;
+- PyTorch ``Tensor``: ``data_ptr()``, ``shape``, ``stride()`` (elements), ``get_device()``;
+- anything else: its CAI dict (v2/v3), the device from the driver (``cuPointerGetAttribute``).
+
+For the call path's fast lane, each of the first three (and the simulator's arrays) also has a
+*plain* reader (:data:`PLAIN`): ``(ptr, rows, cols)`` of a 2-D float32 C-contiguous operand with
+nothing to order after, None for anything else; and one for the transpose of such an operand
+(:data:`PLAIN_T`: ``x @ w.T``).
+
+The alignment rule of the vector kernels, :func:`rows_aligned`, lives here too: the plan and the
+launch both use it.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import numpy as np
+
+from .device import SIMULATOR
+from .launch import driver as _driver
+
+F32 = np.dtype(np.float32)
+
+
+class Operand:
+    """A 2-D (or not: see ``ndim``) device array as the call path sees it.
+
+    Attributes:
+        obj: the object the caller passed.
+        ptr: device address of element ``[0, 0]`` (a host address on the simulator).
+        shape, strides: tuples; strides in bytes.
+        dtype: a NumPy dtype, or the library's own dtype object when it has no NumPy equivalent.
+        device: GPU ordinal (0 on the simulator).
+        stream: the producer's stream handle from CAI v3 (None: nothing to order against).
+    """
+
+    __slots__ = ("obj", "ptr", "shape", "strides", "dtype", "device", "stream")
+
+    def __init__(self, obj, ptr, shape, strides, dtype, device, stream=None):
+        self.obj = obj
+        self.ptr = ptr
+        self.shape = shape
+        self.strides = strides
+        self.dtype = dtype
+        self.device = device
+        self.stream = stream
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def is_c_contiguous(self) -> bool:
+        """Row-major with no gaps (dimensions of extent 1 may have any stride, as in NumPy)."""
+        itemsize = self.dtype.itemsize if isinstance(self.dtype, np.dtype) else 4
+        expect = itemsize
+        for n, s in zip(reversed(self.shape), reversed(self.strides), strict=True):
+            if n != 1 and s != expect:
+                return False
+            expect *= n
+        return True
+
+    @property
+    def nbytes(self) -> int:
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n * (self.dtype.itemsize if isinstance(self.dtype, np.dtype) else 4)
+
+
+def rows_aligned(ptr: int, cols: int) -> bool:
+    """Whether a row-major float32 array at ``ptr`` with ``cols`` columns allows 128-bit row
+    accesses: its base is a multiple of 16 bytes and its row pitch a multiple of 4 floats, so
+    ``x[r, c]`` with ``c % 4 == 0`` is 16-byte aligned. The one alignment rule of the package."""
+    return ptr % 16 == 0 and cols % 4 == 0
+
+
+def all_rows_aligned(a_ptr: int, b_ptr: int, c_ptr: int, K: int, N: int) -> bool:
+    """:func:`rows_aligned` for A ``(M, K)``, B ``(K, N)`` and C ``(M, N)`` at once (the
+    call path's form: one expression, same rule)."""
+    return not ((a_ptr | b_ptr | c_ptr) & 15 or (K | N) & 3)
+
+
+# --- readers, one per type ---------------------------------------------------------------------
+
+
+def _from_numba(x: Any) -> Operand:
+    gd = x.gpu_data
+    ptr = int(gd.device_pointer) if gd is not None else 0
+    stream = x.stream
+    return Operand(
+        x, ptr, x.shape, x.strides, x.dtype, gd.context.device.id, int(stream) if stream else None
+    )
+
+
+def _from_simulator(x: Any) -> Operand:
+    ptr = int(x.__array_interface__["data"][0])
+    return Operand(x, ptr, tuple(x.shape), tuple(x.strides), np.dtype(x.dtype), 0)
+
+
+def _from_cupy(x: Any) -> Operand:
+    mem = x.data
+    cp = sys.modules["cupy"]
+    return Operand(
+        x,
+        mem.ptr,
+        x.shape,
+        x.strides,
+        x.dtype,
+        mem.device_id,
+        cp.cuda.get_current_stream().ptr or None,
+    )
+
+
+_TORCH_F32: Any = None
+
+
+def _from_torch(x: Any) -> Operand:
+    if not x.is_cuda:
+        raise TypeError(
+            f"expected a device array, got a PyTorch tensor on {x.device}: move it to the GPU "
+            "first (tensor.cuda())"
+        )
+    dt = x.dtype
+    st = x.stride()  # in elements
+    if dt is _TORCH_F32:
+        dtype = F32
+        strides = (st[0] * 4, st[1] * 4) if len(st) == 2 else tuple(v * 4 for v in st)
+    else:
+        dtype = _torch_dtype(dt)
+        strides = tuple(v * x.element_size() for v in st)
+    return Operand(x, x.data_ptr(), x.shape, strides, dtype, x.get_device() if _MULTI_GPU else 0)
+
+
+def _torch_dtype(dt: Any) -> Any:
+    name = str(dt).removeprefix("torch.")
+    try:
+        return np.dtype(name)
+    except TypeError:
+        return dt  # bfloat16 etc.: no NumPy dtype; reported by name
+
+
+def _from_cai(x: Any) -> Operand:
+    d = x.__cuda_array_interface__
+    if d.get("mask") is not None:
+        raise ValueError("masked arrays (__cuda_array_interface__ 'mask') are not supported")
+    dtype = np.dtype(d["typestr"])
+    shape = tuple(d["shape"])
+    strides = d.get("strides")
+    if strides is None:  # C-contiguous
+        acc, out = dtype.itemsize, []
+        for n in reversed(shape):
+            out.append(acc)
+            acc *= n
+        strides = tuple(reversed(out))
+    ptr = int(d["data"][0])
+    stream = d.get("stream")
+    if SIMULATOR:
+        device = 0
+    else:
+        device = _driver.pointer_device(ptr) if ptr else 0
+    return Operand(
+        x, ptr, shape, tuple(strides), dtype, device, stream if stream not in (None, 0) else None
+    )
+
+
+# --- plain readers: the call path's fast lane ---------------------------------------------------
+#
+# A *plain* operand is 2-D, float32, C-contiguous, on the one visible GPU, with no producer stream
+# to order after: what nearly every call passes. Its plain reader returns ``(ptr, rows, cols)``
+# and None for anything else; ``api.sgemm`` then takes the general path (``operand`` and
+# validation), which also raises the errors. Readers for PyTorch, Numba, CuPy and the simulator.
+
+
+def _plain_torch(x: Any) -> tuple[int, int, int] | None:
+    if x.is_cuda and x.dtype is _TORCH_F32:
+        st = x.stride()
+        if len(st) == 2 and st[1] == 1:
+            rows, cols = x.shape
+            if st[0] == cols:
+                return x.data_ptr(), rows, cols
+    return None
+
+
+def _plain_numba(x: Any) -> tuple[int, int, int] | None:
+    shape, st = x.shape, x.strides
+    if len(shape) == 2 and st[1] == 4 and st[0] == 4 * shape[1] and x.dtype == F32:
+        gd = x.gpu_data
+        if gd is not None and not x.stream:
+            return int(gd.device_pointer), shape[0], shape[1]
+    return None
+
+
+def _plain_cupy(x: Any) -> tuple[int, int, int] | None:
+    shape, st = x.shape, x.strides
+    if (
+        len(shape) == 2
+        and st[1] == 4
+        and st[0] == 4 * shape[1]
+        and x.dtype == F32
+        and not sys.modules["cupy"].cuda.get_current_stream().ptr
+    ):
+        return x.data.ptr, shape[0], shape[1]
+    return None
+
+
+# The simulator's readers test shape, strides and dtype before reading the array interface (the
+# costly part): ``matmul`` asks them first of every operand, batches included.
+
+
+def _plain_simulator(x: Any) -> tuple[int, int, int] | None:
+    shape, st = x.shape, x.strides
+    if len(shape) == 2 and st[1] == 4 and st[0] == 4 * shape[1] and x.dtype == F32:
+        return int(x.__array_interface__["data"][0]), shape[0], shape[1]
+    return None
+
+
+# Transposed plain operands: the transpose of a plain one (``w.T`` of a row-major ``(N, K)``
+# weight, as ``x @ w.T`` passes it): 2-D float32 with strides ``(4, 4 * rows)``. Their readers
+# return ``(ptr, rows, cols)`` of the view, None for anything else; the fast lane asks them only
+# of an operand that is not plain.
+
+
+def _plain_t_torch(x: Any) -> tuple[int, int, int] | None:
+    if x.is_cuda and x.dtype is _TORCH_F32:
+        st = x.stride()
+        if len(st) == 2 and st[0] == 1:
+            rows, cols = x.shape
+            if st[1] == rows:
+                return x.data_ptr(), rows, cols
+    return None
+
+
+def _plain_t_numba(x: Any) -> tuple[int, int, int] | None:
+    shape, st = x.shape, x.strides
+    if len(shape) == 2 and st[0] == 4 and st[1] == 4 * shape[0] and x.dtype == F32:
+        gd = x.gpu_data
+        if gd is not None and not x.stream:
+            return int(gd.device_pointer), shape[0], shape[1]
+    return None
+
+
+def _plain_t_cupy(x: Any) -> tuple[int, int, int] | None:
+    shape, st = x.shape, x.strides
+    if (
+        len(shape) == 2
+        and st[0] == 4
+        and st[1] == 4 * shape[0]
+        and x.dtype == F32
+        and not sys.modules["cupy"].cuda.get_current_stream().ptr
+    ):
+        return x.data.ptr, shape[0], shape[1]
+    return None
+
+
+def _plain_t_simulator(x: Any) -> tuple[int, int, int] | None:
+    shape, st = x.shape, x.strides
+    if len(shape) == 2 and st[0] == 4 and st[1] == 4 * shape[0] and x.dtype == F32:
+        return int(x.__array_interface__["data"][0]), shape[0], shape[1]
+    return None
+
+
+#: type -> its plain reader (types with one, once ``operand`` has met them; none with several
+#: GPUs visible, where each operand's GPU must be read and checked)
+PLAIN: dict[type, Any] = {}
+#: type -> its transposed plain reader (every type of :data:`PLAIN`)
+PLAIN_T: dict[type, Any] = {}
+_PLAIN_OF = {
+    _from_torch: (_plain_torch, _plain_t_torch),
+    _from_numba: (_plain_numba, _plain_t_numba),
+    _from_cupy: (_plain_cupy, _plain_t_cupy),
+    _from_simulator: (_plain_simulator, _plain_t_simulator),
+}
+
+_READERS: dict[type, Any] = {}
+
+
+_MULTI_GPU = True  # decided with the first reader: one visible GPU means every operand is on it
+
+
+def _reader(tp: type, x: Any) -> Any:
+    """The reader for objects of type ``tp`` (decided once per type)."""
+    global _TORCH_F32, _MULTI_GPU
+    if not SIMULATOR and not _READERS:
+        try:
+            _MULTI_GPU = _driver.device_count() > 1
+        except (OSError, _driver.CudaDriverError):
+            _MULTI_GPU = True
+    torch = sys.modules.get("torch")
+    if getattr(x, "__cuda_ndarray__", False):
+        r = _from_simulator if SIMULATOR else _from_numba
+    elif torch is not None and isinstance(x, torch.Tensor):
+        _TORCH_F32 = torch.float32
+        r = _from_torch
+    elif "cupy" in sys.modules and isinstance(x, sys.modules["cupy"].ndarray):
+        r = _from_cupy
+    elif not SIMULATOR and hasattr(x, "__cuda_array_interface__"):
+        r = _from_cai
+    else:
+        return None
+    _READERS[tp] = r
+    if r in _PLAIN_OF and (SIMULATOR or not _MULTI_GPU):
+        PLAIN_T[tp] = _PLAIN_OF[r][1]
+        PLAIN[tp] = _PLAIN_OF[r][0]
+    return r
+
+
+def operand(x: Any) -> Operand:
+    """The :class:`Operand` view of a device array (zero-copy, nothing validated but the type).
+
+    Raises:
+        TypeError: ``x`` is not a device array: a host NumPy array (the message names
+            ``numba.cuda.to_device``), a CPU tensor, or another object.
+    """
+    tp = type(x)
+    r = _READERS.get(tp) or _reader(tp, x)
+    if r is None:
+        if isinstance(x, np.ndarray):
+            raise TypeError(
+                "expected a device array, got a host numpy.ndarray: copy it to the GPU first with "
+                "numba.cuda.to_device(x) (or cupy.asarray(x))"
+            )
+        raise TypeError(
+            f"expected a device array (a Numba device array or an object with "
+            f"__cuda_array_interface__, e.g. a CuPy array or PyTorch CUDA tensor), "
+            f"got {tp.__name__}"
+        )
+    return r(x)
+
+
+def byte_span(arr: Any) -> tuple[int, int]:
+    """``[start, stop)`` byte range covered by an :class:`Operand` (or any object with ``ptr`` or
+    array interfaces, ``shape``, ``strides``, ``dtype``): for aliasing checks."""
+    start = arr.ptr if isinstance(arr, Operand) else _data_ptr(arr)
+    if any(n == 0 for n in arr.shape):
+        return start, start
+    itemsize = np.dtype(arr.dtype).itemsize if isinstance(arr.dtype, np.dtype) else 4
+    lo = hi = 0
+    for n, s in zip(arr.shape, arr.strides, strict=True):
+        if s >= 0:
+            hi += (n - 1) * s
+        else:
+            lo += (n - 1) * s
+    return start + lo, start + hi + itemsize
+
+
+def _data_ptr(arr: Any) -> int:
+    if SIMULATOR:
+        return int(arr.__array_interface__["data"][0])
+    return int(arr.__cuda_array_interface__["data"][0])
+
+
+def overlaps(x: Any, y: Any) -> bool:
+    """True if the memory of ``x`` and ``y`` overlaps."""
+    x0, x1 = byte_span(x)
+    y0, y1 = byte_span(y)
+    return x0 < y1 and y0 < x1

@@ -1,0 +1,763 @@
+"""Launching: grid helpers, compiled kernels loaded per device, the direct launch, split-K's sum.
+
+A :class:`Kernel` is one ``@cuda.jit`` kernel compiled for one argument signature and loaded on one
+GPU. On a GPU it is a ``CUfunction`` from the on-disk cache (``numba_gemm.launch.cache``: compiled
+once per machine, not per process), launched with ``cuLaunchKernel`` from a pre-built parameter
+buffer (``numba_gemm.launch.driver``): no Numba dispatcher, no ``DeviceNDArray``, no ctypes object
+per argument.
+Under the simulator (and where the driver library cannot be opened) it is the Numba dispatcher,
+launched the plain way.
+
+The parameter buffer follows Numba's kernel ABI, in which an n-D array argument is 5 + 2n 64-bit
+fields: meminfo, parent, nitems, itemsize, data, shape[n], strides[n] (bytes); a float32 scalar is
+4 bytes. That layout is an implementation detail of numba-cuda, so it is checked whenever a kernel
+is loaded: against the ``.param`` list of the kernel's PTX (recorded in the cache entry) and
+against the driver's ``cuFuncGetParamInfo``; a mismatch raises instead of launching.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import struct
+import threading
+import weakref
+from collections.abc import Sequence
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+from numba import config as numba_config
+from numba import cuda
+
+from ..arrays import F32, Operand, operand
+from ..device import SIMULATOR, SMEM_STATIC_LIMIT, DeviceInfo, cdiv
+from ..kernels import _pad, _scale, _splitk, _streamk
+from ..kernels._tunable import SPLIT_ARGS, STREAM_K
+from ..kernels.stage import variant_key
+from . import cache, workspace
+from . import driver as _driver
+
+__all__ = ["stream_handle", "Kernel", "load_kernel", "blocks_per_sm", "allow_dynamic_smem"]
+
+
+# --- streams ------------------------------------------------------------------------------------
+
+
+def stream_handle(stream: Any) -> Any:
+    """The stream to launch on: a CUDA stream handle (int) on a GPU; on the simulator a Numba
+    stream or 0.
+
+    Accepts 0/None (the default stream), a Numba stream, a CuPy stream (``.ptr``), a PyTorch
+    stream (``.cuda_stream``) or a raw ``cudaStream_t`` int.
+
+    Raises:
+        TypeError: anything else.
+    """
+    if stream is None or (type(stream) is int and stream == 0):
+        return DEFAULT_STREAM
+    if SIMULATOR:
+        if isinstance(stream, type(cuda.default_stream())):
+            return stream
+        raise TypeError(f"stream must be 0 or a Numba stream, got {type(stream).__name__}")
+    if type(stream) is int:
+        return stream
+    if hasattr(stream, "cuda_stream"):  # PyTorch
+        return int(stream.cuda_stream)
+    if hasattr(stream, "ptr") and not hasattr(stream, "handle"):  # CuPy
+        return int(stream.ptr)
+    from numba.cuda.cudadrv.driver import Stream  # GPU-only internal (absent on the simulator)
+
+    if isinstance(stream, Stream):
+        return int(stream)
+    raise TypeError(
+        f"stream must be 0, a Numba stream, a CuPy/PyTorch stream or a raw cudaStream_t int, "
+        f"got {type(stream).__name__}"
+    )
+
+
+def _default_stream() -> Any:
+    """Numba's default stream: legacy (handle 0) unless numba is configured for per-thread
+    default streams (``NUMBA_CUDA_PER_THREAD_DEFAULT_STREAM``: handle 2)."""
+    if SIMULATOR:
+        return 0
+    return 2 if numba_config.CUDA_PER_THREAD_DEFAULT_STREAM else 0
+
+
+DEFAULT_STREAM = _default_stream()
+SHARED_STREAMS = (0, 1, 2)  # legacy, legacy, per-thread default: ordered with one another
+
+
+#: Argument signature of the ladder's stage kernels: ``kernel(A, B, C, alpha, beta)`` on 2-D
+#: C-contiguous arrays (``Stage.args``; the tunable stages take ``"SSSff"``, the FP16 one
+#: ``"HHAff"``).
+STAGE_ARGS = "AAAff"
+_NUMBA_SIG = {
+    "A": "float32[:, ::1]",
+    "H": "float16[:, ::1]",
+    "S": "float32[:, :, :]",
+    "I": "int32[::1]",
+    "f": "float32",
+}
+_WORDS = {"A": 9, "H": 9, "S": 11, "I": 7}  # 64-bit ABI fields of a 2-D / 3-D / 1-D array
+_ITEMSIZE = {"A": 4, "H": 2, "S": 4, "I": 4}  # bytes per element of each array spec
+
+
+def numba_signature(spec: str) -> str:
+    """The Numba signature string of an argument spec (``A``: 2-D C-contiguous float32 array,
+    ``H``: the same in float16, ``S``: 3-D float32 array of any strides, ``I``: 1-D contiguous
+    int32 array, ``f``: float32), e.g.
+    ``"AAAff"`` ->
+    ``"void(float32[:, ::1], ..., float32, float32)"``."""
+    return "void(" + ", ".join(_NUMBA_SIG[c] for c in spec) + ")"
+
+
+class _Layout:
+    """Byte layout of a kernel's parameters for an argument spec (arrays first, then scalars)."""
+
+    def __init__(self, spec: str) -> None:
+        arrays = spec.rstrip("f")
+        if not set(arrays) <= set(_WORDS) or len(spec) != len(arrays) + spec.count("f"):
+            raise ValueError(f"argument spec {spec!r}: arrays (A, S) must come before scalars (f)")
+        self.spec = spec
+        words = sum(_WORDS[c] for c in arrays)
+        self.words = words
+        #: word index of each array's data pointer (the fifth field)
+        self.pointers = tuple(sum(_WORDS[c] for c in arrays[:i]) + 4 for i in range(len(arrays)))
+        self.itemsizes = tuple(_ITEMSIZE[c] for c in arrays)
+        self.sizes = (8,) * words + (4,) * spec.count("f")
+        self.offsets = tuple(sum(self.sizes[:i]) for i in range(len(self.sizes)))
+        self.struct = struct.Struct("<" + "q" * words + "f" * spec.count("f"))
+        self.tls = threading.local()
+
+    def buffers(self) -> tuple[Any, int]:
+        """This thread's ``(argument buffer, address of its void*[] of parameter addresses)``:
+        a kernel launch reads its parameters when it is enqueued, so one buffer per host thread
+        is enough and no two threads share one."""
+        t = self.tls
+        try:
+            return t.buf, t.params_addr
+        except AttributeError:
+            t.buf = ctypes.create_string_buffer(self.struct.size)
+            base = ctypes.addressof(t.buf)
+            t.params = (ctypes.c_void_p * len(self.sizes))(*(base + o for o in self.offsets))
+            t.params_addr = ctypes.addressof(t.params)
+            return t.buf, t.params_addr
+
+
+_LAYOUTS: dict[str, _Layout] = {}
+
+
+def array_fields(arrays: Sequence[Any], itemsizes: Sequence[int] | None = None) -> list[int]:
+    """The kernel parameters of arrays, in Numba's order: meminfo, parent, nitems, itemsize,
+    data, shape[n], strides[n] (bytes); meminfo and parent are null for device arrays. A 2-D
+    array (``ptr`` and ``shape``) is C-contiguous (spec ``A``, or ``H`` for float16); a 3-D one
+    (``ptr``, ``shape``, ``strides`` in bytes) is strided float32 (spec ``S``); a 1-D one is
+    contiguous (spec ``I``). ``itemsizes``: bytes per element of each array (default: 4)."""
+    values: list[int] = []
+    for i, a in enumerate(arrays):
+        if len(a.shape) == 1:
+            n = a.shape[0]
+            size = 4 if itemsizes is None else itemsizes[i]
+            values += (0, 0, n, size, a.ptr, n, size)
+        elif len(a.shape) == 2:
+            rows, cols = a.shape
+            size = 4 if itemsizes is None else itemsizes[i]
+            values += (0, 0, rows * cols, size, a.ptr, rows, cols, cols * size, size)
+        else:
+            b, rows, cols = a.shape
+            values += (0, 0, b * rows * cols, 4, a.ptr, b, rows, cols, *a.strides)
+    return values
+
+
+def _layout(spec: str) -> _Layout:
+    lay = _LAYOUTS.get(spec)
+    if lay is None:
+        lay = _LAYOUTS[spec] = _Layout(spec)
+    return lay
+
+
+class Kernel:
+    """A compiled kernel loaded on one GPU, launched directly through the driver.
+
+    Attributes:
+        name: what it is (stage name and variant), for messages.
+        device: the GPU it is loaded on.
+        smem: dynamic SMEM per block, bytes.
+        fn, ctx: ``CUfunction`` and the context (the device's primary one) it lives in.
+        compiled: the cache entry (``numba_gemm.launch.cache.CompiledKernel``) it was loaded from.
+    """
+
+    def __init__(
+        self, name: str, device: DeviceInfo, spec: str, smem: int, compiled: Any, fn: int, ctx: int
+    ) -> None:
+        self.name, self.device, self.smem, self.compiled = name, device, smem, compiled
+        self.fn, self.ctx = fn, ctx
+        self._layout = _layout(spec)
+
+    def launch(
+        self,
+        grid: tuple,
+        block: tuple,
+        stream: int,
+        arrays: Sequence[Any],
+        scalars: Sequence[float],
+    ) -> None:
+        """Enqueue the kernel on stream handle ``stream``. ``arrays``: operands with ``ptr`` and a
+        2-D ``shape`` (C-contiguous float32; ``devarray.Operand``); ``scalars``: floats."""
+
+        lay = self._layout
+        buf, params = lay.buffers()
+        lay.struct.pack_into(buf, 0, *array_fields(arrays, lay.itemsizes), *scalars)
+        cur = _driver.current_context()
+        if cur == self.ctx:
+            _driver.launch(self.fn, grid, block, self.smem, stream, params)
+            return
+        _driver.set_current_context(self.ctx)
+        if not cur:  # a thread with no context yet: keep this one, as cudaSetDevice would
+            _driver.launch(self.fn, grid, block, self.smem, stream, params)
+            return
+        try:  # another GPU's context is current: launch in ours, then give it back
+            _driver.launch(self.fn, grid, block, self.smem, stream, params)
+        finally:
+            _driver.set_current_context(cur)
+
+    def blocks_per_sm(self, threads: int) -> int:
+        """Resident blocks per SM at ``threads`` per block and this kernel's dynamic SMEM (CUDA
+        occupancy API)."""
+
+        return _driver.blocks_per_sm(self.fn, threads, self.smem)
+
+    def __repr__(self) -> str:
+        return f"Kernel({self.name}, device={self.device.id}, smem={self.smem})"
+
+
+def gemm_launcher(
+    kernel: Kernel, spec: str, arrays: Sequence[Any], grid: tuple, block: tuple, split: Any = None
+) -> Any:
+    """``launch(a, b, c, alpha, beta, stream)`` for one stage kernel at one geometry: the hot path.
+
+    ``arrays``: the plan's argument arrays for this geometry (``shape``, and ``strides`` for
+    spec ``S``; their pointers are ignored): A, B, C, and for the split-K-capable kernels (spec
+    ``SSSSIff``) the workspace W and the tile counters L. Everything but the data pointers, the
+    two scalars and the stream is fixed by the plan, so it is bound here once: per call, the
+    pointers and two scalars are written into this thread's parameter buffer (the rest was
+    packed on the thread's first call) and one foreign call is made (``_driver.raw_launch``).
+    ``a``, ``b``, ``c``: the data pointers of A, B and C (ints); ``stream``: a handle (int).
+    ``split(stream) -> (W, L)`` gives a split-K plan's buffers of that stream (objects with
+    ``ptr``); without it W and L stay null (a kernel with SPLITK == 1 never touches them).
+
+    Context: the function must be launched in its device's context. With one visible GPU the
+    only context in play is that GPU's primary context, so it is made current once per host
+    thread (as the CUDA runtime does on a thread's first call); with several GPUs every call
+    checks the current context and, if it is another GPU's, switches for the launch and back.
+    """
+
+    multi = _driver.device_count() > 1
+    lay = _layout(spec)
+    raw = _driver.raw_launch()
+    fn = ctypes.c_void_p(kernel.fn)
+    ctx = kernel.ctx
+    gx, gy, gz = grid
+    bx, by, bz = block
+    smem = kernel.smem
+    tls = threading.local()
+    streams: dict = {0: None}
+    # word indices of the data pointers among the 64-bit array fields (each array's fifth), and
+    # the byte offset of alpha, beta after them
+    PA, PB, PC = lay.pointers[:3]
+    PW, PL = lay.pointers[3:5] if len(lay.pointers) == 5 else (0, 0)
+    if split is not None and not PW:
+        raise ValueError(f"split-K launch of {kernel.name}: spec {spec!r} has no workspace")
+    SCALARS = lay.words * 8
+    fixed = [
+        SimpleNamespace(ptr=0, shape=a.shape, strides=getattr(a, "strides", None)) for a in arrays
+    ]
+
+    def first_in_thread():
+        # this thread's parameter buffer for this launcher, with the fields the plan fixes
+        # (sizes, shapes, strides) packed once; a call then writes 3 pointers and 2 scalars
+        buf = ctypes.create_string_buffer(lay.struct.size)
+        lay.struct.pack_into(buf, 0, *array_fields(fixed, lay.itemsizes), 0.0, 0.0)
+        base = ctypes.addressof(buf)
+        params = (ctypes.c_void_p * len(lay.sizes))(*(base + o for o in lay.offsets))
+        words = (ctypes.c_int64 * lay.words).from_buffer(buf)
+        floats = (ctypes.c_float * 2).from_buffer(buf, SCALARS)
+        if not multi and _driver.current_context() != ctx:
+            _driver.set_current_context(ctx)
+        tls.keep = (buf, params)
+        tls.b = (words, floats, ctypes.c_void_p(ctypes.addressof(params)))
+        return tls.b
+
+    def launch(a, b, c, alpha, beta, stream):
+        try:
+            words, floats, params = tls.b
+        except AttributeError:
+            words, floats, params = first_in_thread()
+        words[PA] = a
+        words[PB] = b
+        words[PC] = c
+        if split is not None:
+            W, L = split(stream)
+            words[PW] = W.ptr
+            words[PL] = L.ptr
+        floats[0] = alpha
+        floats[1] = beta
+        s = streams.get(stream, False)
+        if s is False:
+            s = streams[stream] = ctypes.c_void_p(stream)
+            if len(streams) > 64:
+                streams.clear()
+                streams[0] = None
+        cur = _driver.current_context() if multi else ctx
+        if cur != ctx:
+            _driver.set_current_context(ctx)
+        rc = raw(fn, gx, gy, gz, bx, by, bz, smem, s, params, None)
+        if rc == _driver.CUDA_ERROR_INVALID_CONTEXT and not multi:
+            # someone popped this thread's context since its first call (e.g. a `with
+            # cuda.gpus[0]:` block ended): make it current again, and launch
+            _driver.set_current_context(ctx)
+            rc = raw(fn, gx, gy, gz, bx, by, bz, smem, s, params, None)
+        if cur != ctx and cur:
+            _driver.set_current_context(cur)  # give the caller's GPU back
+        if rc:
+            _driver.check(rc, f"cuLaunchKernel({kernel.name}, grid={grid}, block={block})")
+
+    return launch
+
+
+class NumbaKernel:
+    """The same interface over the Numba dispatcher: the simulator's path (and the fallback when
+    the driver library cannot be opened). ``stream`` is a Numba stream or 0 there."""
+
+    def __init__(self, name: str, dispatcher: Any, smem: int) -> None:
+        self.name, self.dispatcher, self.smem = name, dispatcher, smem
+
+    def launch(self, grid, block, stream, arrays, scalars) -> None:
+        args = [strided_array(a) for a in arrays]
+        args += [np.float32(s) for s in scalars]
+        if not SIMULATOR and self.smem > SMEM_STATIC_LIMIT:
+            allow_dynamic_smem(self.dispatcher, tuple(args), self.smem)
+        if not SIMULATOR and isinstance(stream, int):
+            stream = cuda.external_stream(stream) if stream else 0
+        self.dispatcher[grid, block, stream, self.smem](*args)
+
+    def blocks_per_sm(self, threads: int) -> int:
+        """Resident blocks per SM (:func:`blocks_per_sm` of the dispatcher, launched at least
+        once; 1 on the simulator)."""
+        return blocks_per_sm(self.dispatcher, threads, self.smem)
+
+    def __repr__(self) -> str:
+        return f"NumbaKernel({self.name}, smem={self.smem})"
+
+
+class _HostView:
+    """NumPy array interface over host memory at ``ptr`` (the simulator's "device" memory),
+    keeping ``owner`` alive."""
+
+    def __init__(
+        self, ptr: int, shape: tuple, strides: tuple, owner: Any, typestr: str = "<f4"
+    ) -> None:
+        self.owner = owner
+        self.__array_interface__ = {
+            "data": (ptr, False),
+            "shape": shape,
+            "strides": strides,
+            "typestr": typestr,
+            "version": 3,
+        }
+
+
+def strided_array(a: Any) -> Any:
+    """An array object over ``a.ptr`` with ``a``'s ``shape``, byte ``strides`` (None:
+    C-contiguous; a batch stride of 0 repeats one matrix) and dtype (float32, float16 or int32;
+    float32 when ``a`` has none), for the Numba dispatcher: a view of the memory of the operand's
+    object ``a.obj`` on the simulator, a CUDA Array Interface view on a GPU."""
+    shape = tuple(a.shape)
+    dtype = getattr(a, "dtype", None)
+    dtype = dtype if dtype in (np.float16, np.int32) else np.dtype(np.float32)
+    strides = getattr(a, "strides", None)
+    if strides is None or len(strides) != len(shape):
+        strides = tuple(
+            dtype.itemsize * int(np.prod(shape[i + 1 :], dtype=np.int64)) for i in range(len(shape))
+        )
+    if SIMULATOR:
+        from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray  # simulator-only
+
+        view = np.asarray(_HostView(a.ptr, shape, strides, a.obj, dtype.str))
+        return FakeCUDAArray(view)
+    cai = {
+        "shape": shape,
+        "strides": tuple(strides),
+        "typestr": dtype.str,
+        "data": (a.ptr, False),
+        "version": 3,
+        "stream": None,
+    }
+    return cuda.from_cuda_array_interface(cai, owner=a.obj, sync=False)
+
+
+def direct_launch_available() -> bool:
+    """Whether kernels are launched through the driver (a GPU and ``libcuda`` that opens)."""
+    if SIMULATOR:
+        return False
+    try:
+        _driver.lib()
+    except OSError:
+        return False
+    return True
+
+
+def load_kernel(
+    dispatcher: Any,
+    *,
+    name: str,
+    config: Any = None,
+    variant: str = "",
+    spec: str = STAGE_ARGS,
+    smem: int = 0,
+    device: DeviceInfo,
+) -> Kernel | NumbaKernel:
+    """``dispatcher`` compiled for ``spec`` (through the on-disk cache) and loaded on ``device``.
+
+    Raises:
+        RuntimeError: the kernel's parameter layout is not the one this module packs (a
+            numba-cuda change), or it needs more than ``device.smem_optin`` bytes of SMEM.
+        numba_gemm.launch.driver.CudaDriverError: the driver refused to load it.
+    """
+    label = f"{name}[{variant}]" if variant else name
+    if smem > device.smem_optin:
+        raise RuntimeError(
+            f"{label} needs {smem} B of SMEM per block; {device.name} allows {device.smem_optin} B"
+        )
+    if not direct_launch_available():
+        return NumbaKernel(label, dispatcher, smem)
+
+    lay = _layout(spec)
+    with _loaded_lock, cuda.gpus[device.id]:
+        compiled = cache.load_or_compile(
+            dispatcher,
+            name=name,
+            config=config,
+            variant=variant,
+            signature=numba_signature(spec),
+            cc=tuple(device.cc),
+        )
+        known = _loaded.get((compiled.key, device.id, smem))
+        if known is not None:  # plans of other shapes share the loaded module
+            return known
+        if tuple(compiled.params) != lay.sizes:
+            raise RuntimeError(
+                f"{label}: kernel parameters {tuple(compiled.params)} (bytes, from its PTX) are "
+                f"not the layout numba_gemm packs for {spec!r} {lay.sizes}: numba-cuda changed "
+                "its kernel ABI; the direct launch cannot be used with this version"
+            )
+        ctx = _driver.current_context()
+        _, fn = _driver.load_function(compiled.cubin, compiled.entry)
+        got = _driver.param_layout(fn, len(lay.sizes))
+        want = list(zip(lay.offsets, lay.sizes, strict=True))
+        if got is not None and got != want:
+            raise RuntimeError(
+                f"{label}: the driver reports parameters (offset, size) {got}, "
+                f"numba_gemm packs {want}"
+            )
+        if smem > SMEM_STATIC_LIMIT:
+            _driver.set_max_dynamic_smem(fn, smem)
+        k = _loaded[(compiled.key, device.id, smem)] = Kernel(
+            label, device, spec, smem, compiled, fn, ctx
+        )
+    return k
+
+
+#: Loaded kernels by (cache key, GPU, dynamic SMEM): each cubin is loaded once per GPU and
+#: process, whatever number of shapes (plans) use it.
+_loaded: dict = {}
+_loaded_lock = threading.RLock()
+
+
+# --- occupancy and the dynamic-SMEM opt-in for the Numba dispatcher path (tuner, fallback) -------
+
+_smem_opted_in: set = set()
+
+
+def allow_dynamic_smem(kernel: Any, args: tuple, nbytes: int) -> None:
+    """Let the Numba dispatcher ``kernel`` (for the types of ``args``) launch with ``nbytes`` of
+    dynamic SMEM: sets ``CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES`` once per (kernel,
+    signature, device). No-op up to 48 KB and on the simulator.
+
+    Raises:
+        numba.cuda.cudadrv.driver.CudaAPIError: ``nbytes`` exceeds the device's limit.
+    """
+    if SIMULATOR or nbytes <= SMEM_STATIC_LIMIT:
+        return
+    from numba.cuda.cudadrv import driver  # GPU-only internal (absent on the simulator)
+
+    sig = tuple(kernel.typeof_pyval(a) for a in args)
+    device = cuda.get_current_device()
+    key = (id(kernel), sig, device.id, nbytes)
+    if key in _smem_opted_in:
+        return
+    compiled = kernel.compile(sig)
+    handle = compiled._codelibrary.get_cufunc().handle
+    attr = driver.binding.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+    driver.driver.cuKernelSetAttribute(attr, nbytes, handle, device.id)
+    _smem_opted_in.add(key)
+
+
+def blocks_per_sm(kernel: Any, threads: int, dynamic_smem: int = 0) -> int:
+    """Resident blocks per SM of a compiled Numba kernel (CUDA occupancy API, first compiled
+    signature); 1 on the simulator.
+
+    Raises:
+        ValueError: the kernel has not been compiled yet (launch it once first).
+    """
+    if SIMULATOR:
+        return 1
+    if not kernel.overloads:
+        raise ValueError("kernel not compiled yet: launch it once before asking its occupancy")
+    compiled = next(iter(kernel.overloads.values()))
+    cufunc = compiled._codelibrary.get_cufunc()
+    return int(
+        cuda.current_context().get_active_blocks_per_multiprocessor(cufunc, threads, dynamic_smem)
+    )
+
+
+# --- running a plan -----------------------------------------------------------------------------
+
+#: An operand with a null pointer: what the launcher's buffer holds before a call's pointers.
+_NOWHERE = Operand(None, 0, (), (), F32, 0)
+
+
+class Runner:
+    """Runs one ``plan.choose.Plan``: loads its kernel on the first call (through the on-disk
+    cache), then launches it with a bound argument buffer (:func:`gemm_launcher`) on a GPU.
+
+    ``run(A, B, C, alpha, beta, stream)`` enqueues the product for operands laid out as the plan's
+    geometry says (their data pointers are what counts; no validation: ``api`` does it);
+    ``run_plain(a, b, c, ...)`` takes the data pointers of 2-D C-contiguous operands (``sgemm``'s
+    fast lane); ``launch(a, b, c, ...)`` takes device arrays (timing loops). After the first call
+    on a GPU, ``run`` and ``run_plain`` are the bound launcher itself: pointers, scalars, stream,
+    one foreign call.
+    """
+
+    def __init__(self, plan: Any) -> None:
+        self.plan = plan
+        #: the launch grid; for stream-K clamped to the loaded kernel's resident blocks
+        self.grid = plan.grid
+        st = plan.stage
+        self._strided = st.batched  # kernel arguments: strided batches (spec S), else 2-D
+        self._split_args = st.args == SPLIT_ARGS  # split-K's workspace and counters after C
+        self._kernel: Any = None
+        self._lock = threading.Lock()
+        self._split_memo: dict = {}
+
+    def kernel(self) -> Any:
+        """The main kernel, compiled and loaded on the first call."""
+        k = self._kernel
+        if k is None:
+            with self._lock:
+                if self._kernel is None:
+                    self._kernel = self._load()
+                k = self._kernel
+        return k
+
+    def _load(self) -> Any:
+        p = self.plan
+        st, layout = p.stage, p.geometry.layout
+        main = load_kernel(
+            st.kernel_for(p.variant, layout),
+            name=st.name,
+            config=dict(st.config),
+            variant=variant_key(p.variant, layout),
+            spec=st.args,
+            smem=p.smem,
+            device=p.device,
+        )
+        if p.split_k == STREAM_K:  # no more blocks than can be resident
+            fit = p.device.sm_count * main.blocks_per_sm(p.block[0])
+            self.grid = (max(1, min(self.grid[0], fit)), 1, 1)
+        if isinstance(main, Kernel):
+            # from now on ``run_plain`` is the bound launcher and ``run`` hands it the operands'
+            # pointers (instance attributes over the methods)
+            M, N, K = p.M, p.N, p.K
+            shapes = (
+                list(p.geometry.arrays(_NOWHERE, _NOWHERE, _NOWHERE))
+                if self._strided
+                else [Operand(None, 0, s, None, F32, 0) for s in ((M, K), (K, N), (M, N))]
+            )
+            if self._split_args:
+                shapes += list(self._buffers(0))
+            launch = gemm_launcher(
+                main, st.args, shapes, self.grid, p.block, self._buffers if p.split_k != 1 else None
+            )
+            self.run_plain = launch
+            self.run = lambda A, B, C, alpha, beta, stream: launch(
+                A.ptr, B.ptr, C.ptr, alpha, beta, stream
+            )
+        return main
+
+    def _buffers(self, stream: Any) -> tuple[Operand, Operand]:
+        """Split-K's workspace (3-D ``(1, SPLITK*M, N)``) and tile counters on ``stream``; for
+        stream-K, ``(1, slots*BM, BN)`` (``_streamk.partial_slots``) and a counter per tile;
+        without either, the smallest such pair (the kernel does not touch them). Memoized per
+        (stream, host thread) until a workspace grows (``workspace.generation``): this runs in
+        every split-K launch, and the lookup through ``split_operands`` costs microseconds."""
+        key = (stream, threading.get_ident())
+        got = self._split_memo.get(key)
+        if got is not None and got[0] == workspace.generation:
+            return got[1]
+        gen = workspace.generation
+        res = self._find_buffers(stream)
+        if len(self._split_memo) >= 64:
+            self._split_memo.clear()
+        self._split_memo[key] = (gen, res)
+        return res
+
+    def _find_buffers(self, stream: Any) -> tuple[Operand, Operand]:
+        p = self.plan
+        s, M, N, tiles, dev = p.split_k, p.M, p.N, p.tiles, p.device.id
+        if s == STREAM_K:
+            bm, bn = p.stage.tile
+            return workspace.split_operands(
+                _streamk.partial_slots(tiles, self.grid[0]) * bm, bn, tiles, stream, dev
+            )
+        if s == 1:
+            M = N = 1
+        counters = tiles * _splitk.counters_per_tile(s) if s > 1 else 1
+        return workspace.split_operands(s * M, N, counters, stream, dev)
+
+    def run(
+        self, A: Operand, B: Operand, C: Operand, alpha: float, beta: float, stream: Any
+    ) -> None:
+        """Enqueue the product on ``stream`` (a handle on a GPU; a Numba stream or 0 on the
+        simulator)."""
+        main = self._kernel or self.kernel()
+        if "run" in self.__dict__:  # the bound launcher, from the first call on
+            self.run(A, B, C, alpha, beta, stream)
+            return
+        p = self.plan
+        args = p.geometry.arrays(A, B, C) if self._strided else (A, B, C)
+        if self._split_args:
+            args = (*args, *self._buffers(stream))
+        main.launch(self.grid, p.block, stream, args, (alpha, beta))
+
+    def run_plain(self, a: int, b: int, c: int, alpha: float, beta: float, stream: Any) -> None:
+        """:meth:`run` for 2-D C-contiguous operands given by their data pointers (a plan of the
+        plain or dense geometry)."""
+        p = self.plan
+        M, N, K, d = p.M, p.N, p.K, p.device.id
+        self.run(
+            Operand(None, a, (M, K), (4 * K, 4), F32, d),
+            Operand(None, b, (K, N), (4 * N, 4), F32, d),
+            Operand(None, c, (M, N), (4 * N, 4), F32, d),
+            alpha,
+            beta,
+            stream,
+        )
+
+    def launch(
+        self, a: Any, b: Any, c: Any, alpha: float = 1.0, beta: float = 0.0, stream: Any = 0
+    ) -> None:
+        """Enqueue ``c = alpha * a @ b + beta * c`` for device arrays of any supported kind laid
+        out as the plan's geometry says, without validation (timing loops: ``sgemm`` is the
+        checked entry point)."""
+        self.run(
+            operand(a), operand(b), operand(c), float(alpha), float(beta), stream_handle(stream)
+        )
+
+
+class StagedRunner(Runner):
+    """Runs a staged plan (``plan.staging``): the operands its shape forces through aligned
+    copies (and any whose base pointer is unaligned) are copied into this stream's padded
+    buffers (``workspace.staging_buffers``; ``kernels._pad.copy_padded``), the inner plan runs
+    there, and C is copied back."""
+
+    def __init__(self, plan: Any) -> None:
+        super().__init__(plan)
+        self.inner = runner(plan.inner)
+        self._copy: Any = None
+
+    def kernel(self) -> Any:
+        """The inner plan's main kernel (and the copy kernel), loaded on the first call."""
+        if self._copy is None:
+            with self._lock:
+                if self._copy is None:
+                    self._kernel = self.inner.kernel()
+                    self._copy = load_kernel(
+                        _pad.copy_padded, name="copy_padded", spec="SS", device=self.plan.device
+                    )
+        return self._kernel
+
+    def run(
+        self, A: Operand, B: Operand, C: Operand, alpha: float, beta: float, stream: Any
+    ) -> None:
+        """The copies, the inner plan and the copy back on ``stream``. An operand the shape does
+        not force through a copy is used in place when its base pointer is aligned."""
+        if self._copy is None:
+            self.kernel()
+        p = self.plan
+        s, copy, M, N, K = p.staging, self._copy, p.M, p.N, p.K
+        bt = p.geometry.layout[1] == "T"
+        A2, B2, C2 = workspace.staging_buffers(M, s, stream, p.device.id, bt)
+        a = A2 if s.a or A.ptr & 15 else A
+        b = B2 if s.b or B.ptr & 15 else B
+        c = C2 if s.c or C.ptr & 15 else C
+        block = (_pad.BLOCK, 1, 1)
+        if a is not A:
+            copy.launch(_pad_grid(a), block, stream, (_as3(a), _storage(A, M, K)), ())
+        if b is not B:
+            copy.launch(
+                _pad_grid(b), block, stream, (_as3(b), _storage(B, *((N, K) if bt else (K, N)))), ()
+            )
+        if c is not C and beta != 0.0:
+            copy.launch(_pad_grid(c), block, stream, (_as3(c), _storage(C, M, N)), ())
+        self.inner.run(a, b, c, alpha, beta, stream)
+        if c is not C:
+            out = _storage(C, M, N)
+            copy.launch(_pad_grid(out), block, stream, (out, _as3(c)), ())
+
+    run_plain = Runner.run_plain
+
+
+def _storage(x: Operand, rows: int, cols: int) -> Operand:
+    """The dense row-major ``(rows, cols)`` storage at ``x.ptr`` as the copy kernel's
+    ``(1, rows, cols)`` strided array (B stored transposed: ``(N, K)``, whatever view of it
+    ``x`` describes)."""
+    return Operand(x.obj, x.ptr, (1, rows, cols), (0, 4 * cols, 4), F32, x.device)
+
+
+def _as3(x: Operand) -> Operand:
+    """A C-contiguous 2-D operand (a workspace view) as the copy kernel's array."""
+    return _storage(x, *x.shape)
+
+
+def _pad_grid(x: Operand) -> tuple[int, int, int]:
+    rows, cols = x.shape[-2:]
+    return (cdiv(cols, _pad.BLOCK), min(cdiv(rows, _pad.ROWS), _pad.MAX_GRID_Y), 1)
+
+
+_runners: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_runners_lock = threading.Lock()
+
+
+def runner(plan: Any) -> Runner:
+    """The :class:`Runner` of ``plan`` (a :class:`StagedRunner` for a staged one), one per plan
+    object for as long as the plan lives."""
+    r = _runners.get(plan)
+    if r is None:
+        # made outside the lock: a staged plan's runner asks for its inner plan's
+        made = (StagedRunner if plan.staging is not None else Runner)(plan)
+        with _runners_lock:
+            r = _runners.setdefault(plan, made)
+    return r
+
+
+_aux: dict = {}
+
+
+def scale_kernel(dev: DeviceInfo) -> Any:
+    """The ``C = beta * C`` kernel (products with K == 0) loaded on ``dev`` (once per device)."""
+    key = ("scale", dev.id)
+    k = _aux.get(key)
+    if k is None:
+        k = _aux[key] = load_kernel(_scale.scale_c, name="scale_c", spec="Sf", device=dev)
+    return k

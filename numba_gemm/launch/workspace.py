@@ -1,0 +1,116 @@
+"""Per-stream device buffers of the launch layer: split-K's partial products and tile counters,
+stream-K's partial tiles (the same pair), and aligned staging's padded operands.
+
+Each is grow-only and kept per (GPU, CUDA stream, and host thread for the default streams):
+calls on one stream run in order, so they can share a buffer, and a split-K call leaves every
+counter at 0. A buffer is allocated (counters zeroed) on its stream's first call that needs it;
+views of it are memoized per shape, so a call in steady state allocates and builds nothing.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import numpy as np
+from numba import cuda
+
+from ..arrays import F32, Operand, operand
+
+_lock = threading.Lock()
+_split: dict = {}
+_staging: dict = {}
+#: Bumped whenever a split-K workspace is replaced by a larger one: views memoized elsewhere (a
+#: runner's per-stream buffers, ``launcher.Runner``) are stale once it changes.
+generation = 0
+
+
+def stream_key(stream: Any) -> tuple:
+    """The CUDA stream itself, not a Python wrapper. The default streams (handles 0, 1, 2) are
+    shared by host threads, so there the key adds the thread."""
+    if isinstance(stream, int):
+        handle = stream
+    elif stream is None:
+        handle = 0
+    elif getattr(stream, "handle", None) is None:  # the simulator's streams have no handle
+        return (id(stream), 0)
+    else:  # a Numba stream
+        handle = int(stream)
+    return (handle, threading.get_ident() if handle in (0, 1, 2) else 0)
+
+
+def split_buffers(
+    rows: int, cols: int, counters: int, stream: Any, device: int = 0, wrap: Any = None
+) -> tuple[Any, Any]:
+    """``(W, L)`` of this stream on GPU ``device``: W a float32 ``(rows, cols)`` Numba device
+    array (the workspace), L at least ``counters`` int32 arrival counters (tiles x
+    ``kernels._splitk.counters_per_tile``), all 0 between calls.
+
+    Both come from grow-only buffers (views memoized: a call in steady state allocates and builds
+    nothing); with ``wrap``, ``(wrap(W), wrap(L))`` instead, memoized beside the views (and
+    dropped with them when a buffer grows)."""
+    key = (device, *stream_key(stream))
+    entry = _split.get(key)
+    if entry is None or entry[0].size < rows * cols or entry[1].size < counters:
+        global generation
+        with _lock, cuda.gpus[device]:
+            generation += 1
+            old = entry
+            w = max(rows * cols, 1, 0 if old is None else old[0].size)
+            n = max(counters, 1, 0 if old is None else old[1].size)
+            entry = (
+                cuda.device_array(w, dtype=np.float32),
+                cuda.to_device(np.zeros(n, dtype=np.int32)),
+                {},
+            )
+            _split[key] = entry
+    wbuf, lbuf, views = entry
+    got = views.get((rows, cols, wrap))
+    if got is None:
+        W, L = wbuf[: rows * cols].reshape(rows, cols), lbuf
+        got = views[(rows, cols, wrap)] = (W, L) if wrap is None else (wrap(W), wrap(L))
+    return got
+
+
+def split_operands(
+    rows: int, cols: int, counters: int, stream: Any, device_id: int
+) -> tuple[Operand, Operand]:
+    """:func:`split_buffers` as kernel operands: the workspace as a 3-D ``(1, rows, cols)``
+    strided :class:`Operand` (the kernels' spec ``S``), the counters as a 1-D one."""
+    return split_buffers(rows, cols, counters, stream, device_id, wrap=_split_operand)
+
+
+def _split_operand(x: Any) -> Operand:
+    o = operand(x)
+    if len(o.shape) == 2:  # the workspace: one strided matrix, as the kernels' spec S takes it
+        rows, cols = o.shape
+        return Operand(o.obj, o.ptr, (1, rows, cols), (0, 4 * cols, 4), F32, o.device)
+    return o
+
+
+def staging_buffers(
+    M: int, s: Any, stream: Any, device: int, bt: bool = False
+) -> tuple[Operand, Operand, Operand]:
+    """Aligned staging's buffers (``plan.staging``; ``s`` its ``Staging``): A' ``(M, K4)``, B'
+    ``(K4, N4)`` (``bt``, B stored transposed: ``(N4, K4)``), C' ``(M, N4)``: C-contiguous float32
+    operands (storage views) in this stream's workspace on GPU ``device`` (grow-only; the views are
+    memoized per shape)."""
+    key = (device, *stream_key(stream))
+    need = M * s.K4 + s.K4 * s.N4 + M * s.N4
+    entry = _staging.get(key)
+    if entry is None or entry[0].size < need:
+        with _lock, cuda.gpus[device]:
+            entry = _staging.get(key)  # another thread on this stream may have grown it
+            if entry is None or entry[0].size < need:
+                arr = cuda.device_array(need, dtype=np.float32)
+                entry = _staging[key] = (arr, operand(arr).ptr, {})
+    arr, base, views = entry
+    got = views.get((M, s, bt))
+    if got is None:
+        shapes = ((M, s.K4), (s.N4, s.K4) if bt else (s.K4, s.N4), (M, s.N4))
+        got, off = [], 0
+        for rows, cols in shapes:
+            got.append(Operand(arr, base + 4 * off, (rows, cols), (4 * cols, 4), F32, device))
+            off += rows * cols
+        got = views[(M, s, bt)] = tuple(got)
+    return got

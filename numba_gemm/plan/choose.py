@@ -1,0 +1,546 @@
+"""The plan: which kernel runs an ``(M, K) @ (K, N)`` product on a GPU, and why.
+
+``plan_for(M, N, K, stage=..., alignment=..., device=...)`` is the one place that chooses the
+stage, its tile configuration, the vector, ``vector_loads`` or scalar-GMEM variant, the split-K
+factor and whether to stage unaligned rows, and says why (``Plan.reason``, ``repr(plan)``). It
+returns a frozen :class:`Plan` record and runs nothing: ``launch.launcher.runner(plan)`` loads its
+kernel (through the on-disk cache) on the first call and launches it; the API keeps one runner
+per request (``api._plans``), so after the first call of a shape ``sgemm`` is validate -> a
+dictionary hit -> launch.
+
+The automatic choice (``stage=None``) prices candidates of every FP32 stage usable on the device
+(the user's tuning cache, else the committed defaults for its compute capability:
+``numba_gemm.plan.tuning``) with a wave-quantization model (:func:`estimate_ms`) and takes the
+cheapest: the candidates an exhaustive sweep measured at the nearest measured shape, if one lies
+closer than ``tuning.NEAR`` to the product; else, for at most ``tuning.SKINNY_ROWS`` rows, the
+skinny stage's candidates of the measured shape of nearby rows nearest to it, priced by the bytes
+of B they read (:func:`stream_ms`); else every tuned candidate of the product's shape class; with
+no tuning data, the top FP32 stage of the ladder with its default tiles.
+
+The models: CUTLASS's Python ``Gemm`` plan (choose and compile once, ``run()`` many times),
+cuBLASLt's heuristic -> algo, Triton's ``autotune(key=...)``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import warnings
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .. import device as _device
+from ..device import DeviceInfo, cdiv, check_grid
+from ..kernels import STAGES, get_stage
+from ..kernels._tunable import STREAM_K
+from ..kernels.stage import Stage
+from ..launch.launcher import runner
+from . import staging, tuning
+from .cost import SCALAR_FACTOR, STREAM_K_WARPS_PER_SM, estimate_ms, split_options, stream_ms
+from .geometry import Alignment, Geometry, serves
+from .staging import Staging, copied
+
+
+def _priced(
+    name: str, g: Geometry, aligned: bool, dev: DeviceInfo
+) -> list[tuple[float, dict, str]]:
+    """``[(predicted ms, config, class)]`` of every tuned candidate of stage ``name`` for this
+    product's class on ``dev`` (:func:`tuning.shape_class`; a product without data of its own
+    class is priced in its area class, a batch as ``batch * M`` rows; a batch takes no split-K),
+    each with the K slices of :func:`split_options`, cheapest first; empty without tuning
+    data."""
+    M, N, K = g.M, g.N, g.K
+    res = None
+    for cls in dict.fromkeys(
+        (tuning.shape_class(M, N, K, g.batch), tuning.fallback_class(M, N, K, g.batch))
+    ):
+        res = tuning.winners(cls, dev).get(name)
+        if isinstance(res, Mapping):
+            break
+    if not isinstance(res, Mapping):
+        return []
+    cands = [
+        c for c in tuning.candidates(res, name) if g.batch == 1 or c["config"].get("SPLITK", 1) == 1
+    ]  # no split-K of a batch
+    if not cands:
+        return []
+    main = cands[0]
+    factor = main["ms_scalar"] / main["ms"] if "ms_scalar" in main else SCALAR_FACTOR
+    priced = []
+    for c in cands:
+        for s in split_options(c, M, N, K, dev.sm_count) if g.batch == 1 else (1,):
+            priced.append(
+                (
+                    estimate_ms(c, M, N, K, dev.sm_count, aligned, factor, g.batch, s),
+                    dict(c["config"], SPLITK=s),
+                    cls,
+                )
+            )
+    return sorted(priced, key=lambda p: p[0])
+
+
+def _measured(
+    g: Geometry, aligned: bool, dev: DeviceInfo, names: set[str]
+) -> list[tuple[float, str, dict, str]]:
+    """``[(predicted ms, stage name, config, where)]`` of the candidates of stages ``names``
+    measured at the nearest measured shape (:func:`tuning.nearest_shape`: an exhaustive sweep's
+    fastest there, same alignment, closer than ``tuning.NEAR``), each scaled to this shape by the
+    wave model from its own time there (a stream-K candidate only at that very shape: the wave model
+    cannot scale it); cheapest first. With none near and at most ``tuning.SKINNY_ROWS`` rows: the
+    skinny stage's candidates of the measured shape of nearby rows nearest in N and K
+    (:func:`tuning.nearest_rows_shape`), priced by :func:`stream_ms`, if the skinny stage won
+    there. Both searches take the measurements of the product's layout first, then those of B
+    stored alike, then any (``tuning.layout_rank``): the skinny stage's configurations for B
+    stored transposed are others than for row-major B. Empty for a batch or with no measured
+    shape near."""
+    if g.batch != 1:
+        return []
+
+    def named(rec):
+        lay = tuning.layout_of(rec)
+        return (
+            "the measured shape "
+            + "x".join(map(str, rec["shape"]))
+            + ("" if lay == "NN" else f" ({lay})")
+        )
+
+    for rank in range(3):  # the product's layout, then B stored alike, then any
+        rec = tuning.nearest_shape(g.M, g.N, g.K, aligned, dev, g.layout, rank)
+        if rec is not None:
+            break
+        rows = (
+            tuning.nearest_rows_shape(g.M, g.N, g.K, aligned, dev, g.layout, rank)
+            if any(get_stage(n).cost == "stream" for n in names)
+            else None
+        )
+        if rows is not None:  # a few rows: the bandwidth-bound stage, priced by the bytes of B
+            winner = min(rows["candidates"], key=lambda c: c["ms"], default=None)
+            if (
+                winner is None
+                or winner["stage"] not in names
+                or (get_stage(winner["stage"]).cost != "stream")
+            ):
+                return []  # (16 x 50257 x 768, odd N: the tiled stages won there)
+            where = named(rows) + " (rows near)"
+            return sorted(
+                (
+                    stream_ms(dict(c, shape=rows["shape"]), g.M, g.N, g.K, dev.sm_count),
+                    c["stage"],
+                    dict(c["config"]),
+                    where,
+                )
+                for c in rows["candidates"]
+                if c["stage"] == winner["stage"]
+            )
+    if rec is None:
+        return []
+    where = named(rec)
+    out = []
+    for c in rec["candidates"]:
+        if c["stage"] not in names:
+            continue
+        if c["config"].get("SPLITK", 1) == STREAM_K:
+            if rec["distance"] > 0:
+                continue
+            ms = float(c["ms"])
+        else:  # c["ms"] and c["blocks_per_sm"] are of the variant that ran there
+            ms = estimate_ms(dict(c, shape=rec["shape"]), g.M, g.N, g.K, dev.sm_count)
+        out.append((ms, c["stage"], dict(c["config"]), where))
+    return sorted(out, key=lambda p: p[:2])
+
+
+def _configured(st: Stage, cfg: dict | None) -> Stage | None:
+    """``st`` built with ``cfg``; None (with a warning) if the tuned ``cfg`` is stale."""
+    if cfg is None or dict(st.config) == cfg:
+        return st
+    try:
+        return st.with_config(cfg)
+    except (TypeError, ValueError) as e:
+        warnings.warn(
+            f"ignoring tuned config of {st.name!r} ({e}); using its default", stacklevel=4
+        )
+        return None
+
+
+def _choose(
+    g: Geometry, stage: str | Stage | None, aligned: bool, dev: DeviceInfo, compute: str = "fp32"
+) -> tuple[Stage, float | None, str]:
+    """(configured stage, predicted ms or None, reason)."""
+    M, N, K = g.M, g.N, g.K
+    src = tuning.source(dev) or "no tuning file"
+
+    def ok(st: Stage) -> bool:
+        return st.supports(M, N, K) and serves(st, g) is None
+
+    if isinstance(stage, Stage):
+        return stage, None, "the Stage object passed by the caller"
+    if isinstance(stage, str):
+        st = get_stage(stage)
+        if st.tunable:
+            for ms, _, cfg, where in _measured(g, aligned, dev, {st.name}):
+                built = _configured(st, cfg)
+                if built is not None and ok(built):
+                    return (
+                        built,
+                        ms,
+                        (
+                            f"stage {stage!r} by name; its candidate predicted "
+                            f"fastest from {where} ({src})"
+                        ),
+                    )
+            for ms, cfg, cls in _priced(st.name, g, aligned, dev):
+                built = _configured(st, cfg)
+                if built is not None and ok(built):
+                    return (
+                        built,
+                        ms,
+                        (
+                            f"stage {stage!r} by name; its tuned candidate predicted "
+                            f"fastest for the {cls} class ({src})"
+                        ),
+                    )
+            return st, None, f"stage {stage!r} by name; its default tiles (no tuning data)"
+        return st, None, f"stage {stage!r} by name (fixed tiles)"
+    usable = [s for s in STAGES if s.precision == compute and s.runs_on(dev.cc)]
+    if not usable:
+        need = min((s.min_cc for s in STAGES if s.precision == compute), default=None)
+        raise ValueError(
+            f"compute={compute!r} needs compute capability {need[0]}.{need[1]}+; "
+            f"{dev.name} is {dev.cc[0]}.{dev.cc[1]}"
+            if need
+            else f"no stage computes {compute!r}"
+        )
+
+    def classed():  # every usable stage's tuned candidates for this product's class, priced
+        picks = []
+        for s in usable:
+            picks += [
+                (ms, s.name, cfg, f"the {cls} class")
+                for ms, cfg, cls in _priced(s.name, g, aligned, dev)
+            ]
+        return sorted(picks, key=lambda p: p[:2])
+
+    # a sweep's measurements near this shape, else the classes' tuned candidates (mixing the
+    # two would let a class's extrapolation, often optimistic, win over a measurement); the
+    # classes also when no measured candidate serves this geometry (B stored transposed, where
+    # the measured skinny configurations all stream B through a ring, which reads it row-major)
+    for picks in (_measured(g, aligned, dev, {s.name for s in usable}), None):
+        picks = classed() if picks is None else picks
+        for ms, name, cfg, where in picks:
+            built = _configured(get_stage(name), cfg)
+            if built is not None and ok(built):
+                others = [f"{n} {m:.3g} ms" for m, n, _, _ in picks if n != name][:2]
+                return (
+                    built,
+                    ms,
+                    (
+                        f"auto: cheapest of {len(picks)} candidates from {where} on "
+                        f"{dev.name} ({src}), priced by "
+                        + (
+                            "the bytes of B they read"
+                            if where.endswith("(rows near)")
+                            else "the wave model"
+                        )
+                        + " at this shape"
+                        + (f"; next: {', '.join(others)}" if others else "")
+                    ),
+                )
+    for s in reversed(usable):
+        if s.general and ok(s):
+            return (
+                s,
+                None,
+                (
+                    f"auto: no tuning data for {dev.name} that serves this product: the "
+                    f"top general {compute} stage of the ladder with its default tiles"
+                ),
+            )
+    raise ValueError(
+        f"no {compute} stage serves this product ({g}): the tensor-core stages take "
+        "2-D row-major C-contiguous operands only"
+    )
+
+
+@dataclass(frozen=True, eq=False)
+class Plan:
+    """What runs one product on one GPU, and why: the record ``plan_for`` returns (decided once;
+    ``launch.launcher.runner(plan)`` runs it).
+
+    Attributes:
+        geometry: the :class:`Geometry` (batch, layout, pitches, batch strides); ``M``, ``N``,
+            ``K`` the shape: A ``(M, K)``, B ``(K, N)``, C ``(M, N)`` (per matrix of a batch).
+        stage: the configured :class:`~numba_gemm.kernels.stage.Stage`.
+        variant: ``"vector"`` (128-bit GMEM accesses), ``"scalar"`` (rows not 16-byte aligned)
+            or ``"vector_loads"`` (only C's rows not aligned; ``Alignment.AB``).
+        device: the GPU (``numba_gemm.device.DeviceInfo``).
+        predicted_ms: the cost model's time, or None when no tuning data priced it.
+        reason: why this kernel, in words.
+        grid, block: 3-D launch geometry of the main kernel (stream-K: the runner clamps the grid
+            to the loaded kernel's occupancy); ``smem``: its dynamic SMEM, bytes.
+        staging: for a staged plan (``plan.staging``), what goes through aligned copies; then
+            ``inner`` is the aligned plan of the padded shape that runs between them and
+            ``copy_ms`` the copies' predicted time.
+    """
+
+    geometry: Geometry
+    stage: Stage
+    variant: str
+    device: DeviceInfo
+    predicted_ms: float | None
+    reason: str
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    smem: int
+    staging: Staging | None = None
+    inner: Plan | None = None
+    copy_ms: float = 0.0
+
+    M = property(lambda self: self.geometry.M)
+    N = property(lambda self: self.geometry.N)
+    K = property(lambda self: self.geometry.K)
+
+    @property
+    def split_k(self) -> int:
+        """K slices (>1: partial products into a workspace, summed by the last slice of each tile
+        in the same kernel); ``STREAM_K`` (0): stream-K on ``grid[0]`` blocks."""
+        return self.stage.split_k
+
+    @property
+    def tiles(self) -> int:
+        """C tiles: split-K's and stream-K's counters."""
+        bm, bn = self.stage.tile if self.stage.tile else (1, 1)
+        if self.split_k == STREAM_K:
+            return cdiv(self.M, bm) * cdiv(self.N, bn)
+        return self.grid[0] * self.grid[1]
+
+    def launch(
+        self, a: Any, b: Any, c: Any, alpha: float = 1.0, beta: float = 0.0, stream: Any = 0
+    ) -> None:
+        """Enqueue ``c = alpha * a @ b + beta * c`` for device arrays laid out as ``geometry``
+        says, without validation, through this plan's runner (``launch.launcher.runner``): for
+        timing loops; ``sgemm`` is the checked entry point."""
+        runner(self).launch(a, b, c, alpha, beta, stream)
+
+    def __repr__(self) -> str:
+        if self.staging is not None:
+            return (
+                f"StagedPlan({self.M}x{self.N}x{self.K} on {self.device.name} (device "
+                f"{self.device.id}): {copied(self.staging)} through aligned copies "
+                f"({self.copy_ms:.4g} ms predicted), then {self.inner!r})"
+            )
+        g = self.geometry
+        cfg = f" {dict(self.stage.config)}" if self.stage.config else ""
+        pred = f", predicted {self.predicted_ms:.4g} ms" if self.predicted_ms is not None else ""
+        shape = (
+            f"{self.M}x{self.N}x{self.K}"
+            if g.batch == 1
+            else (f"{g.batch} x {self.M}x{self.N}x{self.K}")
+        )
+        lay = (
+            ""
+            if g.is_plain
+            else (
+                f", layout {g.layout}, ld=({g.lda}, {g.ldb}, {g.ldc}), "
+                f"batch strides ({g.stride_a}, {g.stride_b}, {g.stride_c})"
+            )
+        )
+        return (
+            f"Plan({shape} on {self.device.name} (device {self.device.id}){lay}:"
+            f" {self.stage.name}{cfg}, {self.variant} variant, split_k={self.split_k}, "
+            f"grid={self.grid}, block={self.block}, smem={self.smem} B{pred}; "
+            f"why: {self.reason})"
+        )
+
+
+def make_plan(
+    g: Geometry, st: Stage, variant: str, dev: DeviceInfo, predicted_ms: float | None, reason: str
+) -> Plan:
+    """The :class:`Plan` of stage ``st`` for geometry ``g``: its launch geometry from the stage's
+    ``launch_config`` (grid z times the batch; stream-K: one block per resident slot, assuming
+    :data:`~numba_gemm.plan.cost.STREAM_K_WARPS_PER_SM` warps an SM).
+
+    Raises:
+        ValueError: the grid exceeds CUDA's limits.
+    """
+    M, N, K = g.M, g.N, g.K
+    if st.split_k == STREAM_K:
+        bps = STREAM_K_WARPS_PER_SM * 32 // max(32, st.launch_config(M, N, K)[1][0])
+        grid, block = st.launch_config(M, N, K, dev.sm_count * max(1, bps))
+    else:
+        grid, block = st.launch_config(M, N, K)
+    grid = (tuple(grid) + (1, 1))[:3]
+    grid = (grid[0], grid[1], grid[2] * g.batch)
+    check_grid(grid, f"{st.name} at {g.batch}x{M}x{N}x{K}")
+    return Plan(
+        g,
+        st,
+        variant,
+        dev,
+        predicted_ms,
+        reason,
+        grid,
+        (tuple(block) + (1, 1))[:3],
+        st.smem_for(g.layout),
+    )
+
+
+def _device_info(device: DeviceInfo | int | None) -> DeviceInfo:
+    if isinstance(device, DeviceInfo):
+        return device
+    return _device.info(_device.current_id() if device is None else int(device))
+
+
+def plan_for(
+    M: int,
+    N: int,
+    K: int,
+    *,
+    stage: str | Stage | None = None,
+    alignment: Alignment = Alignment.ALL,
+    device: DeviceInfo | int | None = None,
+    geometry: Geometry | None = None,
+    compute: str | None = None,
+    out_dtype: str = "float32",
+) -> Plan:
+    """The plan ``sgemm`` (or ``hgemm``) runs for an ``(M, K) @ (K, N)`` product. Not memoized:
+    the API keeps one runner per (operands' geometry, alignment, request), ``api._plans``.
+
+    Args:
+        M, N, K: the shape, each >= 1.
+        stage: None (automatic choice), a stage name (that stage with its tuned configuration
+            for this shape's class) or a ``Stage`` (as given).
+        alignment: which operands start on 16-byte boundaries (:class:`Alignment`:
+            ``cudaMalloc`` and the array libraries' allocators give that; a sliced view may not).
+            Rows are aligned only if the pitches, batch strides and contiguous extents allow it
+            too (:meth:`Geometry.alignment`). ``ALL``: the vector kernels. ``AB`` with B stored
+            transposed (``x @ W.T``, layouts NT and TT): the stage chosen as for unaligned rows
+            runs its ``"vector_loads"`` variant where it has one (128-bit loads, 32-bit stores
+            of C). Otherwise an unaligned dense FP32 product (``Geometry.dense``, A row-major)
+            with ``stage=None`` may be staged (``plan.staging``): the aligned plan of the shape
+            padded to multiples of 4, between copies, when predicted faster than the scalar-GMEM
+            kernel.
+        device: a CUDA device ordinal or ``DeviceInfo`` (default: the current device).
+        geometry: batch, layout, pitches and batch strides (default: one row-major,
+            C-contiguous product, ``Geometry.plain(M, N, K)``); its M, N, K must be these.
+        compute: the arithmetic, a stage ``precision`` (``api.COMPUTE``): the automatic choice
+            is among stages of that precision. None: ``"fp32"``, or a named stage's own.
+            ``"fp16"`` (``hgemm``: float16 A and B) and the FP16 stages go only together.
+        out_dtype: C's dtype, ``"float32"`` or (FP16 stages only) ``"float16"``.
+
+    Raises:
+        ValueError: a dimension < 1; an unknown stage name (valid names listed); a stage that
+            does not support the shape (its limits stated), the geometry (layout, batch, pitch:
+            the ladder's teaching stages take 2-D row-major contiguous operands only) or needs a
+            higher compute capability than the device's; a named stage of another precision
+            than ``compute``; no stage of that precision for this device or geometry; an FP16
+            stage without ``compute="fp16"`` or the reverse; ``out_dtype="float16"`` for a stage
+            that writes float32.
+        TypeError: ``stage`` of another type.
+    """
+    if stage is not None and not isinstance(stage, (str, Stage)):
+        raise TypeError(f"stage must be a stage name, a Stage or None, got {type(stage).__name__}")
+    if min(M, N, K) < 1:
+        raise ValueError(f"a plan needs M, N, K >= 1, got {M}, {N}, {K}")
+    dev = _device_info(device)
+    g = Geometry.plain(M, N, K) if geometry is None else geometry
+    if (g.M, g.N, g.K) != (M, N, K):
+        raise ValueError(f"geometry {g} is not for M={M}, N={N}, K={K}")
+    rows = g.alignment(Alignment(alignment))
+    aligned = rows == Alignment.ALL
+    # only C unaligned: the vector_loads variant, where the stage has it for this layout
+    loads = rows == Alignment.AB and compute in (None, "fp32")
+    if stage is None:
+        st, predicted, reason = _choose(g, None, aligned, dev, compute or "fp32")
+    else:
+        st, predicted, reason = _choose(g, stage, aligned, dev)
+        if compute is not None and st.precision != compute:
+            raise ValueError(
+                f"stage {st.name!r} computes {st.precision!r}, not compute="
+                f"{compute!r}: name a {compute} stage or leave stage=None"
+            )
+    if (st.precision == "fp16") != (compute == "fp16"):
+        raise ValueError(
+            f"stage {st.name!r} takes float16 operands: call numba_gemm.hgemm"
+            if st.precision == "fp16"
+            else f"stage {st.name!r} takes float32 operands: call numba_gemm.sgemm"
+        )
+    if out_dtype != "float32":
+        if out_dtype != "float16" or st.precision != "fp16":
+            raise ValueError(
+                f"out_dtype {out_dtype!r}: stage {st.name!r} writes float32"
+                + (" or float16" if st.precision == "fp16" else "")
+            )
+        st = dataclasses.replace(st, args=st.args[:2] + "H" + st.args[3:])  # C in float16
+    if not st.supports(M, N, K):
+        raise ValueError(
+            f"stage {st.name!r} does not support M={M}, N={N}, K={K}: it takes {st.limits}"
+        )
+    why_not = serves(st, g)
+    if why_not is not None:
+        raise ValueError(why_not)
+    if not st.runs_on(dev.cc):
+        raise ValueError(
+            f"stage {st.name!r} needs {st.needs()}, this GPU ({dev.name}) is "
+            f"{dev.cc[0]}.{dev.cc[1]}"
+        )
+    if (
+        stage is None
+        and not aligned
+        and not loads
+        and g == Geometry.dense(M, N, K, g.layout)
+        and compute in (None, "fp32")
+    ):
+        staged = _staged(M, N, K, dev, predicted, g.layout)
+        if staged is not None:
+            return staged
+    variant = "vector" if aligned or st.scalar_kernel is None else "scalar"
+    if variant == "scalar" and loads and st.has_vector_loads(g.layout):
+        variant = "vector_loads"
+        reason += (
+            "; vector_loads variant: 128-bit loads of A and B, 32-bit stores of C "
+            "(rows of C are not 16-byte aligned)"
+        )
+    elif variant == "scalar":
+        reason += "; scalar-GMEM variant: rows of A, B or C are not 16-byte aligned"
+    return make_plan(g, st, variant, dev, predicted, reason)
+
+
+def _staged(
+    M: int, N: int, K: int, dev: DeviceInfo, scalar_ms: float | None, layout: str
+) -> Plan | None:
+    """The staged plan of an unaligned dense product (``plan.staging``): the aligned plan of the
+    padded shape between copies, when ``staging.worth`` says it beats the scalar plan's
+    ``scalar_ms``; else None."""
+    s = staging.feasible(M, N, K, dev, scalar_ms, layout)
+    if s is None:
+        return None
+    inner = plan_for(M, s.N4, s.K4, device=dev, geometry=Geometry.dense(M, s.N4, s.K4, layout))
+    if staging.worth(M, N, K, s, inner.predicted_ms, scalar_ms) is None:
+        return None
+    return staged_plan(M, N, K, s, inner, scalar_ms)
+
+
+def staged_plan(M: int, N: int, K: int, s: Staging, inner: Plan, scalar_ms: float) -> Plan:
+    """The plan that runs the dense ``M x N x K`` product on ``inner`` (the aligned plan of the
+    padded ``M x N4 x K4``, of the same layout) between the copies ``s`` says."""
+    copy = staging.copy_ms(M, N, K, s)
+    inner_ms = inner.predicted_ms
+    reason = (
+        f"auto: rows not 16-byte aligned; staged: {copied(s)} copied to rows of "
+        f"{s.K4} / {s.N4} floats ({copy:.3g} ms predicted), then the aligned plan of "
+        f"{M}x{s.N4}x{s.K4}"
+        + (f" ({inner_ms:.3g} ms)" if inner_ms is not None else "")
+        + f": {inner.reason}; the scalar-GMEM plan was predicted at {scalar_ms:.3g} ms"
+    )
+    return dataclasses.replace(
+        inner,
+        geometry=Geometry.dense(M, N, K, inner.geometry.layout),
+        predicted_ms=None if inner_ms is None else inner_ms + copy,
+        reason=reason,
+        staging=s,
+        inner=inner,
+        copy_ms=copy,
+    )
+
+
+__all__ = ["Alignment", "Geometry", "Plan", "make_plan", "plan_for"]

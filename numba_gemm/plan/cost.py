@@ -1,0 +1,195 @@
+"""The cost model: a tuned candidate's predicted time at a new shape.
+
+Three terms, each fitted on measurements (docs/design.md, "The planner"): the wave-quantization
+model of the tiled stages (:func:`estimate_ms`), the bytes-of-B model of the bandwidth-bound
+stages (:func:`stream_ms`) and split-K's reduction (:func:`reduce_ms`); :func:`split_options`
+says which K splits are worth pricing. A candidate is ``{"config": ..., "ms": ..., "shape": ...}``
+with the name of its stage (``"stage"``) as the tuning data records it (``plan.tuning``); the
+stage contract (``Stage.block``, ``Stage.threads``, ``Stage.cost``) says what the model counts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ..device import cdiv
+from ..kernels import _splitk, get_stage
+from ..kernels.stage import Stage
+
+#: Split-K's reduction, priced by the model. The last slice of each tile sums the partials in the
+#: same kernel (``kernels._splitk``): a tail after the main loop of ``REDUCE_LEVEL_MS`` per level
+#: of the sum (a fence, an atomic and a barrier) plus ``REDUCE_ROUND_MS`` per round of loads and
+#: item of a thread (each thread loads up to ``FIXUP_DEPTH`` partials of four columns at once and
+#: waits one L2 latency; a two-level sum of the tiled stages loads several items' partials per
+#: round, ``_splitk.items_per_round``), and the partial products' extra traffic, written once and
+#: read once (2 * SPLITK * M * N floats) at an assumed effective 2.5 TB/s. Fitted on an H200:
+#: one-level sums of 64 partials of a 128 x 256 tile (256 threads, 32 items each, 8 rounds at
+#: depth 8) took ~65 us more than two-level ones (2 rounds): 0.35 us per round and item. On an
+#: H100 at 256 x 256 x 65536 (32 slices of 64 x 128 tiles) the model gives 20.9 us with one item
+#: a round and 12.5 us with four; the kernel less one that sums nothing measured 25 and 12.4 us.
+#: (The two-kernel form this replaced cost a second launch: cuLaunchKernel measured 3.9 us on the
+#: H200 host, bench/results/nvidia-h200/2026-11-22-call-path.)
+REDUCE_LEVEL_MS = 0.0015
+REDUCE_ROUND_MS = 0.00035
+REDUCE_BYTES_PER_MS = 2.5e9
+
+
+def stage_of(cand: Mapping[str, Any]) -> Stage:
+    """The stage a candidate configures (``cand["stage"]``, a name in ``STAGES``): its contract
+    (``Stage.block``, ``Stage.threads``, ``Stage.cost``) is what the model counts."""
+    return get_stage(cand["stage"])
+
+
+def reduce_ms(splits: int, M: int, N: int, cfg: Mapping[str, int], stage: Stage) -> float:
+    """Predicted cost (ms) of split-K with ``splits`` slices for configuration ``cfg`` of
+    ``stage`` at ``M x N``: the partial products' traffic and the last blocks' sums."""
+    if splits <= 1:
+        return 0.0
+    gs, g = _splitk.groups(splits)
+    bm, bn, _ = stage.block(cfg)
+    nt = stage.threads(cfg)
+    items = cdiv(
+        cdiv(bm * bn // 4, nt), _splitk.items_per_round(bm, bn, nt, splits, stage.wide_fixup)
+    )
+    rounds = cdiv(gs, _splitk.FIXUP_DEPTH) + (cdiv(g, _splitk.FIXUP_DEPTH) if g > 1 else 0)
+    return (
+        (1 if g == 1 else 2) * REDUCE_LEVEL_MS
+        + rounds * items * REDUCE_ROUND_MS
+        + 2 * splits * M * N * 4 / REDUCE_BYTES_PER_MS
+    )
+
+
+#: Warps per SM a stream-K grid first assumes (``Plan``): the kernel's loop over units keeps the
+#: tile's bookkeeping live, and the tuned tiles' kernels grow to 255 registers with it (8 warps of
+#: 255 registers fill the 64 K register file). The grid is then clamped to the loaded kernel's
+#: occupancy: a grid past the resident blocks would run a second wave.
+STREAM_K_WARPS_PER_SM = 8
+
+
+def estimate_ms(
+    cand: Mapping[str, Any],
+    M: int,
+    N: int,
+    K: int,
+    sms: int,
+    aligned: bool = True,
+    scalar_factor: float = 1.0,
+    batch: int = 1,
+    splits: int | None = None,
+) -> float:
+    """Predicted time (ms) of a tuned candidate at ``batch`` x ``(M, N, K)`` from its time at the
+    tuned shape (``cand["batch"]`` x ``cand["shape"]``; batch 1 when not recorded).
+
+    Wave-quantization model: a kernel runs in ``ceil(blocks / (SMs * blocks_per_sm))`` waves of
+    blocks that each walk ``ceil(K_slice / BK)`` K tiles, so time scales with waves x K tiles.
+    It is what makes a ragged size (4097: one more row and column of mostly empty tiles, maybe one
+    more wave) pick a finer tile than 4096 does. A split-K candidate's reduction
+    (:func:`reduce_ms`) does not scale that way: it is taken out of the tuned time and priced
+    at the new shape, so a small product does not pay for a reduction it cannot amortize.
+
+    ``splits``: the K slices to price at this shape (the launch layer's split-K: the same tiles
+    with another ``SPLITK``; default: the candidate's own).
+
+    ``aligned=False`` (rows of A, B or C not 16-byte aligned: the scalar-GMEM kernel runs) scales
+    from ``ms_scalar``, the scalar kernel's time at the tuned shape less one in each dimension
+    (same tile counts), with its own occupancy ``blocks_per_sm_scalar``; a candidate without
+    ``ms_scalar`` uses ``ms * scalar_factor`` (the class winner's ratio).
+    """
+    st, cfg = stage_of(cand), cand["config"]
+    Mr, Nr, Kr = cand["shape"]
+    Br = cand.get("batch", 1)
+    s = cfg.get("SPLITK", 1)
+    s_new = s if splits is None else splits
+    if aligned:
+        ms, bps = cand["ms"], cand.get("blocks_per_sm", 1)
+    else:
+        ms = cand.get("ms_scalar", cand["ms"] * scalar_factor)
+        bps = cand.get("blocks_per_sm_scalar", cand.get("blocks_per_sm", 1))
+    slots = max(1, sms * int(bps))
+
+    bm, bn, bk = st.block(cfg)
+
+    def work(m, n, k, b, s):
+        waves = cdiv(cdiv(m, bm) * cdiv(n, bn) * s * b, slots)
+        return waves * cdiv(cdiv(k, s), bk)
+
+    main = max(float(ms) - reduce_ms(s, Mr, Nr, cfg, st), 0.1 * float(ms))
+    return main * work(M, N, K, batch, s_new) / work(Mr, Nr, Kr, Br, s) + reduce_ms(
+        s_new, M, N, cfg, st
+    )
+
+
+def stream_ms(cand: Mapping[str, Any], M: int, N: int, K: int, sms: int) -> float:
+    """Predicted time (ms) of a candidate of a bandwidth-bound stage (``Stage.cost == "stream"``)
+    at ``(M, N, K)`` from its time at the shape it was measured at (``cand["shape"]``), by the
+    bytes of B it reads: the stage streams B once per block row of C, at a rate that grows with
+    its blocks up to one per SM and is flat past it (on an H100 the 4096^2 picks of 1 and 8 rows,
+    256 blocks each at 4 and 2 a SM, streamed B at 2.2-2.3 TB/s alike); split-K's sum is priced
+    apart (:func:`reduce_ms`).
+
+    The wave model (:func:`estimate_ms`) counts a second wave of blocks as a second block time,
+    but in a stream the blocks share the DRAM: on an H100 the 8 x 4096^2 pick ran 8 x 8192^2
+    (twice its blocks, four times the bytes) in 3.2x its time, where the wave model said 4x and
+    priced the skinny class's 16-row tiles ahead of it (53 % slower there: docs/design.md)."""
+    st, cfg = stage_of(cand), cand["config"]
+    Mr, Nr, Kr = cand["shape"]
+    (mt, bn, _), s = st.block(cfg), cfg.get("SPLITK", 1)
+
+    def cost(m, n, k):  # B's bytes read over the share of the SMs the grid fills
+        reads = cdiv(m, mt)
+        return reads * n * k / min(1.0, reads * cdiv(n, bn) * s / sms)
+
+    main = max(float(cand["ms"]) - reduce_ms(s, Mr, Nr, cfg, st), 0.1 * float(cand["ms"]))
+    return main * cost(M, N, K) / cost(Mr, Nr, Kr) + reduce_ms(s, M, N, cfg, st)
+
+
+#: K slices the launch layer may give any tuned candidate of one product (split-K): tried only
+#: when the candidate's blocks, with its own split, would leave more than half of the SMs without
+#: a block, up to one block per SM, each slice at least ``MIN_SLICE_TILES`` K steps deep; priced
+#: by :func:`estimate_ms` with the reduction. Wider than that, the wave model (which counts
+#: ``blocks_per_sm`` blocks of one SM as one slot each) mispriced them on an H200: a 4-way split
+#: predicted at 0.32 ms ran 1.37 ms at 1024 x 1024 x 16384, and a 16-way one predicted below the
+#: skinny stage ran 2.4x slower at 16 x 4096 x 4096 (docs/design.md).
+SPLITS = (1, 2, 4, 8, 16, 32, 64)
+MIN_SLICE_TILES = 8
+
+
+def split_options(
+    cand: Mapping[str, Any], M: int, N: int, K: int, sms: int, per_sm: int = 1
+) -> tuple[int, ...]:
+    """The ``SPLITK`` values to price for candidate ``cand`` at ``(M, N, K)``: its own, and when
+    its blocks occupy fewer than half of the ``sms`` SMs, every one of :data:`SPLITS` that keeps
+    each K slice ``MIN_SLICE_TILES`` steps deep and at most ``per_sm`` blocks per SM (the plan
+    prices 1; an exhaustive sweep, ``tools.shapes``, times up to the candidate's occupancy).
+
+    Not stream-K (``STREAM_K``, run by naming a configuration with it): this wave model prices
+    each K tile of a block at its cost in the tuned full waves, so it takes a part-filled wave of
+    blocks (each alone on its SM, running faster) for a full one, and on an H200 it picked
+    stream-K where it lost 5-25 % (1000^3, 1024^3, 4097^3: docs/design.md)."""
+    cfg = cand["config"]
+    own = cfg.get("SPLITK", 1)
+    bm, bn, bk = stage_of(cand).block(cfg)
+    tiles = cdiv(M, bm) * cdiv(N, bn)
+    if 2 * tiles * own >= sms:
+        return (own,)
+    return tuple(
+        sorted(
+            {
+                own,
+                *(
+                    s
+                    for s in SPLITS
+                    if s == 1 or (cdiv(K, s) >= MIN_SLICE_TILES * bk and tiles * s <= sms * per_sm)
+                ),
+            }
+        )
+    )
+
+
+#: The scalar-GMEM kernel's time over its vector twin's, for a class whose data has no
+#: ``ms_scalar``. Measured on an H100 (docs/design.md): 1.03 at
+#: 4097 x 1023 x 4095, 1.12 at 4095^3, 1.22 at 4097^3, 1.32 at 2047^3, 1.35 at 3000 x 3001 x
+#: 3000. With 1.0 (before), an unaligned product priced from such a class was predicted at the
+#: aligned kernel's time, up to 35 % too fast: it could not lose to staging (``staging.consider``).
+SCALAR_FACTOR = 1.2

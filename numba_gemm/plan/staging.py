@@ -1,0 +1,146 @@
+"""Aligned staging: the vector (128-bit) kernels for a product whose rows are not 16-byte aligned.
+
+A row of ``K`` floats starts on a 16-byte boundary only if ``K`` is a multiple of 4 (and the
+base pointer is aligned); otherwise the plan's kernel is the scalar-GMEM variant, which costs
+5-15 % at large sizes on an H200 (4095^3 ran at 88.5 % of cuBLAS against 93.5 % at 4096^3).
+Staging copies the operands whose rows are unaligned into buffers with pitches rounded up to
+4 floats, zero-filled (``kernels._pad.copy_padded``), runs the aligned plan of the padded product
+``M x N4 x K4`` there, and copies the ``M x N`` result back:
+
+- ``K % 4``: A ``(M, K)`` -> ``(M, K4)`` with zero columns and B ``(K, N)`` -> ``(K4, N4)`` with
+  zero rows: the extra terms of each inner product are ``0 * 0``;
+- ``N % 4``: B -> ``(K4, N4)`` and C through ``(M, N4)`` (its extra columns are dropped; with
+  ``beta != 0`` C is copied in first);
+- an operand whose base pointer alone is unaligned (a sliced view) is copied as it is.
+
+B stored transposed (layout NT, ``x @ W.T`` with W a row-major ``(N, K)``) is padded the same way
+in its own storage: W -> ``(N4, K4)``, and the inner plan is of that layout. A stored transposed
+is not staged (its rows would need M padded too).
+
+Nothing is padded in M. The copies move each staged operand once more through DRAM (read +
+write), priced by :func:`copy_ms`; the plan (``plan.plan_for``, automatic choice only) stages a
+product when its aligned plan plus the copies is predicted at least :data:`MIN_GAIN` faster
+than the scalar kernel, i.e. for large products (a few MB of copies against milliseconds of
+compute), not for the bandwidth-bound skinny ones (their copies cost as much as the product).
+
+This is the launch layer's alternative to peeling inside every kernel (CUTLASS's answer is a
+kernel per alignment, ``kAlignmentA/B/C``): one copy kernel serves every stage, at the price of
+the extra traffic and a workspace per stream of ``M*K4 + K4*N4 + M*N4`` floats (grow-only, like
+split-K's; :data:`MAX_BYTES` caps what a plan may ask for).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from ..device import DeviceInfo
+from . import tuning
+
+#: Bytes read + written per millisecond by ``copy_padded``: 2.5-2.85 TB/s measured on an H100
+#: (A of 4095^3 into rows of 4096 floats: 134 MB in 49.8 us; docs/design.md), 80 % of its
+#: 3.35 TB/s; the H200 is priced the same (conservative).
+BYTES_PER_MS = 2.7e9
+#: Fixed cost of each copy (ms): the launch's gap on the GPU.
+COPY_LAUNCH_MS = 0.003
+#: A product is staged only if predicted this much faster (fraction of the scalar plan's time).
+MIN_GAIN = 0.05
+#: The largest workspace a plan may use (bytes).
+MAX_BYTES = 1 << 30
+
+
+def round4(n: int) -> int:
+    """``n`` rounded up to a multiple of 4 (floats: 16 bytes)."""
+    return (n + 3) & ~3
+
+
+class Staging(NamedTuple):
+    """Which operands a product's shape sends through aligned copies, and the padded sizes."""
+
+    a: bool  # A (M, K) -> (M, K4)
+    b: bool  # B (K, N) -> (K4, N4)
+    c: bool  # C (M, N) <- (M, N4)
+    K4: int
+    N4: int
+
+
+def staging_for(M: int, N: int, K: int) -> Staging:
+    """What the shape forces: ``K % 4`` stages A and B, ``N % 4`` stages B and C (none for an
+    aligned shape: there only an operand with an unaligned base pointer is copied, at run
+    time)."""
+    del M
+    K4, N4 = round4(K), round4(N)
+    pad_k, pad_n = K4 != K, N4 != N
+    return Staging(pad_k, pad_k or pad_n, pad_n, K4, N4)
+
+
+def workspace_floats(M: int, s: Staging) -> int:
+    """Floats of the three staging buffers, A' ``(M, K4)``, B' ``(K4, N4)``, C' ``(M, N4)`` (all
+    three are kept: a misaligned base pointer may send any operand through)."""
+    return M * s.K4 + s.K4 * s.N4 + M * s.N4
+
+
+def copy_ms(M: int, N: int, K: int, s: Staging, beta: bool = False) -> float:
+    """Predicted time (ms) of the copies: each staged operand read and written once (C twice
+    with ``beta``: in and out), at :data:`BYTES_PER_MS`, plus :data:`COPY_LAUNCH_MS` each. For
+    an aligned shape (a misaligned base pointer: any operand may be it) all three are priced."""
+    a, b, c = s[:3] if any(s[:3]) else (True, True, True)
+    nbytes, copies = 0, 0
+    if a:
+        nbytes, copies = nbytes + 4 * (M * K + M * s.K4), copies + 1
+    if b:
+        nbytes, copies = nbytes + 4 * (K * N + s.K4 * s.N4), copies + 1
+    if c:
+        n = 2 if beta else 1
+        nbytes, copies = nbytes + n * 4 * (M * N + M * s.N4), copies + n
+    return nbytes / BYTES_PER_MS + copies * COPY_LAUNCH_MS
+
+
+def feasible(
+    M: int, N: int, K: int, dev: DeviceInfo, scalar_ms: float | None, layout: str = "NN"
+) -> Staging | None:
+    """The :class:`Staging` of an unaligned ``M x N x K`` product (dense operands stored as
+    ``layout`` says: NN or NT) if staging may pay, else None: without a prediction of the scalar
+    plan (``scalar_ms``) to compare, for A stored transposed, past :data:`MAX_BYTES` of
+    workspace, or when no aligned shape near the padded one was measured
+    (``tuning.nearest_shape``): the classes' extrapolation is often optimistic (256 x 50260 x
+    768 priced at 0.17 ms from the narrow class, where cuBLAS takes 0.41 ms on an H200), and
+    would win against a measured scalar time for no reason."""
+    if scalar_ms is None or layout[0] != "N":
+        return None
+    s = staging_for(M, N, K)
+    if (
+        4 * workspace_floats(M, s) > MAX_BYTES
+        or tuning.nearest_shape(M, s.N4, s.K4, True, dev, layout) is None
+    ):
+        return None
+    return s
+
+
+def worth(
+    M: int, N: int, K: int, s: Staging, inner_ms: float | None, scalar_ms: float
+) -> float | None:
+    """The copies' predicted time (ms) if the aligned plan of the padded shape (``inner_ms``)
+    plus the copies is predicted at least :data:`MIN_GAIN` faster than ``scalar_ms``, else
+    None."""
+    if inner_ms is None:
+        return None
+    copy = copy_ms(M, N, K, s)
+    return copy if inner_ms + copy <= (1.0 - MIN_GAIN) * scalar_ms else None
+
+
+def copied(s: Staging) -> str:
+    """What a staged plan copies, in words."""
+    names = [n for n, on in zip("ABC", s[:3], strict=True) if on]
+    return ", ".join(names) if names else "the operands with an unaligned base pointer"
+
+
+__all__ = [
+    "MAX_BYTES",
+    "Staging",
+    "staging_for",
+    "feasible",
+    "worth",
+    "copy_ms",
+    "copied",
+    "round4",
+]

@@ -1,0 +1,511 @@
+"""Tuned tile configurations: shape classes, the JSON cache, and the lookup ``sgemm`` uses.
+
+``python -m numba_gemm.tools.tune`` times candidate configurations of the tunable stages on the
+current GPU and stores, per GPU name, per stage and per shape class, the fastest valid one:
+
+    {"format": 1,
+     "gpus": {"NVIDIA H200": {
+         "compute_capability": [9, 0],
+         "classes": {"large": {"multistage": {"config": {...}, "gflops": ..., "ms": ...,
+                                              "pct_cublas": ..., "shape": [M, N, K]}, ...},
+                     ...}}}}
+
+Lookup order for a shape: the user cache (``$NUMBA_GEMM_TUNING`` or
+``~/.cache/numba_gemm/tuning.json``) for this GPU's name; else the committed defaults for its
+compute capability (``numba_gemm/tuning/sm_XY.json``, same format): first the entry of this GPU's
+name, if there is one, then the file's main entry (the one with the most tuned classes), whose
+classes serve every GPU of that compute capability; else the stage's own ``DEFAULT_CONFIG``.
+
+Shape classes split by the number of C elements, because that decides how many block tiles there
+are to fill the GPU (the reason split-K pays for small products), and batches of small matrices
+form a class of their own: see :data:`CLASSES`. A candidate tuned on a batch records ``batch``.
+
+Beside the classes, an entry may hold *measured shapes* (``"shapes"``: :func:`record_shape`), the
+fastest candidates an exhaustive sweep timed at one product's shape (``tools.shapes --sweep``,
+folded in with ``--fold``). A product near such a shape (:data:`NEAR`) is priced from those
+measurements (:func:`nearest_shape`) rather than from a class tuned at another shape: the way
+cuBLAS's heuristics and Triton's autotuning cache map a shape to a measured kernel choice. A
+measured shape records the operands' layout when it is not NN (B stored transposed, ``x @ W.T``,
+runs other skinny configurations), and a product takes the measurements of its own layout first.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import os
+import threading
+import warnings
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import platformdirs
+
+from ..device import SIMULATED, DeviceInfo, gpu_available, info
+from ..kernels import get_stage
+
+FORMAT = 1
+
+
+class ShapeClass(NamedTuple):
+    """A shape class: the products whose C has at most ``limit`` elements (None: no bound), tuned
+    at ``batch`` x ``shape`` (``(M, N, K)``); the batched class bounds one matrix of a batch.
+
+    A *regime* class (``max_m``, ``max_n`` or ``min_depth`` set) holds single products of a shape
+    that the area classes misprice whatever their size: few rows (``M <= max_m``), few columns
+    (``N <= max_n``) or a deep K (``K >= min_depth * max(M, N)``); ``limit`` then also bounds
+    C."""
+
+    name: str
+    limit: int | None
+    shape: tuple[int, int, int]
+    batch: int = 1
+    max_m: int | None = None
+    min_depth: int | None = None
+    max_n: int | None = None
+
+    def holds(self, M: int, N: int, K: int, batch: int = 1) -> bool:
+        """Whether this class holds ``batch`` products ``(M, K) @ (K, N)``."""
+        if self.batch > 1:
+            return batch > 1 and M * N <= self.limit
+        if self.regime:
+            return (
+                batch == 1
+                and (self.max_m is None or M <= self.max_m)
+                and (self.max_n is None or N <= self.max_n)
+                and (self.min_depth is None or K >= self.min_depth * max(M, N))
+                and (self.limit is None or M * N <= self.limit)
+            )
+        return self.limit is None or batch * M * N <= self.limit
+
+    @property
+    def regime(self) -> bool:
+        """Whether this is a regime class (few rows or columns, or deep K), not an area class."""
+        return self.max_m is not None or self.max_n is not None or self.min_depth is not None
+
+
+#: The classes, most specific first. Area classes split by the number of C elements, upper bounds
+#: between the tuned sizes, so 1024^2 is "small", 2048^2 "medium" and 4096^2 "large". "batched"
+#: holds batches (> 1) of matrices up to "small"'s size: many small tiles from many matrices, each
+#: K short, a regime whose ranking the single-matrix classes mispredicted (64 x 512^3: the large
+#: class's pick ran at 86 % of torch.bmm, its best tuned candidate at 94 %; docs/design.md). A
+#: larger batch, or a batch of larger matrices, is priced as ``batch * M`` rows in the area
+#: classes. The regime classes come from issue 9's measurements on an H200 (docs/design.md):
+#: "skinny" (M <= 64: the bandwidth-bound regime, where the skinny stage reads B once), "deep"
+#: (K >= 8 max(M, N) up to 3072^2 outputs: 1024 x 1024 x 16384 ran at 55 % of cuBLAS when priced
+#: from the small class, the best stage at 87 %) and "narrow" (M <= 256: 128 x 4096 x 4096 at 43 %,
+#: best 74 %); and their transposes, few columns: "skinny_n" (N <= 64, where the skinny_n stage
+#: reads A once; its configurations tuned at N = 16 compute 8 or 16 columns per block), "gemv_n"
+#: (N <= 4, a matrix-vector product, tuned apart so that 4-column blocks can win) and "narrow_n"
+#: (N <= 256: 4096 x 128 x 4096 priced from the area classes ran at 48 %, the best tuned
+#: configuration of another class at 90 %).
+CLASSES = (
+    ShapeClass("skinny", None, (16, 4096, 4096), max_m=64),
+    ShapeClass("gemv_n", None, (4096, 1, 4096), max_n=4),
+    ShapeClass("skinny_n", None, (4096, 16, 4096), max_n=64),
+    ShapeClass("deep", 3072 * 3072, (1024, 1024, 16384), min_depth=8),
+    ShapeClass("narrow", None, (128, 4096, 4096), max_m=256),
+    ShapeClass("narrow_n", None, (4096, 128, 4096), max_n=256),
+    ShapeClass("small", 1536 * 1536, (1024, 1024, 1024)),
+    ShapeClass("medium", 3072 * 3072, (2048, 2048, 2048)),
+    ShapeClass("large", None, (4096, 4096, 4096)),
+    ShapeClass("batched", 1536 * 1536, (512, 512, 512), 64),
+)
+
+#: The committed tuning data, ``numba_gemm/tuning/sm_XY.json`` (package data).
+DEFAULTS_DIR = Path(__file__).resolve().parent.parent / "tuning"
+
+
+def shape_class(M: int, N: int, K: int, batch: int = 1) -> str:
+    """Name of the shape class of ``batch`` products ``(M, K) @ (K, N)``: the batched class if
+    it holds them, else the first of :data:`CLASSES` that does."""
+    for c in sorted(CLASSES, key=lambda c: c.batch == 1):  # stable: batched classes first
+        if c.holds(M, N, K, batch):
+            return c.name
+    raise AssertionError("unreachable: the last area class has no limit")
+
+
+def fallback_class(M: int, N: int, K: int, batch: int = 1) -> str:
+    """The area class a product is priced in when its own class has no tuning data (a tuning
+    file written before the batched or the regime classes existed): ``batch * M`` rows of C."""
+    rows = batch * M
+    return next(
+        c.name
+        for c in CLASSES
+        if c.batch == 1 and not c.regime and (c.limit is None or rows * N <= c.limit)
+    )
+
+
+def user_cache_path() -> Path:
+    """Where ``numba_gemm.tools.tune`` writes: ``$NUMBA_GEMM_TUNING``, else ``tuning.json`` in the
+    platform's user cache directory (``platformdirs``; ``~/.cache/numba_gemm`` on Linux)."""
+    env = os.environ.get("NUMBA_GEMM_TUNING")
+    if env:
+        return Path(env)
+    return platformdirs.user_cache_path("numba_gemm") / "tuning.json"
+
+
+def defaults_path(cc: tuple[int, int]) -> Path:
+    """Committed defaults for a compute capability, e.g. ``tuning/sm_90.json``."""
+    return DEFAULTS_DIR / f"sm_{cc[0]}{cc[1]}.json"
+
+
+def load(path: Path) -> dict:
+    """A tuning file (a fresh copy, read now), or an empty one if it does not exist.
+
+    Raises:
+        ValueError: the file is not a tuning file of this format.
+    """
+    if not path.exists():
+        return {"format": FORMAT, "gpus": {}}
+    return _parse(path)
+
+
+def _parse(path: Path) -> dict:
+    data = json.loads(Path(path).read_text())
+    if not isinstance(data, dict) or data.get("format") != FORMAT or "gpus" not in data:
+        raise ValueError(f"{path} is not a numba_gemm tuning file (format {FORMAT})")
+    return data
+
+
+#: The operand layouts, as in BLAS: whether A and B are stored transposed.
+LAYOUTS = ("NN", "NT", "TN", "TT")
+
+
+def layout_of(rec: Mapping[str, Any]) -> str:
+    """The layout a measured shape was timed in (records without one: ``"NN"``)."""
+    return rec.get("layout", "NN")
+
+
+def record_shape(
+    data: dict,
+    gpu: str,
+    cc: tuple[int, int],
+    shape: tuple[int, int, int],
+    aligned: bool,
+    cands: list[Mapping[str, Any]],
+    layout: str = "NN",
+) -> None:
+    """Put one measured shape into ``data`` in place (replacing an earlier record of the same
+    shape, alignment and layout): ``cands`` are ``{"stage", "config", "ms", "blocks_per_sm"}``,
+    timed at ``shape`` (M, N, K) on rows that are (``aligned``) or are not 16-byte aligned, with
+    A and B stored as ``layout`` says (``"NN"``, ``"NT"``, ``"TN"``, ``"TT"``; recorded as a
+    ``"layout"`` key unless ``"NN"``)."""
+    if layout not in LAYOUTS:
+        raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
+    entry = data["gpus"].setdefault(gpu, {"compute_capability": list(cc), "classes": {}})
+    shapes = [
+        s
+        for s in entry.get("shapes", [])
+        if (tuple(s["shape"]), s["aligned"], layout_of(s)) != (tuple(shape), aligned, layout)
+    ]
+    rec = {"shape": list(shape), "aligned": bool(aligned), "candidates": [dict(c) for c in cands]}
+    if layout != "NN":
+        rec["layout"] = layout
+    shapes.append(rec)
+    entry["shapes"] = sorted(shapes, key=lambda s: (s["shape"], s["aligned"], layout_of(s)))
+
+
+def record(
+    data: dict, gpu: str, cc: tuple[int, int], cls: str, stage: str, result: Mapping[str, Any]
+) -> None:
+    """Put one winner into ``data`` in place. ``result`` holds ``config``, ``ms`` and ``shape``
+    (what the plan's cost model needs), optionally ``alternatives`` of the same form, occupancy
+    and ``ms_scalar``."""
+    entry = data["gpus"].setdefault(gpu, {"compute_capability": list(cc), "classes": {}})
+    entry["classes"].setdefault(cls, {})[stage] = dict(result)
+
+
+def save(data: dict, path: Path) -> None:
+    """Write a tuning file atomically, then :func:`reload` (this process sees it at once)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+    tmp.replace(path)
+    reload()
+
+
+# --- read once per process -----------------------------------------------------------------------
+
+_memo: dict = {}
+_listeners: list[Callable[[], None]] = []
+_lock = threading.Lock()
+
+
+def reload() -> None:
+    """Forget the tuning data read so far (and the plans chosen from it): the next plan reads the
+    files again. ``save`` calls it; call it after another process wrote a tuning file."""
+    with _lock:
+        _memo.clear()
+    for fn in _listeners:
+        fn()
+
+
+def on_reload(fn: Callable[[], None]) -> None:
+    """Call ``fn`` on every :func:`reload` (the plan cache registers here)."""
+    _listeners.append(fn)
+
+
+def _default_entries(gpus: Mapping[str, dict], name: str) -> list[dict]:
+    """The committed defaults' entries that serve the GPU ``name``: its own entry (e.g. shapes
+    measured on that model), then the main entry (the most tuned classes; the first of equals),
+    once each."""
+    main = max(gpus.values(), key=lambda e: len(e.get("classes", {})), default=None)
+    own = gpus.get(name)
+    return [own, main] if own is not main else [main]
+
+
+def _entries(device: DeviceInfo) -> list[tuple[str, dict]]:
+    """``(file, {"classes": {class: {stage: result}}, "shapes": [...]})`` to consult for
+    ``device``, in order: the user cache's entry for its name, then the committed defaults for
+    its compute capability (:func:`_default_entries`). Empty for the simulator. Parsed once per
+    process (until :func:`reload`); a broken file is skipped with a warning."""
+    if device.simulated:
+        return []
+    key = (user_cache_path(), device.name, tuple(device.cc))
+    with _lock:
+        if key in _memo:
+            return _memo[key]
+    out = []
+    for path, user in ((key[0], True), (defaults_path(device.cc), False)):
+        try:
+            gpus = _parse(path)["gpus"]
+            entries = [gpus.get(device.name)] if user else _default_entries(gpus, device.name)
+            for entry in filter(None, entries):
+                out.append(
+                    (
+                        str(path),
+                        {
+                            "classes": dict(entry["classes"]),
+                            "shapes": list(entry.get("shapes", [])),
+                        },
+                    )
+                )
+        except FileNotFoundError:
+            continue
+        except (ValueError, OSError, AttributeError, KeyError, TypeError) as e:
+            warnings.warn(f"ignoring tuning file {path}: {type(e).__name__}: {e}", stacklevel=3)
+    with _lock:
+        _memo[key] = out
+    return out
+
+
+def current_device() -> tuple[str, tuple[int, int]] | None:
+    """(name, compute capability) of the current GPU; None on the simulator or without one."""
+    if not gpu_available():
+        return None
+    dev = info()
+    return dev.name, dev.cc
+
+
+def _device(device: DeviceInfo | tuple | None) -> DeviceInfo:
+    """A ``DeviceInfo`` from a (name, cc) pair (the tuner's and resources' form) or None."""
+    if isinstance(device, DeviceInfo):
+        return device
+    if device is None:
+        return info() if gpu_available() else SIMULATED
+    name, cc = device
+    return DeviceInfo(-1, name, tuple(cc), 0, 0)
+
+
+def source(device: DeviceInfo | tuple | None = None) -> str | None:
+    """The first tuning file with an entry for this GPU (user cache, else committed defaults)."""
+    return next((path for path, _ in _entries(_device(device))), None)
+
+
+def winners(cls: str, device: DeviceInfo | tuple | None = None) -> dict:
+    """``{stage name: result}`` for a shape class on ``device`` (default: the current GPU), a copy.
+
+    Per stage, the user cache's entry for this GPU wins over the committed defaults for its
+    compute capability; empty on the simulator or when nothing matches.
+    """
+    merged: dict = {}
+    for _, entry in reversed(_entries(_device(device))):
+        merged.update(entry["classes"].get(cls, {}))
+    return copy.deepcopy(merged)
+
+
+#: How far a measured shape may lie from a product for its measurements to price the product:
+#: the sum over M, N and K of ``|log2(ratio)|`` must be *below* this (one dimension less than 2x
+#: away, or two less than sqrt(2)x each). Farther, the classes price it. At exactly 2x the wave
+#: model misled on an H200: 2 x 4096 x 4096 priced from 1 x 4096 x 4096 took its one-row skinny
+#: blocks, which read B twice there, 17 % slower than the skinny class's pick (and 128 x 768 x 768
+#: from 256 x 768 x 768 gained 24 %: docs/design.md).
+NEAR = 1.0
+
+
+def shape_distance(a: tuple[int, int, int], b: tuple[int, int, int]) -> float:
+    """``sum |log2(a_i / b_i)|`` over M, N, K (0: the same shape)."""
+    return sum(abs(math.log2(x / y)) for x, y in zip(a, b, strict=True))
+
+
+def measured_shapes(device: DeviceInfo | tuple | None = None) -> list[dict]:
+    """Every measured shape recorded for ``device`` (user cache first, then committed defaults),
+    a copy: ``{"shape", "aligned", "candidates"}`` each, and ``"layout"`` if not NN
+    (:func:`record_shape`)."""
+    return copy.deepcopy([rec for _, entry in _entries(_device(device)) for rec in entry["shapes"]])
+
+
+#: Rows of the products the skinny stage's bandwidth model prices from a measured shape of
+#: nearby rows however far its N and K (:func:`nearest_rows_shape`): at 1-16 rows the skinny
+#: stage wins every measured shape whose rows are 16-byte aligned (1.2-2.7x cuBLAS at 8-16 rows),
+#: so its measurements say more about such a product than a class's tiles do.
+SKINNY_ROWS = 16
+
+
+def nearest_shape(
+    M: int,
+    N: int,
+    K: int,
+    aligned: bool,
+    device: DeviceInfo | tuple | None = None,
+    layout: str = "NN",
+    rank: int | None = None,
+) -> dict | None:
+    """The measured shape (:func:`record_shape`) of the same alignment nearest to ``(M, N, K)``,
+    closer than :data:`NEAR`, as ``{"shape", "aligned", "candidates", "distance"}`` (a copy; the
+    user cache's record wins a tie), or None. Of the product's ``layout`` if one is that close,
+    else of the same storage of B, else any (:func:`layout_rank`); with ``rank``, only records
+    that far from ``layout``. Candidates malformed for the wave model are dropped with a
+    warning."""
+    return _nearest(
+        aligned, device, lambda shape: shape_distance((M, N, K), shape), NEAR, layout, rank
+    )
+
+
+def layout_rank(layout: str, recorded: str) -> int:
+    """How far a measurement in layout ``recorded`` is from a product in ``layout``: 0 the same,
+    1 B stored the same way, 2 otherwise. B's storage decides which skinny configurations run
+    and how they read it (``kernels.k15_skinny``); A's changes only how a tile is staged (the
+    tiled stages ran NT, TN and TT within 2-6 % of NN, docs/design.md)."""
+    return 0 if recorded == layout else 1 if recorded[1] == layout[1] else 2
+
+
+def nearest_rows_shape(
+    M: int,
+    N: int,
+    K: int,
+    aligned: bool,
+    device: DeviceInfo | tuple | None = None,
+    layout: str = "NN",
+    rank: int | None = None,
+) -> dict | None:
+    """For ``M <= SKINNY_ROWS``: the measured shape of the same alignment with ``M`` to ``2 M``
+    rows (at most :data:`SKINNY_ROWS`) nearest to ``(M, N, K)`` at any distance, its rows
+    counted twice (:func:`shape_distance` plus ``|log2(rows / M)|``), as :func:`nearest_shape`
+    returns it; or None. Rows weigh more because they decide the tiles (``MT``) where N and K
+    mostly scale the bytes of B; not so much that 8 x 768^2 goes to 8 x 4096^2 rather than to
+    16 x 768^2, whose K splits fill the GPU at that size. Never fewer rows than ``M``: a shape's
+    candidates are its fastest tiles, and those of fewer rows may read B more often here (the
+    one-row tiles of 1 x 4096^2 read it twice at 2 x 4096^2). ``layout`` and ``rank`` as in
+    :func:`nearest_shape`."""
+    if M > SKINNY_ROWS:
+        return None
+
+    def distance(shape):
+        if not M <= shape[0] <= min(2 * M, SKINNY_ROWS):
+            return math.inf
+        return math.log2(shape[0] / M) + shape_distance((M, N, K), shape)
+
+    return _nearest(aligned, device, distance, math.inf, layout, rank)
+
+
+def _nearest(
+    aligned: bool,
+    device: DeviceInfo | tuple | None,
+    distance: Callable[[tuple], float],
+    limit: float,
+    layout: str,
+    rank: int | None,
+) -> dict | None:
+    best, key = None, (3, limit)  # (layout_rank, distance): the nearest of the closest layout
+    for _, entry in _entries(_device(device)):
+        for rec in entry["shapes"]:
+            try:
+                if bool(rec["aligned"]) != bool(aligned):
+                    continue
+                d = distance(tuple(rec["shape"]))
+                k = (layout_rank(layout, str(layout_of(rec))), d)
+            except (KeyError, TypeError, ValueError, ZeroDivisionError, IndexError):
+                continue
+            if d < limit and k < key and rank in (None, k[0]):  # first of equals: user cache's
+                best, key = rec, k
+    if best is None:
+        return None
+    dist = key[1]
+    out = copy.deepcopy(best)
+    cands = out.get("candidates") if isinstance(out.get("candidates"), list) else []
+    out["candidates"] = [
+        c
+        for c in cands
+        if isinstance(c, Mapping)
+        and isinstance(c.get("stage"), str)
+        and _valid_candidate(dict(c, shape=out["shape"]), stream_k=True)
+    ]
+    if len(out["candidates"]) < len(cands):
+        warnings.warn("ignoring malformed measured-shape candidates", stacklevel=3)
+    out["distance"] = dist
+    return out
+
+
+def _valid_candidate(c: Any, stream_k: bool = False) -> bool:
+    """A candidate ``estimate_ms`` can use: a registered stage's name, a config with a positive
+    int block (``Stage.block``; SPLITK >= 1, or 0 (stream-K) with ``stream_k``),
+    a finite positive ``ms`` (and ``ms_scalar``), a shape of three positive ints."""
+
+    def pos_int(x):
+        return isinstance(x, int) and not isinstance(x, bool) and x > 0
+
+    def pos_num(x):
+        return isinstance(x, (int, float)) and not isinstance(x, bool) and 0 < x < float("inf")
+
+    try:
+        cfg = c["config"]
+        return (
+            all(pos_int(x) for x in get_stage(c["stage"]).block(cfg))
+            and (
+                pos_int(cfg.get("SPLITK", 1))
+                or (stream_k and type(cfg.get("SPLITK")) is int and cfg["SPLITK"] == 0)
+            )
+            and pos_num(c["ms"])
+            and pos_num(c.get("ms_scalar", 1.0))
+            and len(c["shape"]) == 3
+            and all(pos_int(x) for x in c["shape"])
+            and pos_int(c.get("batch", 1))
+            and all(pos_int(c.get(k, 1)) for k in ("blocks_per_sm", "blocks_per_sm_scalar"))
+        )
+    except (KeyError, TypeError, AttributeError, ValueError):
+        return False
+
+
+def candidates(result: Mapping[str, Any], stage: str) -> list[dict]:
+    """The winner of a (class, ``stage``) entry and its recorded alternatives, each with
+    ``"stage"`` set; malformed ones are dropped with a warning (a hand-edited or foreign cache
+    must not break ``sgemm``)."""
+    main = {
+        k: result[k]
+        for k in (
+            "config",
+            "ms",
+            "shape",
+            "batch",
+            "blocks_per_sm",
+            "blocks_per_sm_scalar",
+            "ms_scalar",
+        )
+        if k in result
+    }
+    alts = result.get("alternatives", [])
+    out = [
+        dict(c, stage=stage)
+        for c in [main, *(alts if isinstance(alts, list) else [])]
+        if isinstance(c, Mapping)
+    ]
+    out = [c for c in out if _valid_candidate(c)]
+    if len(out) < 1 + (len(alts) if isinstance(alts, list) else 0):
+        warnings.warn(
+            "ignoring malformed tuning candidates (need config, ms > 0 and shape)", stacklevel=3
+        )
+    return out

@@ -1,0 +1,305 @@
+"""``python -m numba_gemm.tools.tensor_cores``: tensor-core stages against cuBLAS, same precision.
+
+Tensor-core stages on the GPU against cuBLAS FP32, TF32 and FP16 (PyTorch), in the same process.
+
+For each ``--sizes`` N (M = N = K): cuBLAS FP32 (``torch.mm``, TF32 off), cuBLAS TF32 (TF32 on) and
+cuBLAS FP16 (``torch.mm`` on float16 tensors: FP32 accumulation, reduced-precision split-K
+reductions off; FP16 output, and FP32 output through ``out_dtype`` where this PyTorch has it),
+then ``sgemm`` with ``compute="fp32"`` (the SIMT ladder's automatic pick), ``"tf32"`` and
+``"3xtf32"``, ``hgemm`` with FP32 and FP16 output, and each tensor-core stage by name (the FP16
+ones through ``hgemm``). Every implementation is first checked against a float64 product of its
+own inputs (relative Frobenius error; NaN-poisoned output), then timed: kernel time (CUDA events
+behind a hold kernel, median, ``check.time_kernel``) and end-to-end time of the call made back
+to back (``timing.time_calls``). Each row names its baseline (the cuBLAS of the same precision)
+and its share of it, in the same timing.
+
+With ``--sweep``, every configuration of the tunable tensor-core stages' spaces (``SWEPT``;
+``--stages`` names a subset, ``--where KEY=VALUE ...`` keeps the configurations that match) is
+compiled first in parallel processes (``numba_gemm.tools.precompile``, ``--jobs``) and then timed
+(kernel time) at the first size. Writes ``tensor_cores.csv`` (and ``sweep.csv``) under ``--out``
+and prints the rows.
+
+The FP32 stages' tiles are swept by ``numba_gemm.tools.tune``; ``python -m numba_gemm.bench``
+rates every stage against cuBLAS FP32 (and shows cuBLAS TF32 with ``--tf32``), never against
+cuBLAS FP16: this tool is where each arithmetic meets cuBLAS in its own precision.
+
+    python -m numba_gemm.tools.tensor_cores --out DIR [--sizes 4096 8192] [--sweep] [--jobs 16]
+
+Needs PyTorch with a CUDA GPU (compute capability 8.0 or newer) for the run. Exit status: 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+import sys
+from pathlib import Path
+
+from ..api import explain, hgemm, sgemm
+from ..kernels import STAGES, get_stage
+from ..plan.choose import plan_for
+from . import precompile
+from .check import time_kernel
+from .reference import rel_error
+from .timing import time_calls
+
+#: Which cuBLAS row each implementation is compared with (same inputs, same arithmetic).
+FP32, TF32, FP16, FP16_OUT16 = (
+    "cuBLAS FP32",
+    "cuBLAS TF32",
+    "cuBLAS FP16 (FP32 out)",
+    "cuBLAS FP16 (FP16 out)",
+)
+#: The tunable tensor-core stages ``--sweep`` times, by arithmetic.
+SWEPT = {
+    "tf32": ("tf32_mma_multistage", "tf32_wgmma"),
+    "3xtf32": ("tf32x3_mma", "tf32x3_wgmma"),
+    "fp16": ("hgemm_mma", "hgemm_wgmma"),
+}
+BASELINE_OF = {"tf32": TF32, "3xtf32": FP32, "fp16": FP16}
+
+
+def _write(path: Path, rows: list[dict]) -> None:
+    if not rows:
+        return
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+
+
+def swept(name: str, where: list[str]) -> list[dict]:
+    """The configurations of stage ``name``'s space that match every ``KEY=VALUE`` of ``where``
+    (keys the stage's configurations lack do not filter)."""
+    want = dict(w.split("=") for w in where)
+    return [
+        c for c in get_stage(name).space if all(str(c[k]) == v for k, v in want.items() if k in c)
+    ]
+
+
+def sweep_stages(only: list[str] | None, cc) -> list[tuple[str, str]]:
+    """``(mode, stage name)`` of every swept stage that runs on ``cc`` (and is in ``only``)."""
+    return [
+        (m, n)
+        for m, names in SWEPT.items()
+        for n in names
+        if (not only or n in only) and get_stage(n).runs_on(cc)
+    ]
+
+
+def precompile_sweep(jobs: int, where: list[str], only: list[str] | None) -> None:
+    """Compile every swept configuration into the kernel cache, ``jobs`` processes at once."""
+    import torch  # optional: the run needs PyTorch on a GPU
+
+    cc = torch.cuda.get_device_capability()
+    todo = [
+        precompile.Job(n, tuple(sorted(c.items())), "vector", cc)
+        for _, n in sweep_stages(only, cc)
+        for c in swept(n, where)
+    ]
+    res = precompile.run(todo, jobs)
+    failed = [r for r in res if r[1] == "failed"]
+    print(f"precompiled {len(res)} kernels, {len(failed)} failed", flush=True)
+    for job, _, _, err in failed:
+        print(f"  {job}: {err}", flush=True)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(
+        prog="python -m numba_gemm.tools.tensor_cores",
+        description="Tensor-core stages and automatic picks against cuBLAS of their own "
+        "precision (FP32, TF32, FP16), kernel and end-to-end time; --sweep: every configuration "
+        "of the tunable tensor-core stages.",
+    )
+    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--sizes", type=int, nargs="+", default=[4096, 8192])
+    p.add_argument("--reps", type=int, default=20)
+    p.add_argument("--sweep", action="store_true")
+    p.add_argument(
+        "--where",
+        nargs="*",
+        default=[],
+        metavar="KEY=VALUE",
+        help="sweep only the configurations with these values (e.g. WN=32 MINB=2)",
+    )
+    p.add_argument(
+        "--stages",
+        nargs="*",
+        default=None,
+        metavar="NAME",
+        help="sweep only these stages (default: every tunable tensor-core stage)",
+    )
+    p.add_argument(
+        "--jobs",
+        type=int,
+        default=os.cpu_count() or 1,
+        help="compile processes for --sweep (default: all cores)",
+    )
+    args = p.parse_args(argv)
+    args.out.mkdir(parents=True, exist_ok=True)
+
+    import torch  # optional: see precompile_sweep
+
+    if args.sweep:
+        precompile_sweep(args.jobs, args.where, args.stages)
+    torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = False
+    gpu = torch.cuda.get_device_name()
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    rows, sweep = [], []
+
+    def record(table, n, impl, baseline, err, k_ms, e_ms, note=""):
+        flop = 2.0 * n**3
+        base = {r["impl"]: r for r in rows if r["n"] == n}.get(baseline)
+
+        def pct(key, ms):
+            return 100.0 * base[key] / ms if base and ms and base[key] else ""
+
+        table.append(
+            dict(
+                gpu=gpu,
+                n=n,
+                impl=impl,
+                baseline=baseline,
+                rel_error=err,
+                kernel_ms=k_ms,
+                e2e_ms=e_ms,
+                tflops_kernel=flop / k_ms / 1e9 if k_ms else "",
+                tflops_e2e=flop / e_ms / 1e9 if e_ms else "",
+                pct_baseline_kernel=pct("kernel_ms", k_ms),
+                pct_baseline_e2e=pct("e2e_ms", e_ms),
+                note=note,
+            )
+        )
+        print(table[-1], flush=True)
+
+    def run_size(n):
+        a = torch.randn(n, n, device="cuda", generator=gen)
+        b = torch.randn(n, n, device="cuda", generator=gen)
+        a16, b16 = a.half(), b.half()
+        ref = (a.double() @ b.double()).cpu().numpy()
+        ref16 = (a16.double() @ b16.double()).cpu().numpy()
+        c = torch.empty(n, n, device="cuda")
+        c16 = torch.empty(n, n, device="cuda", dtype=torch.float16)
+
+        def err_of(run, out, want):
+            out.fill_(float("nan"))
+            run()
+            torch.cuda.synchronize()
+            return rel_error(out.double().cpu().numpy(), want)
+
+        def measure(label, baseline, run, call, out, want, note=""):
+            try:
+                err = err_of(run, out, want)
+                record(
+                    rows,
+                    n,
+                    label,
+                    baseline,
+                    err,
+                    time_kernel(run, reps=args.reps).median,
+                    time_calls(call, reps=args.reps).median if call else "",
+                    note,
+                )
+            except Exception as e:  # noqa: BLE001 - a failing implementation is reported
+                record(rows, n, label, baseline, "", "", "", f"FAILED {type(e).__name__}: {e}")
+
+        for label, tf32 in ((FP32, False), (TF32, True)):
+            torch.backends.cuda.matmul.allow_tf32 = tf32
+
+            def mm():
+                torch.mm(a, b, out=c)
+
+            measure(label, FP32, mm, mm, c, ref, "torch.mm")
+        torch.backends.cuda.matmul.allow_tf32 = False
+
+        def mm16_32():  # GemmEx with FP32 C (PyTorch >= 2.7's out_dtype)
+            torch.mm(a16, b16, out_dtype=torch.float32, out=c)
+
+        def mm16():
+            torch.mm(a16, b16, out=c16)
+
+        measure(FP16, FP16, mm16_32, mm16_32, c, ref16, "torch.mm(out_dtype=float32)")
+        measure(FP16_OUT16, FP16_OUT16, mm16, mm16, c16, ref16, "torch.mm, float16")
+
+        calls = [
+            (f"sgemm compute={m}", BASELINE_OF.get(m, FP32), dict(compute=m))
+            for m in ("fp32", "tf32", "3xtf32")
+        ]
+        cc = torch.cuda.get_device_capability()
+        calls += [
+            (f"stage {s.name}", BASELINE_OF[s.precision], dict(stage=s.name))
+            for s in STAGES  # every FP32-input tensor-core stage by name
+            if s.precision in ("tf32", "3xtf32") and s.runs_on(cc)
+        ]
+        for label, baseline, kw in calls:
+            plan = explain(a, b, out=c, **kw)
+            measure(
+                label,
+                baseline,
+                lambda plan=plan: plan.launch(a, b, c),
+                lambda kw=kw: sgemm(a, b, out=c, **kw),
+                c,
+                ref,
+                f"{plan.stage.name} {dict(plan.stage.config)}",
+            )
+        for out, baseline in ((c, FP16), (c16, FP16_OUT16)):
+            plan = plan_for(n, n, n, compute="fp16", out_dtype=str(out.dtype).replace("torch.", ""))
+            measure(
+                f"hgemm out={out.dtype}",
+                baseline,
+                lambda plan=plan, out=out: plan.launch(a16, b16, out),
+                lambda out=out: hgemm(a16, b16, out=out),
+                out,
+                ref16,
+                f"{plan.stage.name} {dict(plan.stage.config)}",
+            )
+        for st in STAGES:  # every FP16 stage by name, FP32 C
+            if st.precision == "fp16" and st.runs_on(cc):
+                plan = plan_for(n, n, n, stage=st.name, compute="fp16")
+                measure(
+                    f"stage {st.name}",
+                    FP16,
+                    lambda plan=plan: plan.launch(a16, b16, c),
+                    lambda st=st: hgemm(a16, b16, out=c, stage=st.name),
+                    c,
+                    ref16,
+                    f"{dict(st.config)}",
+                )
+
+        if args.sweep and n == args.sizes[0]:
+            for mode, name in sweep_stages(args.stages, torch.cuda.get_device_capability()):
+                x, y, want = (a16, b16, ref16) if mode == "fp16" else (a, b, ref)
+                for cfg in swept(name, args.where):
+                    st = get_stage(name).with_config(cfg)  # the space: valid ones
+                    try:
+                        plan = plan_for(
+                            n, n, n, stage=st, compute="fp16" if mode == "fp16" else None
+                        )
+                        run = lambda plan=plan, x=x, y=y: plan.launch(x, y, c)  # noqa: E731
+                        err = err_of(run, c, want)
+                        k_ms = time_kernel(run, reps=args.reps).median
+                        record(
+                            sweep, n, f"sweep {name}", BASELINE_OF[mode], err, k_ms, "", str(cfg)
+                        )
+                    except Exception as e:  # noqa: BLE001
+                        record(
+                            sweep,
+                            n,
+                            f"sweep {name}",
+                            BASELINE_OF[mode],
+                            "",
+                            "",
+                            "",
+                            f"{cfg} FAILED {type(e).__name__}: {e}",
+                        )
+                _write(args.out / "sweep.csv", sweep)
+
+    for n in args.sizes:
+        run_size(n)
+        _write(args.out / "tensor_cores.csv", rows)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,483 @@
+"""``python -m numba_gemm.tools.tune``: sweep tile configurations of the tunable stages on this GPU.
+
+For each shape class (``numba_gemm.plan.tuning.CLASSES``: small 1024^3, medium 2048^3, large 4096^3,
+batched 64 x 512^3, and the regimes skinny 16 x 4096 x 4096, narrow 128 x 4096 x 4096, their
+transposes gemv_n 4096 x 1 x 4096, skinny_n 4096 x 16 x 4096 and narrow_n 4096 x 128 x 4096,
+deep 1024 x 1024 x 16384) and each tunable FP32 stage that takes the class's shape (warptiling,
+double_buffering, multistage; skinny and skinny_n in the classes of few rows or columns):
+
+1. tiles: the stage's ``SPACE`` (every configuration of a grid of BM, BN, BK, WM, WN, WNITER, TM,
+   TN that passes the stage's own ``check_config``), most register reuse first, timed until the
+   (class, stage) share of ``--budget`` is spent;
+2. knobs: for the ``--top`` fastest, ``MINB`` (launch bounds) 1 and 2 and, in the classes of
+   ``SPLIT_K_CLASSES`` (all but large and batched), ``SPLITK`` 2 and 4.
+
+With ``--jobs N`` (N > 1) the candidates of each (class, stage) are first compiled into the
+kernel cache by N worker processes (``numba_gemm.tools.precompile``; NVVM and ptxas are CPU-bound:
+16 cores compile a few hundred in minutes, and a re-run finds them cached), so the budget goes
+to timing, not to compiling one candidate at a time.
+
+Every configuration is validated before it is timed (``numba_gemm.tools.check``: relative error
+against cuBLAS FP32 with TF32 forced off, through CuPy or PyTorch, or a float64 NumPy product
+without either; NaN-poisoned output); one that fails or does not compile is reported and skipped.
+Timing: kernel time, CUDA events, median of ``--reps`` after warm-up (``timing.time_launches``).
+The winners go to the tuning cache (``tuning.user_cache_path()``, or ``--out``), keyed by GPU name,
+stage and class; ``sgemm(stage=None)`` and the bench read it. Single shapes rather than classes
+(an exhaustive sweep at one product's shape, folded into a tuning file as a measured shape):
+``python -m numba_gemm.tools.shapes --sweep`` then ``--fold``.
+
+Exit status: 0 on success, 1 when no configuration could be timed, 2 when no GPU is available.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..launch.launcher import runner
+from ..plan import tuning
+from ..plan.geometry import Alignment
+from . import check
+
+
+def _order(space: Sequence[dict]) -> list[dict]:
+    """Most promising first, round-robin over block-tile shapes (so that every (BM, BN) is timed
+    early: the finer ones are what ``plan_for`` picks for ragged sizes). Within a shape:
+    more accumulators per thread, deeper BK, 256 threads, square-ish warp sub-tiles, fewer
+    SMEM buffers."""
+    from ..kernels._tunable import derived
+
+    if not space or "BM" not in space[0]:
+        return list(space)  # the skinny stage: its space is already in order of preference
+
+    def key(cfg):
+        d = derived(cfg)
+        acc = d["WMITER"] * cfg["TM"] * cfg["WNITER"] * cfg["TN"]
+        return (
+            -acc,
+            -cfg["BK"],
+            -d["NUM_THREADS"],
+            abs(cfg["WNITER"] - 2),
+            cfg.get("NBUF", 0),
+            str(cfg),
+        )
+
+    groups: dict[tuple, list[dict]] = {}
+    for cfg in sorted(space, key=key):
+        groups.setdefault((cfg["BM"], cfg["BN"]), []).append(cfg)
+    shapes = sorted(groups, key=lambda bn: -bn[0] * bn[1])
+    out = []
+    for i in range(max(map(len, groups.values()), default=0)):
+        out += [groups[bn][i] for bn in shapes if i < len(groups[bn])]
+    return out
+
+
+def _valid_for(stage, cfg) -> bool:
+    """Whether ``cfg`` is a valid configuration of ``stage`` (stale cache entries, or another
+    stage's configurations in ``--configs``, are skipped)."""
+    try:
+        stage.check_config(cfg)
+    except (ValueError, KeyError, TypeError):
+        return False
+    return True
+
+
+def known_configs(gpu: str, cc: tuple[int, int], cls: str, stage: str, *datas: dict) -> list[dict]:
+    """Configurations already recorded for this GPU (or its compute capability's defaults), class
+    and stage, winner first: timed before the rest of the space (a warm start)."""
+    out = []
+    for data in datas:
+        entries = (
+            [data["gpus"][gpu]]
+            if gpu in data["gpus"]
+            else [e for e in data["gpus"].values() if tuple(e["compute_capability"]) == tuple(cc)]
+        )
+        for entry in entries:
+            res = entry.get("classes", {}).get(cls, {}).get(stage)
+            if res:
+                out += [dict(c["config"]) for c in tuning.candidates(res, stage)]
+    return list({str(c): c for c in out}.values())
+
+
+def knob_variants(cfg: dict, cls: str) -> list[dict]:
+    """Phase-2 variants of a configuration: launch bounds, and split-K in the small and medium
+    classes (not the large one, whose model mispriced it, nor a batch, which takes none).
+
+    MINB = 2 (at most 65536 / (2 * threads) registers) is skipped for 128 accumulators per
+    thread: it always spilled there (docs/design.md)."""
+    from ..kernels._tunable import derived
+
+    if "BM" not in cfg:  # the skinny stage: its space sweeps split-K; here launch bounds only
+        return [dict(cfg, MINB=2)] if cfg["MINB"] == 0 else []
+    d = derived(cfg)
+    acc = d["WMITER"] * cfg["TM"] * cfg["WNITER"] * cfg["TN"]
+    out = [dict(cfg, MINB=m) for m in ((1, 2) if acc < 128 else (1,)) if m != cfg["MINB"]]
+    if cls in SPLIT_K_CLASSES:
+        out += [dict(cfg, SPLITK=s) for s in (2, 4)]
+    return out
+
+
+def Problem(
+    M: int, N: int, K: int, rng: np.random.Generator, cp: Any = None, batch: int = 1
+) -> check.Problem:
+    """Random float32 operands of one shape (``batch`` > 1: a batch of them, 3-D) on the GPU and
+    the reference product (``check.make_problem``); with a cuBLAS library (``cp``: a
+    ``check.blas_library`` kind or object, or the ``cupy`` module), the reference is cuBLAS FP32
+    with TF32 forced off and ``problem.cublas`` its kernel time (for % of cuBLAS); with
+    ``cp=None``, float64 NumPy."""
+    blas = check.CupyBlas(cp) if getattr(cp, "__name__", None) == "cupy" else cp
+    prob = check.make_problem(M, N, K, rng=rng, blas=blas, batch=batch)
+    if prob.blas is not None:
+        check.time_cublas(prob)
+    return prob
+
+
+def _cublas_gflops(prob: check.Problem) -> float | None:
+    """cuBLAS FP32 (TF32 off) GFLOP/s at the problem's shape (kernel time, measured by
+    ``Problem``), None without a cuBLAS library."""
+    return prob.cublas.gflops(*_flop_shape(prob)) if prob.cublas is not None else None
+
+
+def _flop_shape(prob: check.Problem) -> tuple[int, int, int]:
+    """``(batch * M, N, K)``: what ``Timing.gflops`` needs for the problem's FLOP count."""
+    M, N, K = prob.shape
+    return prob.batch * M, N, K
+
+
+def plan_of(stage, prob: check.Problem, aligned: bool = True):
+    """The plan running ``stage`` on the problem's operands (a batch: C-contiguous 3-D)."""
+    from ..plan.choose import plan_for
+    from ..plan.geometry import Geometry
+
+    M, N, K = prob.shape
+    b = prob.batch
+    g = Geometry(b, M, N, K, "NN", K, N, N, M * K, K * N, M * N) if b > 1 else None
+    return plan_for(
+        M, N, K, stage=stage, geometry=g, alignment=Alignment.ALL if aligned else Alignment.NONE
+    )
+
+
+def evaluate(stage, prob: check.Problem, reps: int, warmup: int) -> dict:
+    """Validate then time one configured stage (``check.evaluate`` on the ``launch`` of
+    :func:`plan_of`); ``{"ok": False, "error": ...}`` on failure."""
+    try:
+        plan = plan_of(stage, prob)
+    except Exception as e:  # noqa: BLE001 - a config that does not fit the shape is skipped
+        return dict(ok=False, error=check.error_note(e))
+    A, B, C = prob.A, prob.B, prob.C
+    res = check.evaluate(lambda: plan.launch(A, B, C), prob, stage.rtol, reps=reps, warmup=warmup)
+    if not res.ok:
+        return dict(ok=False, error=res.note)
+    g = res.timing.gflops(*_flop_shape(prob))
+    out = dict(ok=True, ms=res.timing.median, gflops=g, err=res.rel_error, shape=list(prob.shape))
+    if prob.batch > 1:
+        out["batch"] = prob.batch
+    base = _cublas_gflops(prob)
+    if base:
+        out["pct_cublas"] = g / base
+    return out
+
+
+#: Share of the budget per class: the large class decides the headline numbers and compiles
+#: most kernels, which the smaller classes then reuse.
+CLASS_WEIGHT = {
+    "large": 0.4,
+    "medium": 0.2,
+    "small": 0.2,
+    "batched": 0.2,
+    "skinny": 0.2,
+    "narrow": 0.2,
+    "deep": 0.2,
+    "gemv_n": 0.2,
+    "skinny_n": 0.2,
+    "narrow_n": 0.2,
+}
+#: Classes whose phase 2 tries split-K (docs/design.md: the large class's model mispriced it).
+SPLIT_K_CLASSES = ("small", "medium", "skinny", "narrow", "deep", "gemv_n", "skinny_n", "narrow_n")
+#: The order classes are tuned in: large first, its compiled kernels are reused by the others.
+CLASS_ORDER = (
+    "large",
+    "medium",
+    "small",
+    "batched",
+    "narrow",
+    "narrow_n",
+    "deep",
+    "skinny",
+    "skinny_n",
+    "gemv_n",
+)
+ALTERNATIVES = 6
+
+
+def _alternatives(
+    results: list[tuple[dict, dict]],
+    stage,
+    prob: check.Problem,
+    cls: str,
+    twin: check.Problem | None = None,
+    reps: int = 10,
+    warmup: int = 2,
+    jobs: int = 1,
+) -> list[dict]:
+    """Best result per (BM, BN, SPLITK), fastest first, with the occupancy of its vector and
+    scalar kernels and, given the unaligned ``twin`` problem (each dimension one less: the scalar
+    kernel, same tile counts), its time there (``ms_scalar``): the candidates that
+    ``plan_for`` chooses among for other shapes of the class (wave quantization).
+    Split-K results are kept only in the classes that tried them (``SPLIT_K_CLASSES``).
+    Occupancy comes from the kernels the plans load (CUDA occupancy API); a configuration whose
+    vector or scalar kernel cannot launch (0 blocks per SM: too many registers for its threads)
+    is dropped (the plan would reject it; an H200 tuning of skinny_n had such a winner, 512
+    threads whose scalar kernel took 163 registers). With ``jobs`` > 1
+    the kept configurations' scalar kernels are compiled first, in parallel."""
+    best: dict[tuple, tuple[dict, dict]] = {}
+    for cfg, res in results:
+        if cls not in SPLIT_K_CLASSES and cfg["SPLITK"] > 1:
+            continue
+        key = (*stage.block(cfg)[:2], cfg["SPLITK"])
+        if key not in best or res["ms"] < best[key][1]["ms"]:
+            best[key] = (cfg, res)
+    kept = sorted(best.values(), key=lambda cr: cr[1]["ms"])[:ALTERNATIVES]
+    if jobs > 1 and stage.scalar_kernel is not None:
+        cc = tuning.current_device()[1]
+        compile_ahead(stage.name, [cfg for cfg, _ in kept], cc, jobs, "scalar")
+    out = []
+    for cfg, res in kept:
+        st = stage.with_config(cfg)
+        occ = {}
+        for key, aligned in (("blocks_per_sm", True), ("blocks_per_sm_scalar", False)):
+            plan = plan_of(st, prob, aligned)
+            occ[key] = runner(plan).kernel().blocks_per_sm(int(np.prod(plan.block)))
+        if min(occ.values()) < 1:  # a variant that cannot launch (registers): unusable
+            print(f"{cls} {stage.name}: {cfg} dropped, occupancy {occ}", file=sys.stderr)
+            continue
+        alt = dict(config=cfg, ms=res["ms"], shape=res["shape"], **occ)
+        if "batch" in res:
+            alt["batch"] = res["batch"]
+        if twin is not None:  # the scalar kernel on the unaligned twin shape (same tile counts)
+            t = evaluate(st, twin, reps, warmup)
+            if t["ok"]:
+                alt["ms_scalar"] = t["ms"]
+        out.append(alt)
+    return out
+
+
+def compile_ahead(
+    name: str, configs: Sequence[dict], cc: tuple[int, int], jobs: int, variant: str = "vector"
+) -> None:
+    """Compile the ``variant`` kernels of ``configs`` of stage ``name`` into the kernel cache in
+    ``jobs`` processes (``numba_gemm.tools.precompile``)."""
+    from . import precompile
+
+    todo = [precompile.Job(name, tuple(sorted(c.items())), variant, tuple(cc)) for c in configs]
+    t0 = time.monotonic()
+    res = precompile.run(todo, jobs)
+    failed = sum(status == "failed" for _, status, _, _ in res)
+    print(
+        f"{name}: {len(res)} {variant} kernels compiled ahead in {time.monotonic() - t0:.0f} s "
+        f"({failed} failed)",
+        file=sys.stderr,
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from ..kernels import STAGES, get_stage
+
+    # the FP32 stages: their shape classes, configuration keys and cuBLAS FP32 reference (the
+    # tensor-core stages' tiles are swept by numba_gemm.tools.tensor_cores --sweep)
+    tunable = [s.name for s in STAGES if s.tunable and s.precision == "fp32"]
+    classes = [c.name for c in tuning.CLASSES]
+    ap = argparse.ArgumentParser(
+        prog="python -m numba_gemm.tools.tune",
+        description="Sweep tile configurations of the tunable stages on this GPU and store the "
+        "fastest valid ones per stage and shape class in the tuning cache.",
+    )
+    ap.add_argument(
+        "--stages",
+        nargs="+",
+        default=tunable,
+        choices=tunable,
+        help="stages to tune (default: every tunable FP32 stage)",
+    )
+    ap.add_argument(
+        "--classes",
+        nargs="+",
+        default=classes,
+        choices=classes,
+        help="shape classes to tune (default: all)",
+    )
+    ap.add_argument(
+        "--budget",
+        type=float,
+        default=480.0,
+        help="seconds for the whole sweep, compilation included (default 480; with --jobs, "
+        "compiling ahead comes on top); the large class gets 40 %%, the others 20 %% each, "
+        "split among the stages",
+    )
+    ap.add_argument("--top", type=int, default=3, help="configs refined in phase 2 (default 3)")
+    ap.add_argument("--reps", type=int, default=10, help="timed repeats per config (default 10)")
+    ap.add_argument("--warmup", type=int, default=2, help="warm-up runs per config (default 2)")
+    ap.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help=f"tuning file to update (default {tuning.user_cache_path()})",
+    )
+    ap.add_argument(
+        "--log",
+        type=Path,
+        default=None,
+        help="also write every evaluation (config, time, error) to this CSV file",
+    )
+    ap.add_argument("--seed", type=int, default=0, help="seed of the random operands")
+    ap.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        help="compile each (class, stage)'s candidates first in this many processes (default 1: "
+        "each is compiled when it is first timed)",
+    )
+    ap.add_argument(
+        "--max-compile",
+        type=int,
+        default=400,
+        help="with --jobs: compile at most this many candidates per (class, stage) ahead "
+        "(default 400)",
+    )
+    ap.add_argument(
+        "--configs",
+        type=Path,
+        default=None,
+        help="JSON file: a list of configurations (dicts) to time first in every "
+        "class, before the known winners and the stage's space",
+    )
+    args = ap.parse_args(argv)
+
+    device = tuning.current_device()
+    if device is None:
+        print(
+            "numba_gemm.tools.tune: no CUDA GPU available (tuning needs a real GPU)",
+            file=sys.stderr,
+        )
+        return 2
+    gpu, cc = device
+    out = args.out or tuning.user_cache_path()
+    data = tuning.load(out)
+    defaults = tuning.load(tuning.defaults_path(cc))
+    blas = check.blas_library("auto")  # cuBLAS FP32, TF32 forced off, whatever CUPY_TF32 says
+    rng = np.random.default_rng(args.seed)
+    from tqdm import tqdm
+
+    weight = {c: CLASS_WEIGHT[c] for c in args.classes}
+    total_w = sum(weight.values())
+    log_rows: list[dict] = []
+    rows = []
+    tried: dict[str, list[dict]] = {name: [] for name in args.stages}  # best-first, all classes
+    for cls in sorted(args.classes, key=CLASS_ORDER.index):
+        spec = next(c for c in tuning.CLASSES if c.name == cls)
+        M, N, K = spec.shape
+        prob = Problem(M, N, K, rng, blas, spec.batch)
+        twin = Problem(max(M - 1, 1), max(N - 1, 1), max(K - 1, 1), rng, blas, spec.batch)
+        # the kernels the class's shape runs: 128-bit ones only if its rows are 16-byte aligned
+        variant = "vector" if N % 4 == 0 and K % 4 == 0 else "scalar"
+        share = args.budget * weight[cls] / total_w / len(args.stages)
+        for name in args.stages:
+            base = get_stage(name)
+            if not base.supports(M, N, K):
+                continue  # the skinny stage outside the few-rows classes
+            extra = json.loads(args.configs.read_text()) if args.configs else []
+            results: list[tuple[dict, dict]] = []
+            # known winners, then configs compiled for a larger class, then the rest of the space
+            first = extra + known_configs(gpu, cc, cls, name, data, defaults) + tried[name]
+            first = [c for c in {str(c): c for c in first}.values() if _valid_for(base, c)]
+            seen = set(map(str, first))
+            cands = first + [c for c in _order(base.space) if str(c) not in seen]
+            if args.jobs > 1:
+                compile_ahead(name, cands[: args.max_compile], cc, args.jobs, variant)
+            t_end = time.monotonic() + 0.7 * share
+            bar = tqdm(cands, desc=f"{cls} {name}", unit="cfg", leave=False)
+            for cfg in bar:
+                if time.monotonic() > t_end:
+                    break
+                res = evaluate(base.with_config(cfg), prob, args.reps, args.warmup)
+                log_rows.append(dict(cls=cls, stage=name, **cfg, **res))
+                if res["ok"]:
+                    results.append((cfg, res))
+                    bar.set_postfix(best=f"{max(r['gflops'] for _, r in results):.0f}")
+            bar.close()
+            timed = len(results)
+            results.sort(key=lambda cr: -cr[1]["gflops"])
+            t_end = time.monotonic() + 0.3 * share
+            for cfg, _ in list(results[: args.top]):
+                for var in knob_variants(cfg, cls):
+                    if time.monotonic() > t_end:
+                        break
+                    try:
+                        st = base.with_config(var)
+                    except ValueError:
+                        continue
+                    res = evaluate(st, prob, args.reps, args.warmup)
+                    log_rows.append(dict(cls=cls, stage=name, **var, **res))
+                    if res["ok"]:
+                        results.append((var, res))
+            if not results:
+                print(f"{cls} {name}: no valid configuration timed", file=sys.stderr)
+                continue
+            results.sort(key=lambda cr: -cr[1]["gflops"])
+            tile_only = [dict(c, MINB=0, SPLITK=1) for c, _ in results]
+            tried[name] = list({str(c): c for c in tile_only + tried[name]}.values())[:24]
+            alts = _alternatives(results, base, prob, cls, twin, args.reps, args.warmup, args.jobs)
+            if not alts:
+                print(
+                    f"{cls} {name}: no configuration kept (only split-K ones timed for a "
+                    "class without split-K, or none could launch)",
+                    file=sys.stderr,
+                )
+                continue
+            best_cfg, best = next((c, r) for c, r in results if c == alts[0]["config"])
+            best = dict(
+                best,
+                config=best_cfg,
+                blocks_per_sm=alts[0]["blocks_per_sm"],
+                blocks_per_sm_scalar=alts[0]["blocks_per_sm_scalar"],
+                **{k: alts[0][k] for k in ("ms_scalar",) if k in alts[0]},
+                alternatives=alts[1:],
+                candidates_timed=timed,
+                candidates_total=len(cands),
+                date=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            )
+            best.pop("ok", None)
+            tuning.record(data, gpu, cc, cls, name, best)
+            tuning.save(data, out)
+            rows.append((cls, name, best))
+
+    if args.log:
+        import csv
+
+        keys = sorted({k for r in log_rows for k in r})
+        with open(args.log, "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=keys)
+            w.writeheader()
+            w.writerows(log_rows)
+    print(f"\nGPU: {gpu} (sm_{cc[0]}{cc[1]}); cache: {out}")
+    print(f"{'class':<7} {'stage':<17} {'GFLOP/s':>9} {'% cuBLAS':>9} {'timed':>9}  config")
+    for cls, name, r in rows:
+        pct = f"{r['pct_cublas']:.1%}" if "pct_cublas" in r else "-"
+        cfg = " ".join(f"{k}={v}" for k, v in r["config"].items())
+        print(
+            f"{cls:<7} {name:<17} {r['gflops']:>9.0f} {pct:>9} "
+            f"{r['candidates_timed']:>4}/{r['candidates_total']:<4}  {cfg}"
+        )
+    return 0 if rows else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
