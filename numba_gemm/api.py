@@ -1,16 +1,16 @@
 """``sgemm()``: validate -> plan -> launch.
 
 A call reads its operands (``arrays.operand``: pointer, shape, strides, GPU, a few hundred ns
-each), checks them (dtypes first: a, b and out), finds its plan in a dictionary
-(``plan.plan_for`` on the first call of a shape) and launches the plan's kernel on the caller's
-stream. Nothing is synchronized on the host.
+each), checks them (dtypes first: a, b and out), finds its plan's runner in a dictionary
+(``plan.choose.plan_for`` and ``launch.launcher.runner`` on the first call of a shape) and
+launches the kernel on the caller's stream. Nothing is synchronized on the host.
 
 The call nearly everyone makes again and again (2-D C-contiguous float32 operands on one GPU, the
 default stream, a shape already planned) takes a fast lane first (:func:`_plain_call`): the same
 checks and plan in one pass over the operands, without ``Operand`` objects, ~2 us less host time
-per call on an H100 machine's host (``bench/host_breakdown.py``). Anything else, errors included,
-goes the general way. ``matmul`` of two 2-D operands is this same call (alpha 1, beta 0), fast
-lane included.
+per call on an H100 machine's host (docs/design.md, "The call path"). Anything else, errors
+included, goes the general way. ``matmul`` of two 2-D operands is this same call (alpha 1,
+beta 0), fast lane included.
 """
 
 from __future__ import annotations

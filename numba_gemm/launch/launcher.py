@@ -1,4 +1,4 @@
-"""Launching: grid helpers, compiled kernels loaded per device, the direct launch, split-K's sum.
+"""Launching: compiled kernels loaded per device, the direct launch, and the runner of a plan.
 
 A :class:`Kernel` is one ``@cuda.jit`` kernel compiled for one argument signature and loaded on one
 GPU. On a GPU it is a ``CUfunction`` from the on-disk cache (``numba_gemm.launch.cache``: compiled
