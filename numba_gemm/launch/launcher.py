@@ -715,8 +715,6 @@ class StagedRunner(Runner):
             out = _storage(C, M, N)
             copy.launch(_pad_grid(out), block, stream, (out, _as3(c)), ())
 
-    run_plain = Runner.run_plain
-
 
 def _storage(x: Operand, rows: int, cols: int) -> Operand:
     """The dense row-major ``(rows, cols)`` storage at ``x.ptr`` as the copy kernel's
