@@ -17,7 +17,8 @@ nothing to order after, None for anything else; and one for the transpose of suc
 (:data:`PLAIN_T`: ``x @ w.T``).
 
 The alignment rule of the vector kernels, :func:`rows_aligned`, lives here too: the plan and the
-launch both use it.
+launch both use it. So do the aliasing checks (:func:`overlaps`, :func:`plain_overlap`) and the
+allocation of a new output by the operands' own library (:func:`new_output`).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import sys
 from typing import Any
 
 import numpy as np
+from numba import cuda
 
 from .device import SIMULATOR
 from .launch import driver as _driver
@@ -365,3 +367,36 @@ def overlaps(x: Any, y: Any) -> bool:
     x0, x1 = byte_span(x)
     y0, y1 = byte_span(y)
     return x0 < y1 and y0 < x1
+
+
+def new_output(obj: Any, device: int, shape: tuple, dtype: str = "float32") -> Any:
+    """A new C-contiguous array of ``shape`` and ``dtype`` (``"float32"`` or ``"float16"``) of
+    the same kind as ``obj`` (a PyTorch tensor, a CuPy array, else a Numba device array),
+    allocated by that library on GPU ``device`` (``obj``'s)."""
+    mod = type(obj).__module__.split(".")[0]
+    if mod == "torch":
+        import torch  # optional dependency: only for PyTorch operands
+
+        return torch.empty(shape, dtype=getattr(torch, dtype), device=obj.device)
+    if mod == "cupy":
+        import cupy  # optional dependency: only for CuPy operands
+
+        with cupy.cuda.Device(device):
+            return cupy.empty(shape, dtype=dtype)
+    if SIMULATOR:
+        return cuda.device_array(shape, dtype=dtype)
+    with cuda.gpus[device]:
+        return cuda.device_array(shape, dtype=dtype)
+
+
+def plain_overlap(a0: int, b0: int, c0: int, M: int, N: int, K: int) -> str | None:
+    """Which of C-contiguous float32 ``a`` (M, K) at ``a0`` and ``b`` (K, N) at ``b0`` the
+    C-contiguous ``out`` (M, N) at ``c0`` overlaps (``"a"``, ``"b"``), or None. Each spans
+    ``[ptr, ptr + 4 * size)``."""
+    c1 = c0 + 4 * M * N
+    if c1 > c0:
+        if a0 < c1 and c0 < a0 + 4 * M * K:
+            return "a"
+        if b0 < c1 and c0 < b0 + 4 * K * N:
+            return "b"
+    return None

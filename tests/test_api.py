@@ -283,8 +283,9 @@ def _no_general_path(monkeypatch):
     def boom(*args):
         raise AssertionError("the general path ran")
 
-    for name in ("_validate", "_validate_operands", "_validate_general", "_run"):
-        monkeypatch.setattr(numba_gemm.api, name, boom)
+    for name in ("validate", "validate_operands", "validate_general"):
+        monkeypatch.setattr(numba_gemm.checks, name, boom)
+    monkeypatch.setattr(numba_gemm.dispatch, "run", boom)
 
 
 def _record_pointer_launches(p, plan_runs, monkeypatch):
@@ -305,7 +306,8 @@ def test_fast_lane_runs_the_general_paths_plan(M, N, K, offset, rng, monkeypatch
     """The second call of a shape (aligned, odd sizes, or an A whose base is 4 bytes past a
     16-byte boundary) takes the fast lane: the plan the first call made, fresh operands read
     anew, alpha and beta applied; ``out=None`` returns a new array."""
-    monkeypatch.setattr(numba_gemm.api, "_SCALARS", {1.0: 1.0})  # 1.5 and 0.5 unseen so far
+    monkeypatch.setattr(numba_gemm.checks, "SCALARS", {1.0: 1.0})  # 1.5, 0.5 unseen so far
+    monkeypatch.setattr(numba_gemm.api, "SCALARS", numba_gemm.checks.SCALARS)  # the lane's name
     buf = cuda.to_device(randn(rng, (offset + M * K,)))
     d_a, d_b = buf[offset:].reshape(M, K), cuda.to_device(randn(rng, (K, N)))
     sgemm(d_a, d_b, out=poisoned((M, N)), alpha=1.5, beta=0.5)
@@ -433,6 +435,40 @@ def test_fast_lane_defers_every_error_to_the_general_path(rng):
                 is None
             )
     assert_untouched(d_c)
+
+
+def test_a_warm_call_crosses_three_modules(rng, monkeypatch):
+    """A repeated plain ``sgemm`` (and ``matmul``) runs Python code of three of the package's
+    modules: ``api`` (the fast lane), ``arrays`` (the operand readers), ``launch.launcher`` (the
+    runner). On the simulator the launch itself runs the simulator's kernel path, so the trace
+    stops at the runner's pointer launch there; on a GPU it covers the whole call."""
+    import sys
+
+    from numba_gemm.device import SIMULATOR
+    from numba_gemm.launch.launcher import Runner
+
+    d_a, d_b = cuda.to_device(randn(rng, (9, 7))), cuda.to_device(randn(rng, (7, 5)))
+    d_c = poisoned((9, 5))
+    sgemm(d_a, d_b, out=d_c)
+    sgemm(d_a, d_b, out=d_c)  # a GPU runner binds its pointer launcher on its first call
+    if SIMULATOR:
+        monkeypatch.setattr(Runner, "run_plain", lambda self, *args: None)
+    seen: set = set()
+
+    def profile(frame, event, arg):
+        name = frame.f_globals.get("__name__", "")
+        if event == "call" and name.startswith("numba_gemm"):
+            seen.add(name)
+
+    sys.setprofile(profile)
+    try:
+        sgemm(d_a, d_b, out=d_c)
+        matmul(d_a, d_b, out=d_c)
+        sgemm(d_a, d_b)
+    finally:
+        sys.setprofile(None)
+    three = {"numba_gemm.api", "numba_gemm.arrays", "numba_gemm.launch.launcher"}
+    assert seen == (three - {"numba_gemm.launch.launcher"} if SIMULATOR else three)
 
 
 # --- helpers

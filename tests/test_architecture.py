@@ -1,6 +1,7 @@
 """The package's import graph, read from the sources (no import is executed): arrows point down
-only (api -> plan -> launch -> kernels -> ptx -> device), tools import the library and never the
-reverse, no cycles, and an import inside a function says why (a comment on its line)."""
+only (api -> dispatch -> checks -> plan -> launch -> kernels -> ptx -> device), tools import the
+library and never the reverse, no cycles, and an import inside a function says why (a comment on
+its line)."""
 
 from __future__ import annotations
 
@@ -13,27 +14,19 @@ PACKAGE = Path(__file__).resolve().parents[1] / "numba_gemm"
 
 #: Each layer and the layers it may import (besides itself). ``arrays`` reads operands and
 #: ``device`` holds the device facts: both sit under everything that runs a product.
+_RUN = {"launch", "launch.driver", "kernels", "ptx", "device", "arrays"}
 ALLOWED = {
     "device": set(),
     "launch.driver": set(),
     "ptx": {"device"},
     "kernels": {"ptx", "device"},
     "arrays": {"device", "launch.driver"},
-    "launch": {"launch.driver", "kernels", "ptx", "device", "arrays"},
-    "plan": {"launch", "launch.driver", "kernels", "ptx", "device", "arrays"},
-    "api": {"plan", "launch", "launch.driver", "kernels", "ptx", "device", "arrays"},
-    "tools": {
-        "api",
-        "plan",
-        "launch",
-        "launch.driver",
-        "kernels",
-        "ptx",
-        "device",
-        "arrays",
-        "bench",
-        "init",
-    },
+    "launch": _RUN - {"launch"},
+    "plan": _RUN,
+    "checks": {"plan", "device", "arrays"},
+    "dispatch": _RUN | {"plan", "checks"},
+    "api": _RUN | {"plan", "checks", "dispatch"},
+    "tools": _RUN | {"plan", "checks", "dispatch", "api", "bench", "init"},
 }
 
 

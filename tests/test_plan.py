@@ -19,7 +19,7 @@ from helpers import randn
 from numba import cuda
 
 import numba_gemm
-from numba_gemm import api, plan_for
+from numba_gemm import dispatch, plan_for
 from numba_gemm.arrays import operand, rows_aligned
 from numba_gemm.plan.geometry import Alignment
 from numba_gemm.tools.reference import reference_f64, rel_error
@@ -77,7 +77,7 @@ def test_misaligned_view_runs_the_scalar_kernel(rng):
     p = numba_gemm.explain(d_a, d_b, stage="multistage", out=d_c)
     assert p.variant == "scalar" and "not 16-byte aligned" in p.reason
     numba_gemm.sgemm(d_a, d_b, stage="multistage", out=d_c)
-    ran = api._plans[(0, M, N, K, False, "multistage", None)]  # the plan the call ran
+    ran = dispatch.PLANS[(0, M, N, K, False, "multistage", None)]  # the plan the call ran
     assert (ran.plan.stage.config, ran.plan.variant) == (p.stage.config, p.variant)
     main = ran.kernel()
     assert getattr(main, "dispatcher", None) in (None, p.stage.scalar_kernel)  # (GPU: a cubin)
@@ -119,12 +119,12 @@ def test_producer_streams_are_waited_for_on_the_device(monkeypatch):
             self.stream = stream
 
     plan = SimpleNamespace(kernel=lambda: SimpleNamespace(ctx=42))
-    api._order_after_producers(0, plan, Op(None), Op(1), Op(2), Op(0))
+    dispatch.order_after_producers(0, plan, Op(None), Op(1), Op(2), Op(0))
     assert waits == []
-    api._order_after_producers(0, plan, Op(777), Op(None))
+    dispatch.order_after_producers(0, plan, Op(777), Op(None))
     assert waits == [(777, 0, 42)]  # in the operands' GPU's context
     waits.clear()
-    api._order_after_producers(555, plan, Op(555), Op(1))
+    dispatch.order_after_producers(555, plan, Op(555), Op(1))
     assert waits == [(1, 555, 42)]
 
 
@@ -171,18 +171,18 @@ def test_concurrent_callers_on_their_own_streams(rng):
 
 
 def test_plans_chosen_concurrently_are_one_runner(monkeypatch):
-    """Threads racing to plan the same new shapes (``api._plan``, what a first call does) all
-    end up with the one kept runner per shape."""
-    monkeypatch.setattr(api, "_plans", {})
+    """Threads racing to plan the same new shapes (``dispatch.plan_runner``, what a first call
+    does) all end up with the one kept runner per shape."""
+    monkeypatch.setattr(dispatch, "PLANS", {})
     got: dict = {}
     barrier = threading.Barrier(8)
 
     def worker(t):
         barrier.wait()
         got[t] = [
-            api._kept(
+            dispatch.kept(
                 (0, 100 + i, 50, 30 + i, True, None, None),
-                lambda i=i: api._plan(100 + i, 50, 30 + i, None, None, True, 0),
+                lambda i=i: dispatch.plan_runner(100 + i, 50, 30 + i, None, None, True, 0),
             )
             for i in range(20)
         ]

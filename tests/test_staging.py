@@ -165,7 +165,7 @@ def test_sgemm_runs_a_staged_plan(layout, rng, monkeypatch):
     M, N, K = 21, 30, 19
     staged = _staged(M, N, K, layout)
     monkeypatch.setattr(choose, "_staged", lambda *a: staged)
-    monkeypatch.setattr(numba_gemm.api, "_plans", {})
+    monkeypatch.setattr(numba_gemm.dispatch, "PLANS", {})
     # staging is considered only when the scalar plan has a prediction: give it one
     monkeypatch.setattr(
         choose,
@@ -184,7 +184,7 @@ def test_sgemm_runs_a_staged_plan(layout, rng, monkeypatch):
     want = -reference_f64(a, b) + 2.0 * c0.astype(np.float64)
     assert rel_error(d_c.copy_to_host(), want) <= staged.stage.rtol
     # a repeated plain call takes the fast lane, through the staged plan's copies
-    monkeypatch.setattr(numba_gemm.api, "_validate", None)  # the general path would fail
+    monkeypatch.setattr(numba_gemm.checks, "validate", None)  # the general path would fail
     d_c = cuda.to_device(np.full((M, N), np.nan, np.float32))
     assert numba_gemm.sgemm(d_a, d_b, out=d_c) is d_c
     assert rel_error(d_c.copy_to_host(), reference_f64(a, b)) <= staged.stage.rtol

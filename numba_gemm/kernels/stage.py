@@ -63,7 +63,7 @@ class Stage:
         supports: ``(M, N, K) -> bool``, the shapes the stage handles; ``limits`` says which,
             in words (for error messages).
         precision: ``"fp32"``, ``"tf32"``, ``"3xtf32"`` or ``"fp16"``: the arithmetic of the
-            inner product (``api.COMPUTE`` maps it to cuBLAS's compute types),
+            inner product (``checks.COMPUTE`` maps it to cuBLAS's compute types),
             which sets the accuracy bound in :data:`TOLERANCE`.
         scalar_kernel: for stages that use 128-bit GMEM accesses: the same algorithm with scalar
             GMEM accesses, launched when A, B or C is not 16-byte aligned per row

@@ -5,7 +5,7 @@ stage, its tile configuration, the vector, ``vector_loads`` or scalar-GMEM varia
 factor and whether to stage unaligned rows, and says why (``Plan.reason``, ``repr(plan)``). It
 returns a frozen :class:`Plan` record and runs nothing: ``launch.launcher.runner(plan)`` loads its
 kernel (through the on-disk cache) on the first call and launches it; the API keeps one runner
-per request (``api._plans``), so after the first call of a shape ``sgemm`` is validate -> a
+per request (``dispatch.PLANS``), so after the first call of a shape ``sgemm`` is validate -> a
 dictionary hit -> launch.
 
 The automatic choice (``stage=None``) prices candidates of every FP32 stage usable on the device
@@ -403,7 +403,7 @@ def plan_for(
     out_dtype: str = "float32",
 ) -> Plan:
     """The plan ``sgemm`` (or ``hgemm``) runs for an ``(M, K) @ (K, N)`` product. Not memoized:
-    the API keeps one runner per (operands' geometry, alignment, request), ``api._plans``.
+    the API keeps one runner per (operands' geometry, alignment, request), ``dispatch.PLANS``.
 
     Args:
         M, N, K: the shape, each >= 1.
@@ -422,7 +422,7 @@ def plan_for(
         device: a CUDA device ordinal or ``DeviceInfo`` (default: the current device).
         geometry: batch, layout, pitches and batch strides (default: one row-major,
             C-contiguous product, ``Geometry.plain(M, N, K)``); its M, N, K must be these.
-        compute: the arithmetic, a stage ``precision`` (``api.COMPUTE``): the automatic choice
+        compute: the arithmetic, a stage ``precision`` (``checks.COMPUTE``): the automatic choice
             is among stages of that precision. None: ``"fp32"``, or a named stage's own.
             ``"fp16"`` (``hgemm``: float16 A and B) and the FP16 stages go only together.
         out_dtype: C's dtype, ``"float32"`` or (FP16 stages only) ``"float16"``.

@@ -1,0 +1,441 @@
+"""The checks of a call, made before anything is launched or written: dtypes first (a, b and
+out), then shapes, strides, layouts, batch broadcasting, GPUs, aliasing and scalars. Each raises
+a ``TypeError`` or ``ValueError`` that says what was wrong and what is expected; each returns what
+the call needs next (the operands' :class:`~numba_gemm.plan.geometry.Geometry`, the result shape,
+the launches of a batched ``matmul``).
+
+The 2-D C-contiguous call that nearly every caller makes is checked by the fast lane in
+``api._plain_call`` without these functions; anything it does not take (errors included) comes
+here.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import struct
+from typing import Any
+
+import numpy as np
+
+from .arrays import F32, Operand, operand, overlaps, plain_overlap
+from .plan.geometry import Geometry
+
+_F32 = struct.Struct("f")
+F16 = np.dtype(np.float16)
+
+
+#: The ``compute`` argument of ``numba_gemm.sgemm``: the arithmetic of the inner product, as
+#: cuBLAS names its compute types (``cublasComputeType_t``) where it has one. "fp32" (the
+#: default): IEEE FP32 on the FMA pipe. "tf32": inputs rounded to TF32 (10-bit mantissa), FP32
+#: accumulate, on tensor cores (relative error ~1e-3). "3xtf32": each input split into two TF32
+#: parts, three tensor-core products accumulated in FP32 (FP32-level accuracy; CUTLASS's
+#: ``OpMultiplyAddFastF32``; cuBLAS has no such compute type). The TF32 modes need compute
+#: capability 8.0+ and take 2-D row-major C-contiguous operands.
+COMPUTE = {"fp32": "CUBLAS_COMPUTE_32F", "tf32": "CUBLAS_COMPUTE_32F_FAST_TF32", "3xtf32": None}
+
+
+def check_compute(compute: Any) -> None:
+    if compute is not None and compute not in COMPUTE:
+        raise ValueError(f"compute must be one of {sorted(COMPUTE)} (or None), got {compute!r}")
+
+
+def _check_float32(label: str, x: Operand, *, error: type[Exception] = TypeError) -> None:
+    if x.dtype is not F32 and x.dtype != F32:
+        hint = ""
+        if x.dtype == F16 and label != "out":
+            hint = (
+                ": for float16 operands call numba_gemm.hgemm (FP16 tensor cores, FP32 "
+                "accumulation)"
+            )
+        raise error(f"{label} must be float32, got dtype {x.dtype}{hint}")
+
+
+def check_dtypes(A: Operand, B: Operand, C: Operand | None) -> None:
+    """The dtypes of an FP32 call (sgemm, matmul, explain), checked before any shape, stride or
+    layout is read: a wrong dtype is then reported as one (not as the strides it has in float32
+    units), and no float32 view is ever made of memory that holds something else.
+
+    Raises:
+        TypeError: ``a`` or ``b`` not float32 (float16: the message names ``hgemm``).
+        ValueError: ``out`` not float32.
+    """
+    _check_float32("a", A)
+    _check_float32("b", B)
+    if C is not None:
+        _check_float32("out", C, error=ValueError)
+
+
+def matrix(label: str, x: Operand) -> tuple[int, int, int, bool, int, int]:
+    """``(batch, rows, cols, transposed, ld, batch_stride)`` of a 2-D or 3-D float32 operand,
+    strides in elements: row-major (``transposed`` False: unit stride along the columns, ``ld``
+    the row pitch) or column-major (True: unit stride along the rows, ``ld`` the column pitch).
+
+    Raises:
+        ValueError: not 2-D or 3-D; no unit stride in either of the last two dimensions (e.g. a
+            strided slice ``x[:, ::2]``), negative strides, or rows (columns) that overlap.
+    """
+    shape, strides = tuple(x.shape), tuple(x.strides)
+    if len(shape) not in (2, 3):
+        raise ValueError(
+            f"{label} must be 2-D (rows, cols) or 3-D (batch, rows, cols), got shape {shape}"
+        )
+    if 0 in shape:
+        strides = tuple(abs(s) for s in strides)
+    fix = (
+        "make it contiguous first (tensor.contiguous(), cupy.ascontiguousarray(x), or copy a "
+        "Numba array): that copy costs one read and one write of the operand"
+    )
+    if any(s % 4 or s < 0 for s in strides):
+        raise ValueError(
+            f"{label} has strides {strides} (bytes): negative or not a multiple of 4 bytes; {fix}"
+        )
+    rows, cols = shape[-2:]
+    sr, sc = strides[-2] // 4, strides[-1] // 4
+    batch, bs = (shape[0], strides[0] // 4) if len(shape) == 3 else (1, 0)
+    if rows == 0 or cols == 0 or batch == 0:  # nothing is read or written: any strides
+        return batch, rows, cols, False, cols, 0
+    if sc == 1 or cols == 1:
+        transposed, ld, need = False, sr if rows > 1 else cols, cols
+    elif sr == 1 or rows == 1:
+        transposed, ld, need = True, sc if cols > 1 else rows, rows
+    else:
+        raise ValueError(
+            f"{label} has no unit stride in its last two dimensions (strides "
+            f"{strides} bytes, shape {shape}); the kernels read row-major or "
+            f"column-major matrices with any pitch: {fix}"
+        )
+    if ld < need:
+        raise ValueError(
+            f"{label} has overlapping {'columns' if transposed else 'rows'} "
+            f"(strides {strides} bytes, shape {shape}); {fix}"
+        )
+    return batch, rows, cols, transposed, ld, bs if batch > 1 else 0
+
+
+#: nonzero value -> its float32 rounding, for the values a program uses (zeros are not cached:
+#: 0.0 == -0.0 as keys, but alpha = -0.0 must stay -0.0)
+SCALARS: dict = {1.0: 1.0}
+
+
+def check_scalar(label: str, v: Any) -> float:
+    """``v`` rounded to float32 (returned as a Python float, what the kernel will use)."""
+    x = SCALARS.get(v) if type(v) is float or type(v) is int else None
+    if x is not None:
+        return x
+    if isinstance(v, bool) or not isinstance(v, numbers.Real):
+        raise TypeError(f"{label} must be a real number, got {type(v).__name__}")
+    try:
+        x = _F32.unpack(_F32.pack(float(v)))[0]  # OverflowError past the float32 range
+    except OverflowError:
+        x = math.inf
+    if not math.isfinite(x):
+        raise ValueError(f"{label} must be finite in float32, got {v!r}")
+    if len(SCALARS) < 64 and (type(v) is float or type(v) is int) and v != 0:
+        SCALARS[v] = x
+    return x
+
+
+def validate(
+    a: Any, b: Any, out: Any
+) -> tuple[Operand, Operand, Operand | None, Geometry | None, tuple]:
+    """``(A, B, C or None, geometry, result shape)`` of ``sgemm(a, b, out=out)``; geometry None:
+    the common case, 2-D C-contiguous operands (``Geometry.plain``)."""
+    return validate_operands(operand(a), operand(b), None if out is None else operand(out))
+
+
+def validate_operands(
+    A: Operand, B: Operand, C: Operand | None
+) -> tuple[Operand, Operand, Operand | None, Geometry | None, tuple]:
+    """:func:`validate` of operands already read."""
+    if A.dtype is not F32 or B.dtype is not F32 or (C is not None and C.dtype is not F32):
+        check_dtypes(A, B, C)
+    sa, sb = A.shape, B.shape
+    # the common case in one test per operand: 2-D, C-contiguous
+    if (
+        len(sa) == 2
+        and A.strides == (4 * sa[1], 4)
+        and len(sb) == 2
+        and B.strides == (4 * sb[1], 4)
+    ):
+        M, K = sa
+        N = sb[1]
+        if K != sb[0]:
+            inner_mismatch(sa, sb)
+        if B.device != A.device:
+            raise ValueError(f"a is on GPU {A.device} and b on GPU {B.device}: put them on one GPU")
+        if C is None:
+            return A, B, None, None, (M, N)
+        sc = C.shape
+        if len(sc) == 2 and C.strides == (4 * N, 4) and sc == (M, N):
+            if C.device != A.device:
+                raise ValueError(
+                    f"out is on GPU {C.device} and a, b on GPU {A.device}: use one GPU"
+                )
+            label = plain_overlap(A.ptr, B.ptr, C.ptr, M, N, K)
+            if label:
+                raise ValueError(f"out overlaps {label}: the output must not alias an input")
+            return A, B, C, None, (M, N)
+    return validate_general(A, B, C)
+
+
+def inner_mismatch(sa: tuple, sb: tuple) -> None:
+    raise ValueError(
+        f"inner dimensions differ: a has shape {tuple(sa)} and b has shape {tuple(sb)}; need a "
+        "(M, K) and b (K, N), or batches (batch, M, K) and (batch, K, N)"
+    )
+
+
+def validate_general(
+    A: Operand, B: Operand, C: Operand | None
+) -> tuple[Operand, Operand, Operand | None, Geometry, tuple]:
+    """Any layout, pitch and batch (see ``sgemm``), of operands whose dtypes were checked
+    (:func:`check_dtypes`)."""
+    ba, M, K, ta, lda, sa = matrix("a", A)
+    bb, kb, N, tb, ldb, sb = matrix("b", B)
+    if K != kb:
+        inner_mismatch(A.shape, B.shape)
+    if ba != bb and 1 not in (ba, bb):
+        raise ValueError(
+            f"batch sizes differ: a has {ba} matrices and b has {bb}; they must be "
+            "equal, or one of them 1 (broadcast)"
+        )
+    if B.device != A.device:
+        raise ValueError(f"a is on GPU {A.device} and b on GPU {B.device}: put them on one GPU")
+    batch = max(ba, bb)
+    shape = (batch, M, N) if len(A.shape) == 3 or len(B.shape) == 3 else (M, N)
+    layout = ("T" if ta else "N") + ("T" if tb else "N")
+    if C is None:
+        g = Geometry(batch, M, N, K, layout, lda, ldb, N, sa, sb, M * N if batch > 1 else 0)
+        return A, B, None, g, shape
+    if tuple(C.shape) != shape:
+        raise ValueError(
+            f"out has shape {tuple(C.shape)}, expected {shape} for a "
+            f"{tuple(A.shape)} @ {tuple(B.shape)} product"
+        )
+    if C.device != A.device:
+        raise ValueError(f"out is on GPU {C.device} and a, b on GPU {A.device}: use one GPU")
+    _, _, _, tc, ldc, stc = matrix("out", C)
+    if tc and N > 1:
+        raise ValueError(
+            f"out must be row-major (unit stride along its last dimension), got strides "
+            f"{tuple(C.strides)} bytes; for a column-major C compute its transpose instead: "
+            "sgemm(b.T, a.T, out=out.T) (C.T = B.T @ A.T), or pass a row-major out"
+        )
+    if tc:  # N == 1: a column vector, any pitch
+        ldc = 1
+    if batch > 1 and stc < ldc * (M - 1) + N:
+        raise ValueError(
+            f"out's matrices overlap (batch stride {stc} elements < one matrix's "
+            f"span {ldc * (M - 1) + N}): each result needs its own memory"
+        )
+    for label, X in (("a", A), ("b", B)):
+        if overlaps(C, X):
+            raise ValueError(f"out overlaps {label}: the output must not alias an input")
+    return A, B, C, Geometry(batch, M, N, K, layout, lda, ldb, ldc, sa, sb, stc), shape
+
+
+def check_matmul_out(
+    A: Operand, B: Operand, C: Operand, batch: tuple, cstr: tuple, M: int, N: int
+) -> None:
+    """A caller's ``out`` of a ``matmul`` of several launches, as a whole (each launch's view
+    is checked by ``validate_general``): no two products may share its memory, and it may share
+    none with ``a`` or ``b``. Checked on the whole arrays because a launch's view sees only its
+    own slice, and one slice of ``out`` written over another slice of an input, or of ``out``, is
+    wrong results with no error. ``cstr``: C's strides (bytes) in the ``(*batch, M, N)`` shape.
+
+    Raises:
+        ValueError: a batch dimension of ``out`` whose stride (0: broadcast) does not clear the
+            memory of the dimensions inside it, as ``sgemm`` asks of its one batch stride;
+            ``out`` overlapping ``a`` or ``b``.
+    """
+    span = (M - 1) * abs(cstr[-2]) + (N - 1) * abs(cstr[-1]) + 4  # bytes of one matrix
+    dims = zip(batch, cstr[: len(batch)], strict=True)
+    for n, s in sorted(((n, abs(s)) for n, s in dims if n > 1), key=lambda d: d[1]):
+        if s < span:
+            raise ValueError(
+                f"out's matrices overlap (shape {tuple(C.shape)}, strides "
+                f"{tuple(C.strides)} bytes): each product of the batch needs its "
+                "own memory (a broadcast out, stride 0, is not allowed)"
+            )
+        span += (n - 1) * s
+    for label, X in (("a", A), ("b", B)):
+        if overlaps(C, X):
+            raise ValueError(f"out overlaps {label}: the output must not alias an input")
+
+
+#: hgemm's output dtypes (the ``out_dtype`` argument), by name.
+HGEMM_OUT = {"float32": F32, "float16": F16}
+
+
+def check_hgemm(
+    A: Operand, B: Operand, C: Operand | None, out_dtype: str | None
+) -> tuple[int, int, int, str]:
+    """``(M, N, K, output dtype name)`` of ``hgemm(a, b, out=out, out_dtype=out_dtype)``: dtypes
+    first, then layout, shapes, GPUs, aliasing and the 16-byte rows the FP16 kernel copies.
+
+    Raises:
+        TypeError, ValueError: as :func:`numba_gemm.hgemm` says.
+    """
+    for label, X in (("a", A), ("b", B)):
+        if X.dtype != F16:
+            raise TypeError(
+                f"hgemm: {label} must be float16, got dtype {X.dtype} (float32 "
+                "operands: numba_gemm.sgemm, with compute='tf32' for tensor cores)"
+            )
+    if C is not None and C.dtype not in (F32, F16):
+        raise TypeError(f"hgemm: out must be float32 or float16, got dtype {C.dtype}")
+    for label, X in (("a", A), ("b", B)):
+        if len(X.shape) != 2 or (0 not in X.shape and tuple(X.strides) != (2 * X.shape[1], 2)):
+            raise ValueError(
+                f"hgemm: {label} must be 2-D and C-contiguous, got shape "
+                f"{tuple(X.shape)} and strides {tuple(X.strides)} bytes"
+            )
+    (M, K), (kb, N) = A.shape, B.shape
+    if K != kb:
+        inner_mismatch(A.shape, B.shape)
+    if B.device != A.device:
+        raise ValueError(f"a is on GPU {A.device} and b on GPU {B.device}: put them on one GPU")
+    if out_dtype is not None and out_dtype not in HGEMM_OUT:
+        raise ValueError(
+            f"out_dtype must be one of {sorted(HGEMM_OUT)} (or None), got {out_dtype!r}"
+        )
+    if C is not None:
+        dt = "float16" if C.dtype == F16 else "float32"
+        if out_dtype is not None and out_dtype != dt:
+            raise ValueError(f"out is {dt} but out_dtype is {out_dtype!r}")
+        if tuple(C.shape) != (M, N) or (
+            M * N and tuple(C.strides) != (C.dtype.itemsize * N, C.dtype.itemsize)
+        ):
+            raise ValueError(
+                f"out must be a C-contiguous ({M}, {N}) array, got shape "
+                f"{tuple(C.shape)} and strides {tuple(C.strides)} bytes"
+            )
+        if C.device != A.device:
+            raise ValueError(f"out is on GPU {C.device} and a, b on GPU {A.device}: use one GPU")
+        # contiguous arrays span [ptr, ptr + bytes): out must not intersect a or b
+        c0, c1 = C.ptr, C.ptr + C.dtype.itemsize * M * N
+        for label, x0, x1 in (("a", A.ptr, A.ptr + 2 * M * K), ("b", B.ptr, B.ptr + 2 * K * N)):
+            if c0 < c1 and x0 < x1 and x0 < c1 and c0 < x1:
+                raise ValueError(f"out overlaps {label}: the output must not alias an input")
+    else:
+        dt = out_dtype or "float32"
+    if K == 0:
+        raise ValueError("hgemm: K == 0 (an empty inner dimension); the FP16 kernel needs K >= 8")
+    if K % 8 or N % 8 or (A.ptr | B.ptr) & 15:
+        raise ValueError(
+            f"hgemm: rows of a and b must be 16-byte aligned for the kernel's "
+            f"16-byte copies: K ({K}) and N ({N}) multiples of 8 and both arrays "
+            "16-byte aligned; pad K and N with zeros (the product is unchanged) "
+            "or use a fresh allocation"
+        )
+    return M, N, K, dt
+
+
+def matmul_launches(
+    A: Operand, B: Operand, C: Operand | None, allocate: Any
+) -> tuple[Any, list[tuple[Operand, Operand, Operand, Geometry, tuple]]]:
+    """``(new output or None, launches)`` of ``matmul(a, b, out=out)`` for operands that are not
+    both 2-D (dtypes already checked): NumPy's rules for 1-D operands and broadcast batch
+    dimensions, the batch dimensions collapsed into one stride per operand where they allow it,
+    and one :func:`validate_general` result per launch, every one checked before the caller
+    launches the first. ``allocate(shape) -> (array, Operand)`` makes the output when ``C`` is
+    None (after the shapes are checked).
+
+    Raises:
+        ValueError: a 0-D operand; inner dimensions that differ; batch dimensions that do not
+            broadcast; ``out`` of the wrong shape, with matrices that share memory, or
+            overlapping ``a`` or ``b``; anything :func:`validate_general` rejects.
+    """
+    if len(A.shape) == 0 or len(B.shape) == 0:
+        raise ValueError(
+            "matmul: a and b must have at least one dimension (no scalars), got "
+            f"shapes {tuple(A.shape)} and {tuple(B.shape)}"
+        )
+    a_vec, b_vec = len(A.shape) == 1, len(B.shape) == 1
+    ashape, astr = (
+        ((1,) + tuple(A.shape), (0,) + tuple(A.strides))
+        if a_vec
+        else (tuple(A.shape), tuple(A.strides))
+    )
+    bshape, bstr = (
+        (tuple(B.shape) + (1,), tuple(B.strides) + (0,))
+        if b_vec
+        else (tuple(B.shape), tuple(B.strides))
+    )
+    if ashape[-1] != bshape[-2]:
+        raise ValueError(
+            f"matmul: inner dimensions differ: a has shape {tuple(A.shape)} and b {tuple(B.shape)}"
+        )
+    try:
+        batch = np.broadcast_shapes(ashape[:-2], bshape[:-2])
+    except ValueError:
+        raise ValueError(
+            f"matmul: batch dimensions {ashape[:-2]} of a and {bshape[:-2]} of b do "
+            "not broadcast (numpy.matmul's rule)"
+        ) from None
+    M, N = ashape[-2], bshape[-1]
+    shape = batch + (M, N)
+    final = shape[:-2] + ((M,) if not a_vec else ()) + ((N,) if not b_vec else ())
+    given = C is not None
+    out = None
+    if not given:
+        out, C = allocate(final)
+    elif tuple(C.shape) != final:
+        raise ValueError(
+            f"out has shape {tuple(C.shape)}, expected {final} for a "
+            f"{tuple(A.shape)} @ {tuple(B.shape)} product"
+        )
+    # C's strides in the full (*batch, M, N) shape: 0 for the dimension a 1-D operand removed
+    nb = len(batch)
+    rest = tuple(C.strides[nb:])
+    cstr = tuple(C.strides[:nb]) + (0 if a_vec else rest[0], 0 if b_vec else rest[-1])
+
+    def batch_strides(xshape, xstr):  # strides of the broadcast batch dims (0: broadcast)
+        nb = len(xshape) - 2
+        pad = len(batch) - nb
+        return tuple(
+            0 if i < pad or xshape[i - pad] == 1 else xstr[i - pad] for i in range(len(batch))
+        )
+
+    sa, sb, sc = (
+        batch_strides(ashape, astr),
+        batch_strides(bshape, bstr),
+        tuple(cstr[: len(batch)]),
+    )
+    # collapse batch dims (right to left) while every operand keeps one stride across them
+    dims = [(n, sa[i], sb[i], sc[i]) for i, n in enumerate(batch) if n != 1]
+    merged: list = []
+    for n, x, y, z in reversed(dims):
+        if merged and all(
+            s == t * merged[-1][0] for s, t in zip((x, y, z), merged[-1][1:], strict=True)
+        ):
+            m = merged[-1]
+            merged[-1] = (m[0] * n, m[1], m[2], m[3])
+        else:
+            merged.append((n, x, y, z))
+    merged.reverse()
+    inner = merged[-1] if merged else (1, 0, 0, 0)
+    outer = merged[:-1]
+    if given and outer:  # one launch: its views are the whole operands, checked below
+        check_matmul_out(A, B, C, batch, cstr, M, N)
+    mat_a = (ashape[-2], ashape[-1]), astr[-2:]
+    mat_b = (bshape[-2], bshape[-1]), bstr[-2:]
+    mat_c = (M, N), cstr[-2:]
+    # every launch's operands validated before the first launch: an error writes nothing
+    launches = []
+    for idx in np.ndindex(*[m[0] for m in outer]):
+        offs = [sum(i * m[k] for i, m in zip(idx, outer, strict=True)) for k in (1, 2, 3)]
+        views = []
+        for X, (mshape, mstr), off, bs in (
+            (A, mat_a, offs[0], inner[1]),
+            (B, mat_b, offs[1], inner[2]),
+            (C, mat_c, offs[2], inner[3]),
+        ):
+            views.append(
+                Operand(
+                    X.obj, X.ptr + off, (inner[0], *mshape), (bs, *mstr), F32, X.device, X.stream
+                )
+            )
+        launches.append(validate_general(*views))
+    return out, launches

@@ -1,0 +1,238 @@
+"""The call after its checks: the one cache of runners, keyed as the fast lane keys them, and the
+general path (scalars, plan, output, ordering after producer streams, launch).
+
+``PLANS`` maps (GPU, shape or geometry, alignment, stage request, compute) to the
+:class:`~numba_gemm.launch.launcher.Runner` of ``plan.choose.plan_for``'s plan: a first call of a
+shape plans it and loads its kernel, later ones find it here. ``api._plain_call`` (the fast lane)
+reads the same dictionary with the same keys, so both paths launch the same plan for the same
+operands.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from . import checks
+from .arrays import Operand, all_rows_aligned, new_output, operand
+from .device import SIMULATOR, cdiv, check_grid
+from .kernels._scale import BLOCK as SCALE_BLOCK
+from .kernels.stage import Stage
+from .launch import driver
+from .launch.launcher import (
+    DEFAULT_STREAM,
+    SHARED_STREAMS,
+    Runner,
+    runner,
+    scale_kernel,
+    stream_handle,
+)
+from .plan import tuning
+from .plan.choose import Plan, plan_for
+from .plan.geometry import Alignment, Geometry
+
+#: Runners kept by ``PLANS`` (one per operands' geometry, alignment and request) before the
+#: dictionary is emptied: a program that makes more distinct products re-plans them.
+MAX_PLANS = 4096
+
+
+#: The one cache of the call path: (GPU, shape or geometry, alignment, stage request, compute)
+#: -> the runner of its plan. The fast lane looks plain calls up in it with the same keys.
+PLANS: dict = {}
+_lock = threading.Lock()
+tuning.on_reload(lambda: PLANS.clear())  # new tuning data: new plans
+
+
+def kept(key: tuple, make: Any) -> Runner:
+    """The runner kept for ``key``; on a miss ``make()``'s, kept unless another thread kept one
+    first (then that one: one runner per key)."""
+    p = PLANS.get(key)
+    if p is None:
+        p = make()
+        with _lock:
+            if len(PLANS) >= MAX_PLANS:
+                PLANS.clear()
+            p = PLANS.setdefault(key, p)
+    return p
+
+
+def stage_key(stage: Any) -> Any:
+    if stage is None or isinstance(stage, str):
+        return str(stage) if stage is not None else None
+    if isinstance(stage, Stage):
+        return id(stage)
+    raise TypeError(f"stage must be a stage name, a Stage or None, got {type(stage).__name__}")
+
+
+def run(
+    A: Operand,
+    B: Operand,
+    C: Operand | None,
+    g: Geometry | None,
+    shape: tuple,
+    out: Any,
+    alpha: Any,
+    beta: Any,
+    stage: Any,
+    stream: Any,
+    compute: str | None = None,
+) -> Any:
+    """The call after validation: scalars, plan (a dictionary hit), output, launch."""
+    alpha32 = checks.SCALARS.get(alpha) if type(alpha) is float else None
+    if alpha32 is None:
+        alpha32 = checks.check_scalar("alpha", alpha)
+    if type(beta) is float and beta == 0.0:
+        beta32 = 0.0  # C is not read (-0.0 alike)
+    else:
+        beta32 = checks.SCALARS.get(beta) if type(beta) is float else None
+        if beta32 is None:
+            beta32 = checks.check_scalar("beta", beta)
+        if C is None:
+            beta32 = 0.0  # a new output: C starts as nothing, beta is irrelevant
+    strm = DEFAULT_STREAM if type(stream) is int and stream == 0 else stream_handle(stream)
+    if g is None:  # the common case: 2-D, C-contiguous
+        M, K = A.shape
+        N = B.shape[1]
+        aligned = all_rows_aligned(A.ptr, B.ptr, A.ptr if C is None else C.ptr, K, N)
+        key = (
+            A.device,
+            M,
+            N,
+            K,
+            aligned,
+            stage if stage is None or type(stage) is str else stage_key(stage),
+            compute,
+        )
+    else:
+        M, N, K = g.M, g.N, g.K
+        # the pointers' alignment: 2 all three, 1 A and B (C not: the vector_loads variant), 0
+        ab = A.ptr | B.ptr
+        aligned = (not (ab & 15)) + (not ((ab | (A.ptr if C is None else C.ptr)) & 15))
+        key = (
+            A.device,
+            g,
+            aligned,
+            stage if stage is None or type(stage) is str else stage_key(stage),
+            compute,
+        )
+    p = PLANS.get(key)
+    if p is None:
+        p = kept(key, lambda: plan_runner(M, N, K, g, stage, aligned, A.device, compute))
+    if C is None:
+        out = new_output(A.obj, A.device, shape)
+        C = operand(out)
+        if C.ptr & 15 and aligned:  # a fresh allocation is 256-byte aligned
+            p = plan_runner(M, N, K, g, stage, False if g is None else 1, A.device, compute)
+    if M == 0 or N == 0 or (g is not None and g.batch == 0):
+        return out
+    if (A.stream is not None or B.stream is not None or C.stream is not None) and not SIMULATOR:
+        order_after_producers(strm, p, A, B, C)
+    if K == 0:
+        scale(C, g, beta32, strm, p)
+        return out
+    p.run(A, B, C, alpha32, beta32, strm)
+    return out
+
+
+def plan_of(
+    M: int,
+    N: int,
+    K: int,
+    g: Geometry | None,
+    stage: Any,
+    aligned: bool | int,
+    device: int,
+    compute: str | None = None,
+) -> Plan:
+    """``plan_for`` this product; an empty one (a zero dimension) gets a 1 x 1 x 1 plan, which
+    only lends its GPU and scale kernel. ``aligned``: without ``g``, whether the rows are 16-byte
+    aligned (a bool); with it, the pointers' :class:`Alignment` (an int of its values: the key
+    the fast lane computes without building one)."""
+    if g is None:
+        alignment = Alignment.ALL if aligned else Alignment.NONE
+    else:
+        alignment = Alignment(aligned)
+        if min(M, N, K, g.batch) < 1:
+            g = None
+    return plan_for(
+        max(M, 1),
+        max(N, 1),
+        max(K, 1),
+        stage=stage,
+        alignment=alignment,
+        device=device,
+        geometry=g,
+        compute=compute,
+    )
+
+
+def plan_runner(*args: Any) -> Runner:
+    """The runner of :func:`plan_of`'s plan (same arguments)."""
+    return runner(plan_of(*args))
+
+
+def runner_of(*args: Any, **kwargs: Any) -> Runner:
+    """``launch.launcher.runner(plan_for(...))``."""
+    return runner(plan_for(*args, **kwargs))
+
+
+def order_after_producers(strm: int, p: Plan, *ops: Operand) -> None:
+    """Make ``strm`` wait on the device for each operand's producer stream, if it has one that is
+    neither ``strm`` nor a default stream ordered with it (in the operands' GPU's context)."""
+    for x in ops:
+        s = x.stream
+        if s is not None and s != strm and not (s in SHARED_STREAMS and strm in SHARED_STREAMS):
+            driver.wait_for(s, strm, p.kernel().ctx)
+
+
+def scale(C: Operand, g: Geometry | None, beta: float, strm: Any, p: Runner) -> None:
+    """``C = beta * C`` (the K == 0 product); beta == 0 writes exact zeros."""
+    g = g or Geometry.plain(*C.shape, 0)
+    M, N = g.M, g.N
+    c3 = g.arrays(C, C, C)[2]  # C as a strided batch: (batch, M, N), its pitch and batch stride
+    grid = (cdiv(N, SCALE_BLOCK[0]), cdiv(M, SCALE_BLOCK[1]), c3.shape[0])
+    check_grid(grid, "C = beta * C (K = 0)")
+    scale_kernel(p.plan.device).launch(grid, (*SCALE_BLOCK, 1), strm, (c3,), (beta,))
+
+
+def run_fp16(
+    A: Operand,
+    B: Operand,
+    C: Operand | None,
+    out: Any,
+    shape: tuple[int, int, int],
+    out_dtype: str,
+    alpha: Any,
+    beta: Any,
+    stage: Any,
+    stream: Any,
+) -> Any:
+    """``hgemm`` after :func:`checks.check_hgemm`: ``shape`` its ``(M, N, K)``, ``out_dtype`` the
+    output's dtype name."""
+    M, N, K = shape
+    alpha32 = checks.SCALARS.get(alpha) if type(alpha) is float else None
+    if alpha32 is None:
+        alpha32 = checks.check_scalar("alpha", alpha)
+    if out is None or (type(beta) is float and beta == 0.0):
+        beta32 = 0.0  # C is not read
+    else:
+        beta32 = checks.check_scalar("beta", beta)
+    strm = DEFAULT_STREAM if type(stream) is int and stream == 0 else stream_handle(stream)
+    key = ("fp16", A.device, M, N, K, stage_key(stage), out_dtype)
+    p = PLANS.get(key)
+    if p is None and M and N:
+        p = kept(
+            key,
+            lambda: runner_of(
+                M, N, K, stage=stage, device=A.device, compute="fp16", out_dtype=out_dtype
+            ),
+        )
+    if out is None:
+        out = new_output(A.obj, A.device, (M, N), out_dtype)
+        C = operand(out)
+    if M == 0 or N == 0:
+        return out
+    if (A.stream is not None or B.stream is not None or C.stream is not None) and not SIMULATOR:
+        order_after_producers(strm, p, A, B, C)
+    p.run(A, B, C, alpha32, beta32, strm)
+    return out
