@@ -126,7 +126,7 @@ def test_results_table_one_table_per_precision(tmp_path):
     _write_results(csv_path)
     readme = tmp_path / "README.md"
     readme.write_text(f"# numba_gemm\n\nintro\n\n{all_markers()}\n\n## Use\n")
-    res = _results_table(str(csv_path), "--readme", str(readme))
+    res = _results_table(str(csv_path), "--readme", str(readme), "--all-sizes")
     assert res.returncode == 0, res.stderr
     text = readme.read_text()
     assert not any(f"old {g} table" in text for g in ("fp32", "tf32", "fp16"))
@@ -161,7 +161,7 @@ def test_results_table_one_table_per_precision(tmp_path):
     assert "end to end" in res.stdout  # printed even without the README's e2e markers
 
     # idempotent: a second run gives the same README
-    assert _results_table(str(csv_path), "--readme", str(readme)).returncode == 0
+    assert _results_table(str(csv_path), "--readme", str(readme), "--all-sizes").returncode == 0
     assert readme.read_text() == text
 
 
@@ -177,7 +177,7 @@ def test_results_table_reads_older_csvs(tmp_path, timing):
     assert "precision" not in header and ("timing" in header) == timing
     readme = tmp_path / "README.md"
     readme.write_text(f"# x\n\n{all_markers()}\n")
-    res = _results_table(str(csv_path), "--readme", str(readme))
+    res = _results_table(str(csv_path), "--readme", str(readme), "--all-sizes")
     assert res.returncode == 0, res.stderr
     text = readme.read_text()
     assert _group(text, "fp32") == [
@@ -226,6 +226,27 @@ def test_results_table_legacy_markers_hold_the_fp32_table(tmp_path):
     assert "TF32 GFLOP/s" not in block and "\nold\n" not in block
 
 
+def test_results_table_shows_the_readme_sizes(tmp_path):
+    """By default the tables keep the sizes of ``README_SIZES`` that the run has (kernel and end
+    to end alike); a run with none of them shows all of its sizes; ``--all-sizes`` shows all."""
+    sizes = results_table.README_SIZES
+    assert "1024" in sizes and "4096x1024x512" not in sizes  # the test CSV's two sizes
+    csv_path = tmp_path / "results" / "nvidia-h200" / "20260101-000000" / "results.csv"
+    _write_results(csv_path)
+    readme = tmp_path / "README.md"
+    readme.write_text(f"# x\n\n{table_markers()}\n\n{e2e_markers()}\n")
+    assert _results_table(str(csv_path), "--readme", str(readme)).returncode == 0
+    text = readme.read_text()
+    assert [ln.split(" | ")[0] for ln in _group(text, "fp32")[2:]] == ["| 1024"]
+    e2e = _block(text, "<!-- e2e-table:start -->", "<!-- e2e-table:end -->")
+    assert "| 1024 |" in e2e and "4096x1024x512" not in text
+    assert _results_table(str(csv_path), "--readme", str(readme), "--all-sizes").returncode == 0
+    assert "| 4096x1024x512 |" in readme.read_text()
+
+    blocks = results_table.markdown_tables(csv_path, sizes=("2048",))  # none of the run's sizes
+    assert "| 1024 |" in blocks["fp32"] and "| 4096x1024x512 |" in blocks["fp32"]
+
+
 def test_results_table_end_to_end_and_overhead(tmp_path):
     csv_path = tmp_path / "results" / "nvidia-h200" / "20260101-000000" / "results.csv"
     _write_results(csv_path)
@@ -245,8 +266,8 @@ def test_results_table_end_to_end_and_overhead(tmp_path):
         "sgemm (auto) kernel-time GFLOP/s | auto picked |"
     )
     assert lines[2] == "| 1024 | 10,000 | 8,000 (80%) | 9,000 (45%) | `warptiling` |"
-    assert lines[3] == "| implementation | 64: us/call | 128: us/call |"
-    assert lines[5:] == ["| `sgemm-numba` | 9.5 | 9.8 |", "| `torch.mm` | 4.2 | - |"]
+    assert lines[3] == "| size | `sgemm-numba` | `torch.mm` |"  # one row per size
+    assert lines[5:] == ["| 64 | 9.5 | 4.2 |", "| 128 | 9.8 | - |"]
     assert "timing: end to end" in e2e and "overhead.csv" in e2e
     assert _results_table(str(csv_path), "--readme", str(readme)).returncode == 0
     assert readme.read_text() == text  # idempotent

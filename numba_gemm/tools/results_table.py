@@ -2,7 +2,7 @@
 
 Usage::
 
-    python -m numba_gemm.tools.results_table [CSV] [--readme README.md]
+    python -m numba_gemm.tools.results_table [CSV] [--readme README.md] [--all-sizes]
 
 Paths are relative to the current directory (the repository root, as for the bench's ``--out``):
 CSV defaults to the newest ``bench/results/<gpu>/<UTC YYYYmmdd-HHMMSS>/results.csv`` (newest by
@@ -10,13 +10,15 @@ the timestamp directory's name), the README to ``README.md``. Each block (a sour
 the precision, GPU, CSV, timing and what a cell holds, then the table) is printed and written
 into the README between its markers (markers kept); a block whose markers the README lacks is
 printed only, and markers whose block the CSV cannot fill are left as they were (a note on
-stderr says which):
+stderr says which). The tables show the sizes of :data:`README_SIZES` that the run has (all of
+the run's sizes with ``--all-sizes``, or when it has none of them: a simulator run, a run of other
+sizes); the CSV and the bench's plots keep every size:
 
 - ``<!-- results-table:<p>:start -->`` / ``<!-- results-table:<p>:end -->``, one pair per
   precision group ``<p>`` (:data:`GROUPS`, grouped as the bench plots' panels): ``fp32`` (the
   FP32 stages, ``sgemm (auto)`` and Triton), ``tf32`` (the TF32 and 3xTF32 stages), ``fp16``
-  (the FP16 stages). **Kernel time** (the CSV's ``timing == "kernel"`` rows). One row per size
-  that the group has a non-cuBLAS row at (``N`` for a square N x N x N product, else
+  (the FP16 stages). **Kernel time** (the CSV's ``timing == "kernel"`` rows). One row per shown
+  size that the group has a non-cuBLAS row at (``N`` for a square N x N x N product, else
   ``MxNxK``); the GFLOP/s of the cuBLAS rows that the group is rated against (FP32: cuBLAS FP32,
   TF32 off; TF32 / 3xTF32: cuBLAS TF32 and cuBLAS FP32; FP16: cuBLAS FP16); then one column per
   implementation (``sgemm (auto)``, Triton, then the group's stages in the CSV's order), each
@@ -28,10 +30,11 @@ stderr says which):
   these markers may hold the FP32 table between ``<!-- results-table:start -->`` and ``<!--
   results-table:end -->`` instead.
 - ``<!-- e2e-table:start -->`` / ``<!-- e2e-table:end -->``: **end-to-end time** of the public
-  call made back to back (``timing == "end_to_end"``, FP32 rows): per size, cuBLAS FP32's and
-  ``sgemm (auto)``'s GFLOP/s (and Triton's), the % of cuBLAS FP32, auto's kernel-time GFLOP/s
-  and the stage it picked; then, when ``overhead.csv`` lies next to the CSV, the host overhead
-  per call (microseconds) per implementation and size.
+  call made back to back (``timing == "end_to_end"``, FP32 rows): per shown size, cuBLAS FP32's
+  and ``sgemm (auto)``'s GFLOP/s (and Triton's), the % of cuBLAS FP32, auto's kernel-time
+  GFLOP/s and the stage it picked; then, when ``overhead.csv`` lies next to the CSV, the host
+  overhead per call (microseconds): one row per size of that file, one column per
+  implementation.
 
 Older CSVs: without the ``timing`` column every row is kernel time; without the ``precision``
 and ``baseline`` columns every ``pct_cublas`` is against cuBLAS FP32, so only the ``fp32`` group
@@ -76,6 +79,10 @@ NEEDED = ("M", "N", "K", "stage", "label", "status", "gflops", "pct_cublas", "mo
 #: Columns a CSV has from the per-precision baselines on; without them: only the FP32 group.
 PRECISION_COLUMNS = ("precision", "baseline")
 OVERHEAD_NEEDED = ("impl", "size", "us_per_call")
+#: The sizes README's tables show where the run has them (``N`` for N x N x N, else ``MxNxK``): a
+#: small and a medium product and the large powers of two, so that a table reads at a glance; the
+#: plots (ragged sizes included) and the CSV keep every size of the run.
+README_SIZES = ("128", "512", "1024", "2048", "4096")
 
 
 def markers(group: str) -> tuple[str, str]:
@@ -189,6 +196,17 @@ def _size(M: str, N: str, K: str) -> str:
     return M if M == N == K else f"{M}x{N}x{K}"
 
 
+def _shown_shapes(
+    shapes: list[tuple[str, str, str]], sizes: Sequence[str] | None
+) -> list[tuple[str, str, str]]:
+    """The ``(M, N, K)`` of ``shapes`` whose size (:func:`_size`) is in ``sizes``, in the run's
+    order; all of them where ``sizes`` is None or none of them is in it."""
+    if sizes is None:
+        return shapes
+    shown = [s for s in shapes if _size(*s) in sizes]
+    return shown or shapes
+
+
 def _table(head: list[str], body: list[list[str]]) -> list[str]:
     rule = "|" + "|".join(["---"] + ["---:"] * (len(head) - 1)) + "|"
     return ["| " + " | ".join(head) + " |", rule] + ["| " + " | ".join(c) + " |" for c in body]
@@ -224,11 +242,15 @@ def _unit(own: list[dict], labels: dict) -> str:
 
 
 def _group_table(
-    csv_path: Path, rows: list[dict], title: str, precisions: tuple[str, ...]
+    csv_path: Path,
+    rows: list[dict],
+    title: str,
+    precisions: tuple[str, ...],
+    sizes: Sequence[str] | None = README_SIZES,
 ) -> str | None:
     """The kernel-time block of one precision group (a source line that names the group, then
-    the table), from the CSV's kernel rows: one line per size the group has a non-cuBLAS row at;
-    None when it has none."""
+    the table), from the CSV's kernel rows: one line per shown size (:func:`_shown_shapes`) the
+    group has a non-cuBLAS row at; None when it has none."""
     own = [r for r in rows if r["stage"] not in CUBLAS and precision_of(r) in precisions]
     if not own:
         return None
@@ -242,6 +264,7 @@ def _group_table(
     # a stage that took none of the sizes (the few-rows stages on squares) gets no column
     impls = [s for s in impls if any(r["stage"] == s and r["status"] != SKIPPED for r in own)]
     shapes = list(dict.fromkeys((r["M"], r["N"], r["K"]) for r in own if r["status"] != SKIPPED))
+    shapes = _shown_shapes(shapes, sizes)
     by = {(r["M"], r["N"], r["K"], r["stage"]): r for r in mine}
 
     head = ["size"]
@@ -262,10 +285,11 @@ def _group_table(
     return source + "\n\n" + "\n".join(_table(head, body))
 
 
-def markdown_tables(csv_path: Path) -> dict[str, str]:
+def markdown_tables(csv_path: Path, sizes: Sequence[str] | None = README_SIZES) -> dict[str, str]:
     """The kernel-time Markdown blocks of one ``results.csv``, by group key (:data:`GROUPS`, in
     that order): one for each group the CSV has rows of; ``fp32`` only for a CSV from before the
-    ``precision`` and ``baseline`` columns.
+    ``precision`` and ``baseline`` columns. Rows: the run's sizes in ``sizes`` (None: all;
+    :func:`_shown_shapes`).
 
     Raises:
         OSError, ValueError: as :func:`read_rows`; also a CSV with no kernel-time rows, or none
@@ -277,7 +301,7 @@ def markdown_tables(csv_path: Path) -> dict[str, str]:
     groups = GROUPS if _has_precisions(rows) else GROUPS[:1]
     blocks = {}
     for key, title, precisions in groups:
-        block = _group_table(csv_path, rows, title, precisions)
+        block = _group_table(csv_path, rows, title, precisions, sizes)
         if block is not None:
             blocks[key] = block
     if not blocks:
@@ -303,31 +327,33 @@ def read_overhead(path: Path) -> list[dict] | None:
 
 
 def overhead_table(rows: list[dict]) -> str:
-    """Host microseconds per call: one row per implementation, one column per size."""
+    """Host microseconds per call: one row per size, one column per implementation (fewer
+    sizes than implementations, so the table is short)."""
     impls = list(dict.fromkeys(r["impl"] for r in rows))
     sizes = list(dict.fromkeys(r["size"] for r in rows))
     us = {(r["impl"], r["size"]): r["us_per_call"] for r in rows}
     body = []
-    for impl in impls:
-        cells = [f"`{impl}`"]
-        for s in sizes:
+    for s in sizes:
+        cells = [s]
+        for impl in impls:
             v = us.get((impl, s))
             cells.append(f"{float(v):.1f}" if v else "-")
         body.append(cells)
-    return "\n".join(_table(["implementation"] + [f"{s}: us/call" for s in sizes], body))
+    return "\n".join(_table(["size"] + [f"`{impl}`" for impl in impls], body))
 
 
-def e2e_markdown(csv_path: Path) -> str | None:
+def e2e_markdown(csv_path: Path, sizes: Sequence[str] | None = README_SIZES) -> str | None:
     """The end-to-end Markdown block of the FP32 rows (source line, table, and the host-overhead
     table when ``overhead.csv`` lies next to the CSV); None when the CSV has no FP32 end-to-end
-    rows."""
+    rows. Rows: the run's sizes in ``sizes`` (None: all; :func:`_shown_shapes`); the overhead
+    table keeps every size of ``overhead.csv``."""
     rows = [r for r in read_rows(csv_path) if precision_of(r) == "fp32"]
     e2e = [r for r in rows if _timing(r) == "end_to_end"]
     if not e2e:
         return None
     kern = {(r["M"], r["N"], r["K"], r["stage"]): r for r in rows if _timing(r) == "kernel"}
     by = {(r["M"], r["N"], r["K"], r["stage"]): r for r in e2e}
-    shapes = list(dict.fromkeys((r["M"], r["N"], r["K"]) for r in e2e))
+    shapes = _shown_shapes(list(dict.fromkeys((r["M"], r["N"], r["K"]) for r in e2e)), sizes)
     labels = {r["stage"]: r["label"] for r in e2e}
     others = [s for s in labels if s not in (CUBLAS_FP32, AUTO)]
     with_base = CUBLAS_FP32 in labels
@@ -366,9 +392,9 @@ def e2e_markdown(csv_path: Path) -> str | None:
         how = _meta(csv_path).get("overhead") or {}
         n, loops = how.get("calls", 500), how.get("loops", 5)
         block += (
-            f"\n\nHost overhead per call, `{_shown(csv_path.with_name('overhead.csv'))}`: "
-            f"microseconds of host time per call with `out=` (wall clock of {n} back-to-back "
-            f"calls / {n}, read before the synchronize; median of {loops} loops)\n\n"
+            f"\n\nHost overhead per call, `{_shown(csv_path.with_name('overhead.csv'))}` · cells: "
+            f"microseconds of host time per call with `out=` at that size (wall clock of {n} "
+            f"back-to-back calls / {n}, read before the synchronize; median of {loops} loops)\n\n"
             + overhead_table(overhead)
         )
     return block
@@ -451,6 +477,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         help=f"results.csv (default: the newest {RESULTS_DIR}/*/*/results.csv)",
     )
     ap.add_argument(
+        "--all-sizes",
+        action="store_true",
+        help="a row for every size of the run (default: the sizes of README_SIZES that it has, "
+        f"{', '.join(README_SIZES)}; all when it has none of them)",
+    )
+    ap.add_argument(
         "--readme",
         type=Path,
         default=Path("README.md"),
@@ -459,8 +491,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = ap.parse_args(argv)
     try:
         csv_path = args.csv or newest_csv(RESULTS_DIR)
-        blocks = markdown_tables(csv_path)
-        e2e = e2e_markdown(csv_path)
+        sizes = None if args.all_sizes else README_SIZES
+        blocks = markdown_tables(csv_path, sizes)
+        e2e = e2e_markdown(csv_path, sizes)
         text, notes = fill_readme(args.readme.read_text(), blocks, e2e)
         args.readme.write_text(text)
     except (OSError, ValueError) as e:
