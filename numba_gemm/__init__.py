@@ -23,7 +23,7 @@ if SIMULATOR:  # numba-cuda's CUDA simulator, with its block barrier and SMEM lo
 
     _simulator.install()
 
-from .api import COMPUTE, explain, hgemm, matmul, sgemm  # noqa: E402
+from .api import COMPUTE, autotune, explain, hgemm, matmul, sgemm  # noqa: E402
 from .kernels import STAGES, get_stage  # noqa: E402
 from .kernels.stage import Stage  # noqa: E402
 from .plan.choose import Plan, plan_for  # noqa: E402
@@ -34,6 +34,7 @@ __all__ = [
     "Plan",
     "Stage",
     "__version__",
+    "autotune",
     "explain",
     "get_stage",
     "hgemm",

@@ -25,17 +25,19 @@ from .arrays import PLAIN, PLAIN_T, Operand, all_rows_aligned, new_output, opera
 from .checks import COMPUTE, HGEMM_OUT, SCALARS
 from .kernels.stage import Stage
 from .launch.launcher import DEFAULT_STREAM
+from .plan import tuning
 from .plan.choose import Plan
 from .plan.geometry import Alignment, Geometry
 
-__all__ = ["COMPUTE", "HGEMM_OUT", "explain", "hgemm", "matmul", "sgemm"]
+__all__ = ["COMPUTE", "HGEMM_OUT", "autotune", "explain", "hgemm", "matmul", "sgemm"]
 
 
 def explain(
     a: Any, b: Any, *, stage: str | Stage | None = None, out: Any = None, compute: str | None = None
 ) -> Plan:
     """The plan ``sgemm(a, b, stage=stage, out=out, compute=compute)`` would run, from the
-    operands themselves (their GPU, layout, batch and alignment). Nothing is launched; ``repr``
+    operands themselves (their GPU, layout, batch and alignment). Nothing is launched or timed
+    (with autotuning on, before the first call of a bucket this is the cost model's pick); ``repr``
     of the result says why.
 
     Raises:
@@ -51,7 +53,28 @@ def explain(
     else:  # the pointers (plan_for checks the rows)
         M, N, K = g.M, g.N, g.K
         aligned = int(Alignment.of_pointers(A.ptr, B.ptr, c_ptr))
-    return dispatch.plan_of(M, N, K, g, stage, aligned, A.device, compute)
+    return dispatch.plan_of(M, N, K, g, stage, aligned, A.device, compute, tune=False)
+
+
+def autotune(enabled: bool | None = True) -> None:
+    """Switch autotuning on (or off; None: as ``$NUMBA_GEMM_AUTOTUNE`` says) for this process.
+
+    With it on, the first FP32 call of an automatic choice (``stage=None``) in a shape *bucket*
+    nobody tuned (products within 2x in one dimension, same layout and row alignment) times the
+    cost model's top candidates on this GPU (at most ``plan.autotune.CANDIDATES``, about
+    ``plan.autotune.BUDGET_S`` seconds with a warm kernel cache; compiling a candidate that is not
+    cached takes seconds more) and stores them in ``autotune.json`` beside the kernel cache
+    (``plan.tuning.autotune_path``): later calls, and later processes with autotuning on, run
+    the measured winner with no timing. Results of another package version or other kernel
+    sources are discarded with a warning. Batches and the tensor-core modes are not autotuned.
+    ``python -m numba_gemm.tools.tune --shapes ...`` tunes a list of shapes ahead of time.
+
+    Plans made so far are forgotten (the next call of each shape plans it again).
+
+    Raises:
+        TypeError: ``enabled`` not a bool or None.
+    """
+    tuning.set_autotune(enabled)
 
 
 def sgemm(

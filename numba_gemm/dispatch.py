@@ -27,7 +27,7 @@ from .launch.launcher import (
     scale_kernel,
     stream_handle,
 )
-from .plan import tuning
+from .plan import autotune, tuning
 from .plan.choose import Plan, plan_for
 from .plan.geometry import Alignment, Geometry
 
@@ -143,17 +143,22 @@ def plan_of(
     aligned: bool | int,
     device: int,
     compute: str | None = None,
+    tune: bool = True,
 ) -> Plan:
     """``plan_for`` this product; an empty one (a zero dimension) gets a 1 x 1 x 1 plan, which
     only lends its GPU and scale kernel. ``aligned``: without ``g``, whether the rows are 16-byte
     aligned (a bool); with it, the pointers' :class:`Alignment` (an int of its values: the key
-    the fast lane computes without building one)."""
+    the fast lane computes without building one). With autotuning on (``plan.autotune``) an
+    automatic FP32 choice first tunes the product's bucket, unless ``tune`` is False
+    (``explain`` never times anything)."""
     if g is None:
         alignment = Alignment.ALL if aligned else Alignment.NONE
     else:
         alignment = Alignment(aligned)
         if min(M, N, K, g.batch) < 1:
             g = None
+    if tune and stage is None and compute in (None, "fp32"):
+        autotune.before_plan(M, N, K, g, alignment, device)
     return plan_for(
         max(M, 1),
         max(N, 1),

@@ -191,6 +191,12 @@ def source_files() -> list[Path]:
     return files + sorted((_PACKAGE_DIR / "ptx").glob("*.py")) + [_PACKAGE_DIR / "device.py"]
 
 
+def source_digest() -> str:
+    """The digest of the kernels' sources that keys every cache entry (:func:`_source_digest`):
+    results measured with other kernel sources are not these kernels' results."""
+    return _source_digest()
+
+
 @functools.cache
 def _source_digest() -> str:
     """SHA-256 over the sources the kernels are built from (read once per process): the files of

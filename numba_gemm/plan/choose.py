@@ -162,6 +162,47 @@ def _configured(st: Stage, cfg: dict | None) -> Stage | None:
         return None
 
 
+def _classed(
+    usable: list[Stage], g: Geometry, aligned: bool, dev: DeviceInfo
+) -> list[tuple[float, str, dict, str]]:
+    """``[(predicted ms, stage name, config, where)]``: every usable stage's tuned candidates for
+    this product's class (:func:`_priced`), cheapest first."""
+    picks = []
+    for s in usable:
+        picks += [
+            (ms, s.name, cfg, f"the {cls} class")
+            for ms, cfg, cls in _priced(s.name, g, aligned, dev)
+        ]
+    return sorted(picks, key=lambda p: p[:2])
+
+
+def ranked(
+    g: Geometry, aligned: bool, dev: DeviceInfo, compute: str = "fp32"
+) -> list[tuple[float | None, Stage, str]]:
+    """Every candidate the automatic choice weighs for this product, in the order it weighs
+    them, built and able to run it: ``[(predicted ms, configured stage, where)]``, the
+    measurements near this shape first (:func:`_measured`), then the classes' tuned candidates
+    (:func:`_classed`), each (stage, configuration) once; the top general stage with its
+    default tiles last. What ``autotune`` times."""
+    usable = [s for s in STAGES if s.precision == compute and s.runs_on(dev.cc)]
+    out, seen = [], set()
+    picks = _measured(g, aligned, dev, {s.name for s in usable}) + _classed(usable, g, aligned, dev)
+    for ms, name, cfg, where in picks:
+        key = (name, tuple(sorted(cfg.items())))
+        if key in seen:
+            continue
+        seen.add(key)
+        built = _configured(get_stage(name), cfg)
+        if built is not None and built.supports(g.M, g.N, g.K) and serves(built, g) is None:
+            out.append((ms, built, where))
+    for s in reversed(usable):
+        key = (s.name, tuple(sorted(dict(s.config).items())))
+        if s.general and key not in seen and s.supports(g.M, g.N, g.K) and serves(s, g) is None:
+            out.append((None, s, "its default tiles"))
+            break
+    return out
+
+
 def _choose(
     g: Geometry, stage: str | Stage | None, aligned: bool, dev: DeviceInfo, compute: str = "fp32"
 ) -> tuple[Stage, float | None, str]:
@@ -211,21 +252,12 @@ def _choose(
             else f"no stage computes {compute!r}"
         )
 
-    def classed():  # every usable stage's tuned candidates for this product's class, priced
-        picks = []
-        for s in usable:
-            picks += [
-                (ms, s.name, cfg, f"the {cls} class")
-                for ms, cfg, cls in _priced(s.name, g, aligned, dev)
-            ]
-        return sorted(picks, key=lambda p: p[:2])
-
     # a sweep's measurements near this shape, else the classes' tuned candidates (mixing the
     # two would let a class's extrapolation, often optimistic, win over a measurement); the
     # classes also when no measured candidate serves this geometry (B stored transposed, where
     # the measured skinny configurations all stream B through a ring, which reads it row-major)
     for picks in (_measured(g, aligned, dev, {s.name for s in usable}), None):
-        picks = classed() if picks is None else picks
+        picks = _classed(usable, g, aligned, dev) if picks is None else picks
         for ms, name, cfg, where in picks:
             built = _configured(get_stage(name), cfg)
             if built is not None and ok(built):

@@ -43,8 +43,10 @@ from typing import Any, NamedTuple
 
 import platformdirs
 
+from .._version import __version__
 from ..device import SIMULATED, DeviceInfo, gpu_available, info
 from ..kernels import get_stage
+from ..launch.cache import cache_dir, source_digest
 
 FORMAT = 1
 
@@ -218,13 +220,81 @@ def record(
     entry["classes"].setdefault(cls, {})[stage] = dict(result)
 
 
-def save(data: dict, path: Path) -> None:
-    """Write a tuning file atomically, then :func:`reload` (this process sees it at once)."""
+def save(data: dict, path: Path, *, replan: bool = True) -> None:
+    """Write a tuning file atomically, then :func:`reload` (this process sees it at once); with
+    ``replan`` False only the data read so far is forgotten, and plans already made stay."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(f".{os.getpid()}.tmp")
+    tmp = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
     tmp.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
     tmp.replace(path)
+    if replan:
+        reload()
+    else:
+        with _lock:
+            _memo.clear()
+
+
+# --- autotuning's store (``plan.autotune``) ------------------------------------------------------
+
+#: ``NUMBA_GEMM_AUTOTUNE=1``: autotune from the start of the process (``numba_gemm.autotune``
+#: switches it at run time).
+AUTOTUNE_ENV = "NUMBA_GEMM_AUTOTUNE"
+_autotune: list = [None]  # True / False set by ``set_autotune``; None: the environment decides
+
+
+def autotune_enabled() -> bool:
+    """Whether autotuning is on (:func:`set_autotune`, else ``$NUMBA_GEMM_AUTOTUNE`` is 1, true
+    or yes)."""
+    on = _autotune[0]
+    if on is None:
+        return os.environ.get(AUTOTUNE_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+    return on
+
+
+def set_autotune(enabled: bool | None) -> None:
+    """Switch autotuning on or off for this process (None: back to the environment's say); the
+    plans made so far are forgotten."""
+    if enabled is not None and not isinstance(enabled, bool):
+        raise TypeError(f"enabled must be True, False or None, got {type(enabled).__name__}")
+    _autotune[0] = enabled
     reload()
+
+
+def autotune_path() -> Path:
+    """Autotuning's results: ``autotune.json`` in the kernel cache's directory
+    (``launch.cache.cache_dir``: ``$NUMBA_GEMM_CACHE_DIR``, else ``~/.cache/numba_gemm/kernels``
+    on Linux), next to the kernels it timed."""
+    return cache_dir() / "autotune.json"
+
+
+def autotune_key() -> dict:
+    """What autotuned results are valid for: this package's version and the digest of its
+    kernels' sources (``launch.cache.source_digest``)."""
+    return {"numba_gemm": __version__, "sources": source_digest()}
+
+
+def load_autotuned(path: Path | None = None) -> dict:
+    """The autotune store (a tuning file with a ``"key"``: :func:`autotune_key`), a fresh copy;
+    empty if it does not exist, or (with a warning) if it was written by another version of the
+    package or of its kernels: those timings are not of these kernels.
+
+    Raises:
+        ValueError: the file is not a tuning file of this format.
+    """
+    path = autotune_path() if path is None else path
+    data = load(path)
+    key = autotune_key()
+    if data["gpus"] and data.get("key") != key:
+        was = data.get("key") or {}
+        warnings.warn(
+            f"discarding the autotuned results in {path}: they were timed with numba_gemm "
+            f"{was.get('numba_gemm', '?')} (kernel sources {str(was.get('sources', '?'))[:12]}), "
+            f"this is {key['numba_gemm']} ({key['sources'][:12]}); the shapes are tuned again",
+            stacklevel=3,
+        )
+        data = {"format": FORMAT, "gpus": {}}
+    data["key"] = key
+    return data
 
 
 # --- read once per process -----------------------------------------------------------------------
@@ -264,14 +334,16 @@ def _entries(device: DeviceInfo) -> list[tuple[str, dict]]:
     process (until :func:`reload`); a broken file is skipped with a warning."""
     if device.simulated:
         return []
-    key = (user_cache_path(), device.name, tuple(device.cc))
+    store = autotune_path() if autotune_enabled() else None
+    key = (user_cache_path(), device.name, tuple(device.cc), store)
     with _lock:
         if key in _memo:
             return _memo[key]
     out = []
-    for path, user in ((key[0], True), (defaults_path(device.cc), False)):
+    sources = ((store, True),) if store is not None else ()
+    for path, user in (*sources, (key[0], True), (defaults_path(device.cc), False)):
         try:
-            gpus = _parse(path)["gpus"]
+            gpus = (load_autotuned() if path == store else _parse(path))["gpus"]
             entries = [gpus.get(device.name)] if user else _default_entries(gpus, device.name)
             for entry in filter(None, entries):
                 out.append(

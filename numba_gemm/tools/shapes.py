@@ -46,12 +46,19 @@ from ..kernels import STAGES, get_stage
 from ..kernels._tunable import STREAM_K
 from ..kernels.stage import variant_key
 from ..launch.launcher import runner
-from ..plan import tuning
-from ..plan.choose import plan_for
+from ..plan import autotune, tuning
+from ..plan.choose import plan_for, ranked
 from ..plan.cost import split_options
-from ..plan.geometry import Geometry
+from ..plan.geometry import Alignment, Geometry
 from . import precompile as pc
-from .bench.sizes import SUITE, parse_sizes, suite_shapes
+from .bench.sizes import (
+    HELDOUT_SEED,
+    SUITE,
+    heldout_models,
+    heldout_random,
+    parse_sizes,
+    suite_shapes,
+)
 from .check import time_kernel
 from .timing import time_calls, time_calls_paired
 
@@ -238,6 +245,10 @@ def precompile(
         g = Geometry.dense(M, N, K, layout)
         st = plan_for(M, N, K, geometry=g).stage
         picks = [(st.name, dict(st.config))]
+        if tuning.autotune_enabled():  # what the first call will time (plan.autotune)
+            aligned = g.alignment(Alignment.ALL) == Alignment.ALL
+            tuned = ranked(g, aligned, device.info(device.current_id()))[: autotune.CANDIDATES]
+            picks += [(s.name, dict(s.config)) for _, s, _ in tuned]
         for name, cfg in picks + (candidates(M, N, K, layout=layout, **which) if sweep else []):
             # the variant the sweep runs here (torch's allocations are 16-byte aligned; only C's
             # rows unaligned: vector_loads where the stage has it, plan.choose.plan_for)
@@ -283,6 +294,16 @@ def main(argv=None) -> int:
     p.add_argument("--into", type=Path, default=None, metavar="TUNING_JSON")
     p.add_argument("--groups", nargs="*", default=None, choices=list(SUITE))
     p.add_argument("--shapes", default=None, help="MxNxK,... instead of the suite")
+    p.add_argument(
+        "--heldout",
+        choices=["random", "models"],
+        default=None,
+        help="race held-out problems instead of the suite (tools.bench.sizes: never tuned on): "
+        "random, those of --layout among heldout_random(--count, --seed); or models, the "
+        "held-out models' projections (layout NT)",
+    )
+    p.add_argument("--count", type=int, default=40, help="with --heldout random: problems drawn")
+    p.add_argument("--seed", type=int, default=HELDOUT_SEED, help="with --heldout random")
     p.add_argument(
         "--layout",
         default="NN",
@@ -341,11 +362,20 @@ def main(argv=None) -> int:
         with open(args.summarize, newline="") as f:
             (args.out / "summary.txt").write_text(summary(list(csv.DictReader(f))))
         return 0
-    shapes = (
-        [("given", s) for s in parse_sizes(args.shapes)]
-        if args.shapes
-        else suite_shapes(args.groups)
-    )
+    if args.heldout == "models":
+        shapes, args.layout = heldout_models(), "NT"
+    elif args.heldout == "random":
+        shapes = [
+            (f"heldout-{i}", (M, N, K))
+            for i, (M, N, K, lay) in enumerate(heldout_random(args.count, args.seed))
+            if lay == args.layout
+        ]
+    else:
+        shapes = (
+            [("given", s) for s in parse_sizes(args.shapes)]
+            if args.shapes
+            else suite_shapes(args.groups)
+        )
 
     import torch  # optional: see precompile
 
@@ -403,6 +433,13 @@ def main(argv=None) -> int:
         row["cublas_err"] = err_of(mm)
         row["cublas_kernel_ms"] = time_kernel(mm, reps=args.reps).median
         row["cublas_e2e_ms"] = None  # below: in turn with the public call's loops
+        t0 = time.perf_counter()  # the first call: plan (autotuning on: time the bucket), load
+        try:
+            sgemm(a, b, out=c)
+            torch.cuda.synchronize()
+        except Exception as e:  # noqa: BLE001 - reported below, where the plan runs
+            row["auto_note"] = f"first call FAILED {type(e).__name__}: {e}"
+        row["first_call_s"] = time.perf_counter() - t0
         plan = explain(a, b, out=c)
         row["auto"] = f"{plan.stage.name} {dict(plan.stage.config)} split_k={plan.split_k}"
         row["auto_predicted_ms"] = plan.predicted_ms

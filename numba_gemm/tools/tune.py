@@ -288,6 +288,40 @@ def compile_ahead(
     )
 
 
+def autotune_shapes(spec: str, layout: str, force: bool) -> int:
+    """``--shapes``: autotune each product (``plan.autotune.tune``) and print its winner, its
+    speedup over the cost model's own pick and the seconds it took. Exit status 0, or 1 when a
+    product had no candidate that ran."""
+    from ..device import info
+    from ..plan import autotune
+    from ..plan.geometry import Alignment, Geometry
+    from .bench.sizes import parse_sizes
+
+    path = Path(spec)
+    if path.is_file():
+        spec = ",".join(line.split("#")[0].strip() for line in path.read_text().splitlines())
+        spec = ",".join(x for x in spec.split(",") if x)
+    dev, status = info(), 0
+    print("M,N,K,layout,aligned,winner,config,ms,model_pick_ms,seconds")
+    for M, N, K in parse_sizes(spec):
+        g = Geometry.dense(M, N, K, layout)
+        aligned = g.alignment(Alignment.ALL) == Alignment.ALL
+        rec = autotune.tune(g, aligned, dev, force=force)
+        if rec is None:
+            print(f"{M},{N},{K},{layout},{aligned},none,,,,", flush=True)
+            status = 1
+            continue
+        best = rec["candidates"][0]
+        first = min(rec["candidates"], key=lambda c: c.get("rank", 0))  # the model's own pick
+        cfg = " ".join(f"{k}={v}" for k, v in best["config"].items())
+        print(
+            f"{M},{N},{K},{layout},{aligned},{best['stage']},{cfg},{best['ms']:.4g},"
+            f"{first['ms']:.4g},{rec.get('seconds', 0)}",
+            flush=True,
+        )
+    return status
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     from ..kernels import STAGES, get_stage
 
@@ -359,6 +393,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="JSON file: a list of configurations (dicts) to time first in every "
         "class, before the known winners and the stage's space",
     )
+    ap.add_argument(
+        "--shapes",
+        default=None,
+        help="autotune these products ahead of time instead of sweeping classes: MxNxK,... "
+        "(or a file with one per line, e.g. a model's projections); each is timed as "
+        "numba_gemm.autotune() times the first call of its bucket and stored where it looks "
+        f"({tuning.autotune_path()}); --force tunes a stored bucket again",
+    )
+    ap.add_argument(
+        "--layout",
+        default="NN",
+        choices=tuning.LAYOUTS,
+        help="with --shapes: how A and B are stored (NT: x @ W.T, as torch.nn.Linear computes)",
+    )
+    ap.add_argument("--force", action="store_true", help="with --shapes: re-time tuned buckets")
     args = ap.parse_args(argv)
 
     device = tuning.current_device()
@@ -368,6 +417,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
+    if args.shapes is not None:
+        return autotune_shapes(args.shapes, args.layout, args.force)
     gpu, cc = device
     out = args.out or tuning.user_cache_path()
     data = tuning.load(out)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+import random
 import re
 
 SIZE_FORMS = (
@@ -88,6 +90,77 @@ MODEL_LAYERS = {
 }
 #: Tokens per batch for the model GEMMs: decoding one and 16 sequences, prefill of 256 and 4096.
 MODEL_TOKENS = (1, 16, 256, 4096)
+
+
+#: Held-out problems: never swept, folded, tuned or used to set a threshold; they judge the plan
+#: on shapes it has not seen (``python -m numba_gemm.tools.shapes --heldout``). The models'
+#: projections, ``(layer, in_features, out_features)``, of five models no measurement here used:
+#: Qwen2.5-7B (d_model 3584, 28 query heads and 4 KV heads of 128, MLP 18944), Gemma 2 9B (3584,
+#: 16 query and 8 KV heads of 256, MLP 14336), Phi-3-mini (3072, fused QKV 9216, MLP 8192),
+#: Falcon-7B (4544, multi-query: QKV 4544 + 2 * 64, MLP 18176), OPT-1.3B (2048, MLP 8192); each
+#: model's fused QKV, attention output, gate/up (or up) and down projections, as published in its
+#: Hugging Face ``config.json``.
+HELDOUT_LAYERS = {
+    "qwen2.5-7b": (
+        ("qkv", 3584, 4608),
+        ("attn_out", 3584, 3584),
+        ("gate_up", 3584, 37888),
+        ("mlp_down", 18944, 3584),
+    ),
+    "gemma2-9b": (
+        ("qkv", 3584, 8192),
+        ("attn_out", 4096, 3584),
+        ("gate_up", 3584, 28672),
+        ("mlp_down", 14336, 3584),
+    ),
+    "phi3-mini": (
+        ("qkv", 3072, 9216),
+        ("attn_out", 3072, 3072),
+        ("gate_up", 3072, 16384),
+        ("mlp_down", 8192, 3072),
+    ),
+    "falcon-7b": (
+        ("qkv", 4544, 4672),
+        ("attn_out", 4544, 4544),
+        ("mlp_up", 4544, 18176),
+        ("mlp_down", 18176, 4544),
+    ),
+    "opt-1.3b": (
+        ("qkv", 2048, 6144),
+        ("attn_out", 2048, 2048),
+        ("mlp_up", 2048, 8192),
+        ("mlp_down", 8192, 2048),
+    ),
+}
+#: Tokens of the held-out model products (none of the suite's 1, 16, 256, 4096).
+HELDOUT_TOKENS = (8, 128, 2000)
+#: The held-out random problems' seed (fixed so that runs compare; drawn once, never tuned on).
+HELDOUT_SEED = 20261126
+
+
+def heldout_random(count: int = 40, seed: int = HELDOUT_SEED) -> list[tuple[int, int, int, str]]:
+    """``count`` random problems ``(M, N, K, layout)``: M, N and K each log-uniform in
+    ``[1, 23170]``, kept when ``2**18 <= M * N * K <= 2**37``; layout ``"NN"`` or ``"NT"`` (``x @
+    W.T``) with equal odds. The same list for the same ``seed``."""
+    rng = random.Random(seed)
+    out: list[tuple[int, int, int, str]] = []
+    while len(out) < count:
+        M, N, K = (round(math.exp(rng.uniform(0.0, math.log(23170)))) for _ in range(3))
+        layout = rng.choice(("NN", "NT"))
+        if 2**18 <= M * N * K <= 2**37:
+            out.append((M, N, K, layout))
+    return out
+
+
+def heldout_models() -> list[tuple[str, tuple[int, int, int]]]:
+    """``[(model, (M, N, K))]``: each held-out model's projections at each of
+    :data:`HELDOUT_TOKENS` tokens, as ``x @ W.T`` computes them (layout NT)."""
+    return [
+        (model, (t, out, k))
+        for model, layers in HELDOUT_LAYERS.items()
+        for t in HELDOUT_TOKENS
+        for _, k, out in layers
+    ]
 
 
 def _suite() -> dict[str, list[tuple[int, int, int]]]:
