@@ -183,7 +183,9 @@ def test_shape_classes():
     assert tuning.shape_class(1024, 1024, 1024) == "small"
     assert tuning.shape_class(2048, 2048, 64) == "medium"
     assert tuning.shape_class(4096, 4096, 4096) == "large"
-    assert tuning.shape_class(300, 10**7, 1) == "large"
+    assert tuning.shape_class(300, 10**7, 1) == "shallow"  # K <= 32: C's writes bound it
+    assert tuning.shape_class(300, 10**7, 33) == "large"
+    assert tuning.shape_class(2048, 8192, 8) == "shallow"
     # the regimes: few rows, then up to 256 rows, then deep K
     assert tuning.shape_class(1, 10**7, 1) == "skinny"
     assert tuning.shape_class(64, 4096, 4096) == "skinny"
@@ -199,7 +201,9 @@ def test_shape_classes():
     assert tuning.shape_class(4096, 64, 4096) == "skinny_n"
     assert tuning.shape_class(1024, 16, 16384) == "skinny_n"
     assert tuning.shape_class(4096, 128, 4096) == "narrow_n"
-    assert tuning.shape_class(10**6, 256, 8) == "narrow_n"
+    assert tuning.shape_class(10**6, 256, 8) == "shallow"
+    assert tuning.shape_class(10**6, 256, 33) == "narrow_n"
+    assert tuning.shape_class(10**6, 64, 8) == "skinny_n"  # few columns come first
     assert tuning.shape_class(16, 16, 4096) == "skinny"
     assert tuning.shape_class(128, 64, 4096) == "skinny_n"
     assert tuning.fallback_class(4096, 128, 4096) == "small"

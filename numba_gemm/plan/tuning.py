@@ -55,10 +55,10 @@ class ShapeClass(NamedTuple):
     """A shape class: the products whose C has at most ``limit`` elements (None: no bound), tuned
     at ``batch`` x ``shape`` (``(M, N, K)``); the batched class bounds one matrix of a batch.
 
-    A *regime* class (``max_m``, ``max_n`` or ``min_depth`` set) holds single products of a shape
-    that the area classes misprice whatever their size: few rows (``M <= max_m``), few columns
-    (``N <= max_n``) or a deep K (``K >= min_depth * max(M, N)``); ``limit`` then also bounds
-    C."""
+    A *regime* class (``max_m``, ``max_n``, ``max_k`` or ``min_depth`` set) holds single products
+    of a shape that the area classes misprice whatever their size: few rows (``M <= max_m``), few
+    columns (``N <= max_n``), a shallow K (``K <= max_k``) or a deep one (``K >= min_depth *
+    max(M, N)``); ``limit`` then also bounds C."""
 
     name: str
     limit: int | None
@@ -67,6 +67,7 @@ class ShapeClass(NamedTuple):
     max_m: int | None = None
     min_depth: int | None = None
     max_n: int | None = None
+    max_k: int | None = None
 
     def holds(self, M: int, N: int, K: int, batch: int = 1) -> bool:
         """Whether this class holds ``batch`` products ``(M, K) @ (K, N)``."""
@@ -77,6 +78,7 @@ class ShapeClass(NamedTuple):
                 batch == 1
                 and (self.max_m is None or M <= self.max_m)
                 and (self.max_n is None or N <= self.max_n)
+                and (self.max_k is None or K <= self.max_k)
                 and (self.min_depth is None or K >= self.min_depth * max(M, N))
                 and (self.limit is None or M * N <= self.limit)
             )
@@ -84,8 +86,9 @@ class ShapeClass(NamedTuple):
 
     @property
     def regime(self) -> bool:
-        """Whether this is a regime class (few rows or columns, or deep K), not an area class."""
-        return self.max_m is not None or self.max_n is not None or self.min_depth is not None
+        """Whether this is a regime class (few rows or columns, shallow or deep K), not an area
+        class."""
+        return any(x is not None for x in (self.max_m, self.max_n, self.max_k, self.min_depth))
 
 
 #: The classes, most specific first. Area classes split by the number of C elements, upper bounds
@@ -102,11 +105,16 @@ class ShapeClass(NamedTuple):
 #: reads A once; its configurations tuned at N = 16 compute 8 or 16 columns per block), "gemv_n"
 #: (N <= 4, a matrix-vector product, tuned apart so that 4-column blocks can win) and "narrow_n"
 #: (N <= 256: 4096 x 128 x 4096 priced from the area classes ran at 48 %, the best tuned
-#: configuration of another class at 90 %).
+#: configuration of another class at 90 %). "shallow" (K <= 32, more than 64 rows and columns):
+#: C's writes, not the FMAs, bound the time, and the area classes' big tiles leave too few warps
+#: to keep the stores flowing: 2048 x 8192 x 8 ran at 66 % of cuBLAS from the large class, its
+#: best tuned candidate (128 x 64 tiles, 3 blocks per SM) at 142 %; 4096 x 4096 x 16 112 %, best
+#: 141 % (H200, docs/design.md §4.11).
 CLASSES = (
     ShapeClass("skinny", None, (16, 4096, 4096), max_m=64),
     ShapeClass("gemv_n", None, (4096, 1, 4096), max_n=4),
     ShapeClass("skinny_n", None, (4096, 16, 4096), max_n=64),
+    ShapeClass("shallow", None, (4096, 4096, 16), max_k=32),
     ShapeClass("deep", 3072 * 3072, (1024, 1024, 16384), min_depth=8),
     ShapeClass("narrow", None, (128, 4096, 4096), max_m=256),
     ShapeClass("narrow_n", None, (4096, 128, 4096), max_n=256),

@@ -3,8 +3,9 @@
 For each shape class (``numba_gemm.plan.tuning.CLASSES``: small 1024^3, medium 2048^3, large 4096^3,
 batched 64 x 512^3, and the regimes skinny 16 x 4096 x 4096, narrow 128 x 4096 x 4096, their
 transposes gemv_n 4096 x 1 x 4096, skinny_n 4096 x 16 x 4096 and narrow_n 4096 x 128 x 4096,
-deep 1024 x 1024 x 16384) and each tunable FP32 stage that takes the class's shape (warptiling,
-double_buffering, multistage; skinny and skinny_n in the classes of few rows or columns):
+deep 1024 x 1024 x 16384, shallow 4096 x 4096 x 16) and each tunable FP32 stage that takes the
+class's shape (warptiling, double_buffering, multistage; skinny and skinny_n in the classes of
+few rows or columns):
 
 1. tiles: the stage's ``SPACE`` (every configuration of a grid of BM, BN, BK, WM, WN, WNITER, TM,
    TN that passes the stage's own ``check_config``), most register reuse first, timed until the
@@ -199,6 +200,7 @@ CLASS_WEIGHT = {
     "gemv_n": 0.2,
     "skinny_n": 0.2,
     "narrow_n": 0.2,
+    "shallow": 0.2,
 }
 #: Classes whose phase 2 tries split-K (docs/design.md: the large class's model mispriced it).
 SPLIT_K_CLASSES = ("small", "medium", "skinny", "narrow", "deep", "gemv_n", "skinny_n", "narrow_n")
@@ -210,6 +212,7 @@ CLASS_ORDER = (
     "batched",
     "narrow",
     "narrow_n",
+    "shallow",
     "deep",
     "skinny",
     "skinny_n",
