@@ -97,7 +97,7 @@ class ShapeClass(NamedTuple):
 #: K short, a regime whose ranking the single-matrix classes mispredicted (64 x 512^3: the large
 #: class's pick ran at 86 % of torch.bmm, its best tuned candidate at 94 %; docs/design.md). A
 #: larger batch, or a batch of larger matrices, is priced as ``batch * M`` rows in the area
-#: classes. The regime classes come from issue 9's measurements on an H200 (docs/design.md):
+#: classes. The regime classes come from the shape suite's measurements on an H200 (docs/design.md):
 #: "skinny" (M <= 64: the bandwidth-bound regime, where the skinny stage reads B once), "deep"
 #: (K >= 8 max(M, N) up to 3072^2 outputs: 1024 x 1024 x 16384 ran at 55 % of cuBLAS when priced
 #: from the small class, the best stage at 87 %) and "narrow" (M <= 256: 128 x 4096 x 4096 at 43 %,

@@ -96,7 +96,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         choices=list(SUITE),
         metavar="GROUP",
-        help="run the shape suite (issue 9) instead of the default sizes: squares, ragged, "
+        help="run the shape suite instead of the default sizes: squares, ragged, "
         "skinny (few rows or columns), deep K, small K and the projection GEMMs of GPT-2 and "
         f"Llama 3 8B; optionally only these groups ({', '.join(SUITE)}); shapes given by "
         "--sizes are added to it. Every dimension stays as listed (no simulator)",

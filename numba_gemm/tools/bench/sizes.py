@@ -177,7 +177,8 @@ def _suite() -> dict[str, list[tuple[int, int, int]]]:
     return groups
 
 
-#: The shape suite (``--suite``): issue 9's list, by group, ``(M, N, K)``.
+#: The shape suite (``--suite``): the products the plan is tuned and checked on, by group,
+#: ``(M, N, K)``.
 SUITE = _suite()
 
 
