@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from types import SimpleNamespace
 
+from helpers import SKINNY_SIM_CONFIG, TC_SIM_CONFIG_F16
 from numba import types
 
 from numba_gemm import get_stage
@@ -24,15 +25,33 @@ def ptx_param_sizes(ptx: str) -> tuple[int, ...]:
     return tuple(int(bits) // 8 for bits in PARAM.findall(head))
 
 
+#: Small tiles (the simulator's, ``helpers``; for warptiling and multistage four warps): a
+#: kernel's parameters are its signature's, the same for every tile configuration (the tiles
+#: are compile-time constants of its closure), and small tiles compile in a fraction of the
+#: time (the default hgemm_mma kernels took 20-40 s each on a CI core).
+SMALL = dict(BM=64, BN=64, BK=8, WM=32, WN=32, WNITER=1, TM=4, TN=4, MINB=0, SPLITK=1)
+SMALL_CONFIGS = {
+    "warptiling": SMALL,
+    "multistage": dict(SMALL, NBUF=3),
+    "skinny": SKINNY_SIM_CONFIG,
+    "hgemm_mma": TC_SIM_CONFIG_F16,
+}
+
+
+def small(name: str):
+    """Stage ``name`` with its :data:`SMALL_CONFIGS` tiles."""
+    return get_stage(name).with_config(SMALL_CONFIGS[name])
+
+
 def main() -> None:
     kernels = [
         (get_stage("smem_tiling").kernel, "AAAff"),
-        (get_stage("multistage").kernel, "SSSSIff"),
-        (get_stage("skinny").kernel, "SSSSIff"),
-        (get_stage("hgemm_mma").kernel, "HHAff"),
-        (get_stage("hgemm_mma").kernel, "HHHff"),
-        (get_stage("multistage").scalar_kernel, "SSSSIff"),
-        (get_stage("warptiling").kernel_for("vector", "TN"), "SSSSIff"),
+        (small("multistage").kernel, "SSSSIff"),
+        (small("skinny").kernel, "SSSSIff"),
+        (small("hgemm_mma").kernel, "HHAff"),
+        (small("hgemm_mma").kernel, "HHHff"),
+        (small("multistage").scalar_kernel, "SSSSIff"),
+        (small("warptiling").kernel_for("vector", "TN"), "SSSSIff"),
         (scale_c, "Sf"),
         (copy_padded, "SS"),
     ]

@@ -23,6 +23,10 @@ TC_SIM_CONFIG_F16 = dict(TC_SIM_CONFIG, BK=16)  # m16n8k16: K steps of 16
 
 #: The wgmma stages on the simulator: one warpgroup, 64 x 64 x 64 tiles (whole swizzled rows).
 WGMMA_SIM_CONFIG = dict(BM=64, BN=64, BK=64, NBUF=3)
+#: tf32x3_wgmma on the simulator: K tiles of 32 (one 128-byte swizzled row of TF32, as its GPU
+#: default), three products each modelled lane by lane (BK = 64 took 1.6x as long); tf32_wgmma,
+#: the same kernel (``k18``), keeps 64, so both K-tile widths run.
+WGMMA_SIM_CONFIG_TF32X3 = dict(WGMMA_SIM_CONFIG, BK=32)
 
 #: The skinny stage on the simulator: 64 threads (its default has 256 and 8 K slices).
 SKINNY_SIM_CONFIG = dict(MT=8, BN=32, THREADS=64, KC=16, SPLITK=2, MINB=0, NBUF=0)
@@ -32,8 +36,9 @@ SKINNY_N_SIM_CONFIG = dict(NB=8, RW=2, THREADS=64, KC=128, SPLITK=2, MINB=0)
 
 def sim_sized(stage):
     """``stage``, or on the simulator a tunable tensor-core stage with :data:`TC_SIM_CONFIG`
-    (:data:`WGMMA_SIM_CONFIG` for the wgmma stages) and the skinny stages with
-    :data:`SKINNY_SIM_CONFIG` and :data:`SKINNY_N_SIM_CONFIG`."""
+    (:data:`WGMMA_SIM_CONFIG` for the wgmma stages, :data:`WGMMA_SIM_CONFIG_TF32X3` for
+    tf32x3_wgmma) and the skinny stages with :data:`SKINNY_SIM_CONFIG` and
+    :data:`SKINNY_N_SIM_CONFIG`."""
     from numba_gemm.device import SIMULATOR
 
     if SIMULATOR and stage.name == "skinny":
@@ -41,7 +46,8 @@ def sim_sized(stage):
     if SIMULATOR and stage.name == "skinny_n":
         return stage.with_config(SKINNY_N_SIM_CONFIG)
     if SIMULATOR and stage.arch is not None:
-        return stage.with_config(WGMMA_SIM_CONFIG)
+        tf32x3 = stage.name == "tf32x3_wgmma"
+        return stage.with_config(WGMMA_SIM_CONFIG_TF32X3 if tf32x3 else WGMMA_SIM_CONFIG)
     if SIMULATOR and stage.tunable and stage.precision != "fp32":
         return stage.with_config(TC_SIM_CONFIG_F16 if stage.precision == "fp16" else TC_SIM_CONFIG)
     return stage

@@ -17,8 +17,19 @@ from numba_gemm.tools.resources import occupancy_sm90
 
 FIRST_REGISTER_TILED = [s.name for s in STAGES].index("blocktiling_1d")
 #: One xdist worker runs this module (``make test``: ``--dist loadgroup``), so the report below
-#: (every stage compiled for sm_90, minutes on a CI core) is made once per run, not per worker.
+#: (every stage compiled for sm_90, minutes on a CI core) is made once per run, not per worker,
+#: while the other worker runs the rest of the suite.
 pytestmark = pytest.mark.xdist_group("resources")
+
+
+def test_one_worker_runs_the_report(request):
+    """Under ``--dist loadgroup`` this module is one xdist group: its node ids end in
+    ``@resources``, the scheduler's key (``tests/conftest.py`` writes it where pytest 9.2 keeps
+    the id; without it the module's tests were spread over both workers, and the second one
+    idled ~3 minutes on the report's lock)."""
+    if not getattr(request.config.option, "loadgroup", False):
+        pytest.skip("not an xdist worker of --dist loadgroup (make test)")
+    assert request.node.nodeid.endswith("@resources"), request.node.nodeid
 
 
 @pytest.fixture(scope="module")

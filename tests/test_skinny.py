@@ -11,6 +11,7 @@ import pytest
 from helpers import check_sgemm
 
 import numba_gemm
+from numba_gemm.device import SIMULATOR
 from numba_gemm.kernels import k15_skinny, k16_skinny_n
 from numba_gemm.plan.cost import split_options
 
@@ -38,10 +39,23 @@ CASES = [
 ]
 
 
+def with_betas(cases, name):
+    """``cases`` with beta 0 (C NaN-poisoned and not read) and beta 0.5 (C read); on the
+    simulator each case with one of them, in turn along the list, so that each beta meets
+    unsplit K, split K (two levels included) and, for skinny, a ring of B chunks (the beta
+    epilogue is the stage's, the same for every configuration; both betas per case on a GPU)."""
+    return [
+        pytest.param(cfg, shape, beta, id=f"{beta}-{name(cfg)}")
+        for beta in (0.0, 0.5)
+        for i, (cfg, shape) in enumerate(cases)
+        if not SIMULATOR or i % 2 == (beta != 0.0)
+    ]
+
+
 @pytest.mark.parametrize(
-    "cfg, shape", CASES, ids=[f"MT{c['MT']}-S{c['SPLITK']}-NBUF{c['NBUF']}" for c, _ in CASES]
+    "cfg, shape, beta",
+    with_betas(CASES, lambda c: f"MT{c['MT']}-S{c['SPLITK']}-NBUF{c['NBUF']}"),
 )
-@pytest.mark.parametrize("beta", [0.0, 0.5])
 def test_skinny_configs(cfg, shape, beta, rng):
     stage = numba_gemm.get_stage("skinny").with_config(cfg)
     err, out = check_sgemm(stage, rng, *shape, alpha=1.5, beta=beta)
@@ -108,9 +122,9 @@ CASES_N = [
 
 
 @pytest.mark.parametrize(
-    "cfg, shape", CASES_N, ids=[f"NB{c['NB']}-RW{c['RW']}-S{c['SPLITK']}" for c, _ in CASES_N]
+    "cfg, shape, beta",
+    with_betas(CASES_N, lambda c: f"NB{c['NB']}-RW{c['RW']}-S{c['SPLITK']}"),
 )
-@pytest.mark.parametrize("beta", [0.0, 0.5])
 def test_skinny_n_configs(cfg, shape, beta, rng):
     stage = numba_gemm.get_stage("skinny_n").with_config(cfg)
     err, out = check_sgemm(stage, rng, *shape, alpha=1.5, beta=beta)

@@ -17,26 +17,40 @@ from numba_gemm.plan import tuning
 stage_ids = [s.name for s in STAGES]
 #: Stages that take a bounded number of rows or columns.
 LIMIT = {"skinny": f"M > {k15_skinny.MAX_M}", "skinny_n": f"N > {k16_skinny_n.MAX_N}"}
-#: On the simulator, skinny_n runs products of at most this many columns (four of its
-#: simulator-sized column blocks): each block's warp shuffles are modelled thread by thread, and
-#: 64 x 64 x 64 alone took 73 s on a CI core.
-SIM_SKINNY_N_COLUMNS = 32
+
+
+def _one_and_a_part(x: int, block: int) -> int:
+    """``x`` cut to one whole ``block`` and a partial one (``x`` if it is at most two blocks),
+    keeping ``x % 4`` (a multiple-of-4 ``block``): the 128-bit or scalar variant is unchanged."""
+    return x if x <= 2 * block else block + (x % block or block)
+
+
+def sim_shape(stage, M: int, N: int, K: int) -> tuple[int, int, int]:
+    """The shape a stage runs for ``(M, N, K)``: as given on a GPU; on the simulator M and N
+    cut to one whole block and a partial one of the stage's simulator-sized tile
+    (:func:`helpers.sim_sized`, :func:`_one_and_a_part`). Each shape keeps its idea there (K,
+    ragged or aligned rows, a whole and a partial block along M and N, tall or wide for the
+    128-wide tiles) without the further blocks, which run the same code: each block is tens to
+    a thousand Python threads (the skinny stages' blocks are 4-8 rows and their warp shuffles
+    are modelled thread by thread: 131 x 6 x 9 was 33 skinny_n blocks, 20 s on a CI core)."""
+    if not SIMULATOR:
+        return M, N, K
+    BM, BN = sim_sized(stage).tile
+    return _one_and_a_part(M, BM), _one_and_a_part(N, BN), K
 
 
 @pytest.mark.parametrize("stage", STAGES, ids=stage_ids)
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
 def test_stage_matches_reference(stage, shape, rng):
+    """Every stage on every shape of ``SHAPES`` (on the simulator cut to two blocks along M and
+    N: :func:`sim_shape`)."""
     M, N, K = shape
     if not stage.supports(M, N, K):
         pytest.skip(f"{stage.name} does not take {shape} ({LIMIT.get(stage.name)})")
-    if SIMULATOR and stage.name == "skinny_n" and N > SIM_SKINNY_N_COLUMNS:
-        pytest.skip(
-            f"simulator: skinny_n's time grows with its column blocks; N <= "
-            f"{SIM_SKINNY_N_COLUMNS} here, wider on a GPU (tests/test_skinny.py too)"
-        )
-    err, out = check_sgemm(sim_sized(stage), rng, M, N, K)
-    assert np.isfinite(out).all(), "unwritten (NaN) or non-finite elements in C"
-    assert err <= stage.rtol, f"{stage.name} {shape}: rel. error {err:.3g} > {stage.rtol}"
+    run = sim_shape(stage, M, N, K)
+    err, out = check_sgemm(sim_sized(stage), rng, *run)
+    assert np.isfinite(out).all(), f"{run}: unwritten (NaN) or non-finite elements in C"
+    assert err <= stage.rtol, f"{stage.name} {run}: rel. error {err:.3g} > {stage.rtol}"
 
 
 @pytest.mark.parametrize("stage", STAGES, ids=stage_ids)
@@ -46,8 +60,9 @@ def test_stage_matches_reference(stage, shape, rng):
     ids=["alpha-beta", "alpha0"],
 )
 def test_stage_alpha_beta(stage, alpha, beta, rng):
-    N = SIM_SKINNY_N_COLUMNS if SIMULATOR and stage.name == "skinny_n" else 42
-    err, _ = check_sgemm(sim_sized(stage), rng, 37, N, 19, alpha=alpha, beta=beta)
+    err, _ = check_sgemm(
+        sim_sized(stage), rng, *sim_shape(stage, 37, 42, 19), alpha=alpha, beta=beta
+    )
     assert err <= stage.rtol, f"{stage.name} alpha={alpha} beta={beta}: rel. error {err:.3g}"
 
 
@@ -134,16 +149,18 @@ if SIMULATOR:
 
 
 def _sim_shapes(name, config):
-    """A ragged shape (scalar variant) and one with 16-byte aligned rows (vector variant); for the
-    skinny stages each is one whole block and a partial one along the tiled dimension (M for
-    skinny, N for skinny_n): the simulator's time grows with the blocks, and a skinny_n tile of
-    4 columns at N = 45 is 12 of them (4 minutes a shape)."""
+    """A ragged shape (scalar variant) and one with 16-byte aligned rows (vector variant); for
+    skinny each is one whole block and a partial one along M: the simulator's time grows with
+    the blocks. skinny_n's blocks (256-512 threads, every lane's reduce-scatter of shuffles
+    modelled thread by thread) took 6-7 s each on a CI core whatever their rows, so its shapes
+    are one partial column block (the aligned one: 4 columns short, or NB = 4 whole) and rows
+    for two warps and part of a third (the block's other warps idle)."""
     if name == "skinny":
         m = config["MT"] + 1
         return [(m, 45, 21), (m, 36, 24)]
     if name == "skinny_n":
-        nb = config["NB"]
-        return [(37, nb + 1, 21), (20, nb + 4, 24)]
+        nb, m = config["NB"], 2 * config["RW"] + 1
+        return [(m, nb - 1, 21), (m, max(4, nb - 4), 24)]
     return [(37, 45, 21), (20, 36, 24)]
 
 

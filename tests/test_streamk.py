@@ -89,7 +89,14 @@ def _run(st, M, N, K, sms, rng, calls=((1.0, 0.0), (1.5, 0.5))):
     return p
 
 
-@pytest.mark.parametrize("name", TILED)
+#: The stages of :func:`test_stream_k_kernels`. On the simulator not double_buffering: the units
+#: and their fix-up are ``_tunable``'s, one code for the three stages, run here by warptiling and
+#: multistage (its own K loop); double_buffering's K loop over part of a tile's K runs in
+#: test_tuning's split-K test, and its stream-K grid in :func:`test_stream_k_hybrid_kernel`.
+SHARED_TILES = ("warptiling", "multistage") if device.SIMULATOR else TILED
+
+
+@pytest.mark.parametrize("name", SHARED_TILES)
 def test_stream_k_kernels(name, rng):
     """2 tiles of 13 K tiles shared by 3 blocks (a tile with 2 contributors, one with 3 ... and
     ragged edges in M, N and K)."""
