@@ -116,7 +116,8 @@ def warp_reads(cfg, d, warp=0):
 
 configs = {"warptiling (default)": cfg}
 for name, res in tuning.winners("large", device=("", (9, 0))).items():
-    configs[f"{name} (tuned, large)"] = res["config"]
+    if numba_gemm.get_stage(name).precision == "fp32":  # (the TF32 stages have no warp tiles)
+        configs[f"{name} (tuned, large)"] = res["config"]
 for name, c in configs.items():
     dd = tun.derived(c)
     a, b = warp_reads(c, dd)

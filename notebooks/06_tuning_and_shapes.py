@@ -71,7 +71,7 @@ copies = {
 large = tuning.winners("large", device=("", (9, 0)))
 h.plot_space(
     {n: (s.space, copies[n]) for n, s in stages.items()},
-    {f"{n} (large)": (r["config"], copies[n]) for n, r in large.items()},
+    {f"{n} (large)": (r["config"], copies[n]) for n, r in large.items() if n in copies},
 )
 
 # %% [markdown]
@@ -142,6 +142,8 @@ print(f"{path.relative_to(h.ROOT)}: classes {[c.name for c in tuning.CLASSES]}")
 for cls in tuning.CLASSES:
     shape = "x".join(map(str, cls.shape)) + (f" x{cls.batch}" if cls.batch > 1 else "")
     for name, r in sorted(tuning.winners(cls.name, device=("", (9, 0))).items()):
+        if numba_gemm.get_stage(name).precision != "fp32":
+            continue  # the TF32 wgmma stages' classes: design.md §5.1
         print(
             f"{cls.name:<7} {shape:>18} {name:<17} {r['ms']:.3f} ms "
             f"({r['pct_cublas']:.0%} of cuBLAS), {r['blocks_per_sm']} block(s)/SM: "

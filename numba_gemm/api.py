@@ -118,8 +118,12 @@ def sgemm(
             ``"tf32"`` (TF32 tensor cores, cuBLAS's ``CUBLAS_COMPUTE_32F_FAST_TF32``: ~1e-3
             relative error, several times faster) or ``"3xtf32"`` (three TF32 products per
             multiply: FP32-level accuracy from tensor cores). None: ``"fp32"``, or the named
-            stage's own arithmetic. The TF32 modes need compute capability 8.0+ and 2-D
-            row-major C-contiguous operands.
+            stage's own arithmetic. The TF32 modes need compute capability 8.0+; on 9.0 (the
+            wgmma stages) they take every layout, pitch and batch as FP32 does, on 8.x 2-D
+            row-major C-contiguous operands only. A mode *allows* its arithmetic, as cuBLAS's
+            compute types do: the automatic choice may run an FP32 kernel (as accurate or
+            more) where it is predicted faster, e.g. a matrix-vector product
+            (``plan.choose.ALLOWED``; ``explain`` says which).
 
     Returns:
         ``out`` if given, else the new array.

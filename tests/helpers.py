@@ -47,7 +47,9 @@ def sim_sized(stage):
         return stage.with_config(SKINNY_N_SIM_CONFIG)
     if SIMULATOR and stage.arch is not None:
         tf32x3 = stage.name == "tf32x3_wgmma"
-        return stage.with_config(WGMMA_SIM_CONFIG_TF32X3 if tf32x3 else WGMMA_SIM_CONFIG)
+        cfg = WGMMA_SIM_CONFIG_TF32X3 if tf32x3 else WGMMA_SIM_CONFIG
+        # the TF32 ones take split-K's SPLITK too
+        return stage.with_config(cfg if stage.precision == "fp16" else dict(cfg, SPLITK=1))
     if SIMULATOR and stage.tunable and stage.precision != "fp32":
         return stage.with_config(TC_SIM_CONFIG_F16 if stage.precision == "fp16" else TC_SIM_CONFIG)
     return stage

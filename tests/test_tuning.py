@@ -113,6 +113,21 @@ def test_order_and_knobs():
     assert dict(TINY, SPLITK=4) in knob_variants(TINY, "small")
 
 
+def test_order_and_knobs_of_the_wgmma_stages():
+    """The TF32 wgmma stages: the largest block tiles first (a budget that ends early must have
+    timed the 256 x 128 default: the large class once kept 128 x 128 at 211 against 293
+    TFLOP/s), then split-K 2 and 4 in the split-K classes only."""
+    st = numba_gemm.get_stage("tf32_wgmma")
+    ordered = _order(st.space)
+    assert sorted(map(str, ordered)) == sorted(map(str, st.space))
+    areas = [c["BM"] * c["BN"] for c in ordered]
+    assert areas[0] == max(areas) and dict(st.config) in ordered[:3]
+    cfg = dict(st.config)
+    assert knob_variants(cfg, "large") == []
+    assert knob_variants(cfg, "skinny") == [dict(cfg, SPLITK=2), dict(cfg, SPLITK=4)]
+    assert all(st.with_config(c).split_k == c["SPLITK"] for c in knob_variants(cfg, "small"))
+
+
 @pytest.mark.parametrize("stage", TUNABLE, ids=[s.name for s in TUNABLE])
 def test_evaluate_validates_then_times(stage, rng):
     prob = Problem(37, 29, 45, rng, cp=None)

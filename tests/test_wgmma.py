@@ -15,9 +15,12 @@ import functools
 
 import numpy as np
 import pytest
+from helpers import sim_sized
 from numba import cuda, float32
 from numba.core.types import float16
+from test_layouts import assert_close, ref, stored, tr
 
+import numba_gemm
 from numba_gemm import device, get_stage, plan_for
 from numba_gemm.ptx import mma, wgmma
 from numba_gemm.tools.reference import rel_error
@@ -340,3 +343,100 @@ def test_tf32_wgmma_configs_rejected(name, change, message):
         st.with_config(dict(st.config, **change))
     assert st.space and all(st.with_config(c).config == c for c in st.space)
     assert st.config in st.space
+
+
+# --- the TF32 wgmma stages in every layout and batch --------------------------------------------
+
+#: (stage, layout, (M, N, K)): ragged shapes run the scalar variant (4-byte copies), shapes of
+#: 16-byte rows the vector one; A stored transposed (TN, TT) is copied element by element into
+#: the swizzled K-major tile, B stored transposed (NT, TT) lands as ``Bs[n, k]``.
+TF32_LAYOUT_CASES = [
+    ("tf32_wgmma", "NT", (70, 67, 45)),
+    ("tf32_wgmma", "NT", (64, 72, 96)),
+    ("tf32_wgmma", "TN", (70, 67, 45)),
+    ("tf32_wgmma", "TT", (64, 72, 96)),
+    ("tf32x3_wgmma", "TN", (70, 67, 45)),
+]
+
+
+@pytest.mark.parametrize("name, layout, shape", TF32_LAYOUT_CASES)
+def test_tf32_wgmma_layouts(name, layout, shape, rng):
+    _needs_hopper()
+    M, N, K = shape
+    st = sim_sized(get_stage(name))
+    a, b = rng.standard_normal((M, K), np.float32), rng.standard_normal((K, N), np.float32)
+    da, db = stored(a, layout[0] == "T"), stored(b, layout[1] == "T")
+    plan = numba_gemm.explain(da, db, stage=st)
+    aligned = K % 4 == 0 and N % 4 == 0 and M % 4 == 0
+    assert (plan.geometry.layout, plan.variant) == (layout, "vector" if aligned else "scalar")
+    c0 = rng.standard_normal((M, N), np.float32)
+    d_c = cuda.to_device(c0)
+    numba_gemm.sgemm(da, db, stage=st, out=d_c, alpha=0.5, beta=-2.0)
+    assert_close(d_c.copy_to_host(), ref(a, b, c0, 0.5, -2.0), rtol=st.rtol)
+
+
+def test_tf32_wgmma_split_k(rng):
+    """Split-K on the wgmma stages (``x @ W.T``): three K slices of a ragged product (the last
+    one short), the partial sums through the workspace into C with alpha and beta, twice (the
+    tile counters are left at 0 for the next call). 3xTF32 runs the same kernel."""
+    _needs_hopper()
+    layout = "NT"
+    st = sim_sized(get_stage("tf32_wgmma"))
+    st = st.with_config(dict(st.config, SPLITK=3))
+    M, N, K = 40, 37, 150  # one tile, three slices
+    a, b = rng.standard_normal((M, K), np.float32), rng.standard_normal((K, N), np.float32)
+    da, db = stored(a, layout[0] == "T"), stored(b, layout[1] == "T")
+    assert numba_gemm.explain(da, db, stage=st).split_k == 3
+    c0 = rng.standard_normal((M, N), np.float32)
+    for _ in range(2):
+        d_c = cuda.to_device(c0)
+        numba_gemm.sgemm(da, db, stage=st, out=d_c, alpha=0.5, beta=-1.0)
+        assert_close(d_c.copy_to_host(), ref(a, b, c0, 0.5, -1.0), rtol=st.rtol)
+
+
+def test_tf32_wgmma_batch_broadcast(rng):
+    """A batch of three ``x @ W.T`` with one W (batch stride 0), through ``matmul``."""
+    _needs_hopper()
+    st = sim_sized(get_stage("tf32_wgmma"))
+    a, w = rng.standard_normal((3, 21, 40), np.float32), rng.standard_normal((18, 40), np.float32)
+    out = numba_gemm.matmul(cuda.to_device(a), tr(cuda.to_device(w)), stage=st)
+    assert out.shape == (3, 21, 18)
+    assert_close(out.copy_to_host(), ref(a, w.T), rtol=st.rtol)
+
+
+def test_tf32_served_in_every_layout_on_hopper_only(fake_gpu, rng):
+    """compute="tf32"/"3xtf32" plan a wgmma stage for every layout and for batches on sm_90; on
+    sm_80, whose mma.sync stages take the teaching form only, they say so."""
+    a, b = rng.standard_normal((96, 80), np.float32), rng.standard_normal((80, 72), np.float32)
+    fake_gpu("Fake H100", (9, 0))
+    for layout in ("NN", "NT", "TN", "TT"):
+        da, db = stored(a, layout[0] == "T"), stored(b, layout[1] == "T")
+        for compute, name in (("tf32", "tf32_wgmma"), ("3xtf32", "tf32x3_wgmma")):
+            plan = numba_gemm.explain(da, db, compute=compute)
+            assert (plan.stage.name, plan.geometry.layout) == (name, layout)
+    batch = cuda.to_device(rng.standard_normal((4, 96, 80), np.float32))
+    plan = numba_gemm.explain(batch, cuda.to_device(b), compute="tf32")
+    assert plan.stage.name == "tf32_wgmma" and plan.geometry.batch == 4
+    fake_gpu("Fake A100", (8, 0))
+    with pytest.raises(ValueError, match="mma.sync.*teaching form"):
+        numba_gemm.explain(stored(a, False), stored(b, True), compute="tf32")
+
+
+def test_tf32_allows_fp32_and_stages_unaligned_rows(fake_gpu):
+    """compute="tf32" *allows* TF32 (as cuBLAS's FAST_TF32 does): with the committed H200 classes
+    the plan takes the FP32 skinny_n stage for a matrix-vector product (bandwidth-bound: no
+    tensor core helps), tf32_wgmma split along K for a few rows and whole for a large product,
+    and for rows not 16-byte aligned the aligned TF32 plan between zero-padded copies (its
+    scalar 4-byte copies run at a fifth of the speed)."""
+    fake_gpu("NVIDIA H200", (9, 0))
+    gemv = plan_for(4096, 1, 4096, compute="tf32")
+    assert gemv.stage.name == "skinny_n" and gemv.stage.precision == "fp32"
+    assert "auto: cheapest of" in gemv.reason
+    few = plan_for(8, 4096, 4096, compute="tf32")  # the TF32 stage split along K
+    assert few.stage.name == "tf32_wgmma" and few.split_k > 1
+    big = plan_for(4096, 4096, 4096, compute="tf32")
+    assert big.stage.name == "tf32_wgmma" and big.staging is None
+    ragged = plan_for(4095, 4095, 4095, compute="tf32")
+    assert ragged.staging is not None and ragged.inner.stage.name == "tf32_wgmma"
+    assert ragged.inner.variant == "vector"
+    assert plan_for(4096, 4096, 4096, compute="3xtf32").stage.name == "tf32x3_wgmma"

@@ -100,6 +100,22 @@ def unroll(n, body, start=0):
     return _span(start, n, body)
 
 
+def rolled(n, body):
+    """A device function ``f(*args)`` that runs ``body(j, *args)`` for ``j`` in ``range(n)`` as a
+    loop, the counterpart of :func:`unroll` for per-element copies: unrolled, each of a tile's
+    4-byte copies has its own SMEM and GMEM addresses, which the compiler hoists out of the K
+    loop as invariants and keeps in registers; beside 128 accumulators ptxas then spilled
+    (tf32_wgmma's scalar variant: ~700 bytes per thread, a tenth of the vector variant's speed).
+    Rolled, they are recomputed each time (a few integer instructions per copy)."""
+
+    @device_jit
+    def f(*args):
+        for j in range(n):
+            body(j, *args)
+
+    return f
+
+
 def sequence(*fns):
     """A device function ``f(*args)`` that runs ``fns[0](*args); fns[1](*args); ...``."""
     if not fns:

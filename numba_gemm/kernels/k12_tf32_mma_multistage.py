@@ -50,7 +50,7 @@ from ..ptx.mma import (
     split_tf32_bits,
 )
 from ..ptx.vecmem import SMEM_ALIGN, tile_view
-from ._common import device_jit, kernel_jit, unroll
+from ._common import device_jit, kernel_jit, rolled, unroll
 from .k11_tf32_mma import store_fragment
 from .stage import Stage
 
@@ -191,7 +191,7 @@ def make_copier(rows: int, cols: int, threads: int, vec_elems: int = 4):
         copy_async(Xs, r, c, X, src_r, src_c, 4, ok)
 
     copy4 = unroll(chunks, _copy4)
-    copy1 = unroll(elems, _copy1)
+    copy1 = rolled(elems, _copy1)
 
     @device_jit
     def copy(Xs, X, r0, c0, R, C, tid, zero_rows, vec):

@@ -64,7 +64,7 @@ from ..ptx.wgmma import (
     smem_desc,
     wait,
 )
-from ._common import device_jit, kernel_jit, store_c2, unroll, zero_at
+from ._common import device_jit, kernel_jit, rolled, store_c2, unroll, zero_at
 from ._tunable import check_keys, check_rules, valid_configs
 from .stage import Stage
 
@@ -151,6 +151,17 @@ SPACE = valid_configs(
 )
 
 
+def swizzled_chunk(rows: int):
+    """``chunk(r, c)``: where chunk ``c`` of row ``r`` of a ``rows``-row tile lies in the 128-byte
+    swizzled layout: column block ``c // 8`` of ``rows`` rows of 8 chunks, chunk ``(c % 8) ^ (r %
+    8)`` of its row."""
+
+    def _dst(r, c):
+        return (c // ROW_CHUNKS) * rows * ROW_CHUNKS + r * ROW_CHUNKS + ((c % ROW_CHUNKS) ^ (r % 8))
+
+    return device_jit(_dst)
+
+
 def make_swizzled_copier(
     rows: int, cols: int, threads: int, k_major: bool, t: int = T, vec: bool = True
 ):
@@ -163,11 +174,7 @@ def make_swizzled_copier(
     past its end, rows (M) clamped into X; else (B) the rows are K, zero-filled, columns (N)
     clamped."""
     cpr = cols // t
-
-    def _dst(r, c):  # the swizzled chunk of tile row r's chunk c
-        return (c // ROW_CHUNKS) * rows * ROW_CHUNKS + r * ROW_CHUNKS + ((c % ROW_CHUNKS) ^ (r % 8))
-
-    dst_chunk = device_jit(_dst)
+    dst_chunk = swizzled_chunk(rows)
 
     @device_jit
     def _copy(j, Xs, X, r0, c0, R, C, tid):
@@ -189,7 +196,33 @@ def make_swizzled_copier(
 
     if vec:
         return unroll(rows * cols // t // threads, _copy)
-    return unroll(rows * cols // threads, _copy1)
+    return rolled(rows * cols // threads, _copy1)
+
+
+def make_swizzled_transposer(rows: int, cols: int, threads: int, t: int):
+    """``copy(Xs, Xt, r0, c0, R, C, tid)``: as :func:`make_swizzled_copier` with ``k_major``
+    (the tile's columns are K, zero-filled past ``C``; rows clamped into ``R``), but from a
+    source stored *transposed*: element ``(r, c)`` of the tile is ``Xt[c0 + c, r0 + r]`` (A
+    stored column-major, ``(K, M)``, for a K-major SMEM operand). One 4-byte copy per element:
+    each warp copies 8 consecutive tile rows x 4 consecutive columns (four 32-byte GMEM
+    sectors), which land in 8 different swizzled chunks x 4 positions: 32 banks, no
+    conflict. ``t``: elements per 16-byte chunk (4: FP32 only)."""
+    per_warp_rows = 8  # 8 rows x 4 columns per warp
+    row_groups = rows // per_warp_rows
+    dst_chunk = swizzled_chunk(rows)
+
+    @device_jit
+    def _copy1(j, Xs, Xt, r0, c0, R, C, tid):
+        i = tid + j * threads
+        lane, w = i % 32, i // 32
+        r = (w % row_groups) * per_warp_rows + lane % per_warp_rows
+        c = (w // row_groups) * 4 + lane // per_warp_rows
+        src_r, src_c = c0 + c, r0 + r  # Xt is (C, R): its rows are the tile's columns
+        cpasync.copy_async(
+            Xs, dst_chunk(r, c // t), c % t, Xt, min(src_r, C - 1), min(src_c, R - 1), 4, src_r < C
+        )
+
+    return rolled(rows * cols // threads, _copy1)
 
 
 @functools.cache

@@ -31,8 +31,19 @@ are then added to the FP32 accumulators with FP32 adds. ptxas serializes every p
 kernel that reads accumulators before ``wgmma.wait_group 0``, so each tile waits for all its
 products; the small parts of tile t + 1 are made while tile t's run.
 
-Shapes: A ``(M, K)``, B ``(K, N)``, C ``(M, N)``; float32, row-major, C-contiguous; any ``M, N,
-K >= 1`` (rows not 16-byte aligned: the scalar variant, with 4-byte copies). Rows of A past M
+Layouts, batches, split-K (the tunable FP32 stages' contract, ``kernels._tunable``): A, B and C
+are strided batches ``(batch, rows, cols)``, grid z the batch index, each of A and B row- or
+column-major. B stored transposed (``x @ W.T``: NT, TT) is copied as ``Bs[n, k]`` (pitch BK + 4)
+and its fragments come by one ``ldmatrix.x4`` of four 8 x 4 FP32 matrices, register rows 16 w + g
+and 16 w + g + 8 standing for columns n and n + 8 (its rows 144 bytes apart: no bank conflict),
+so C is stored in scalars. A stored transposed (TN, TT) must still land K-major: one 4-byte copy
+per element (``k17.make_swizzled_transposer``), which makes those layouts copy-bound (design.md
+§5). ``SPLITK`` > 1 splits K into slices (grid z), summed through a workspace by the last slice
+of each tile (``kernels._splitk``): the few-rows products.
+
+Shapes: A ``(M, K)``, B ``(K, N)``, C ``(M, N)`` per matrix; float32; any ``M, N, K >= 1``
+(rows not 16-byte aligned: the scalar variant, with 4-byte copies in a rolled loop,
+``_common.rolled``; the plan stages such products instead, ``plan.staging``). Rows of A past M
 are clamped, K past its end zero-filled, columns of B past N clamped. Computes ``C = alpha *
 A @ B + beta * C``; C is not read when ``beta == 0``. Compute capability 9.0 exactly (``sm_90a``).
 
@@ -51,8 +62,8 @@ from numba import cuda, float32
 
 from ..device import SIMULATOR, SMEM_OPTIN_LIMIT, tile_grid
 from ..ptx import cpasync
-from ..ptx.mma import bits_float, float_bits, round_tf32_bits, split_tf32_bits
-from ..ptx.vecmem import load2, load4, store4, tile_view
+from ..ptx.mma import bits_float, float_bits, ldmatrix_x4, round_tf32_bits, split_tf32_bits
+from ..ptx.vecmem import cols_view, load2, load4, rows_view, store4, tile_view
 from ..ptx.wgmma import (
     CORE_BYTES,
     SW_ATOM,
@@ -67,10 +78,11 @@ from ..ptx.wgmma import (
     smem_desc,
     wait,
 )
-from ._common import device_jit, kernel_jit, store_c2, unroll, zero_at
-from ._tunable import check_keys, check_rules, valid_configs
+from . import _splitk
+from ._common import device_jit, kernel_jit, store_c, store_c2, unroll, zero_at
+from ._tunable import LAYOUTS, SPLIT_ARGS, block_work, check_keys, check_rules, valid_configs
 from .k12_tf32_mma_multistage import make_copier
-from .k17_hgemm_wgmma import make_swizzled_copier
+from .k17_hgemm_wgmma import make_swizzled_copier, make_swizzled_transposer
 from .stage import Stage
 
 WG_N, MMA_K = WGMMA_TF32  # columns of C per warpgroup (the product's M: 64), K per product (8)
@@ -83,23 +95,25 @@ SW_ALIGN = None if SIMULATOR else SW_ATOM  # the swizzle repeats every 1024 byte
 
 #: 256x128x32: two warpgroups of 64 columns x 256 rows (128 accumulators per thread), four
 #: buffers (two tiles of copies in flight).
-DEFAULT_CONFIG = dict(BM=256, BN=128, BK=32, NBUF=4)
+DEFAULT_CONFIG = dict(BM=256, BN=128, BK=32, NBUF=4, SPLITK=1)
 KEYS = tuple(DEFAULT_CONFIG)
 #: Accumulator sets per arithmetic mode (3xTF32: the FP32 sums and one tile's products).
 SETS = {"tf32": 1, "3xtf32": 2}
 
 
-def derived(cfg: Mapping[str, int], mode: str = "tf32") -> dict:
+def derived(cfg: Mapping[str, int], mode: str = "tf32", layout: str = "NN") -> dict:
     """Constants that follow from a configuration: threads, 16-byte chunks of the A tile, the B
-    tile's pitch (BN + 8 floats), accumulators per thread and the SMEM footprint (3xTF32: two
-    more A-sized tiles for the small parts)."""
-    BM, BN, BK, NBUF = (cfg[k] for k in KEYS)
-    a_elems, b_elems = BM * BK, BK * (BN + 8)
+    tile's pitch (``Bs[k, n]``: BN + 8 floats; B stored transposed, ``Bs[n, k]``: BK + 4),
+    accumulators per thread and the SMEM footprint for operand ``layout`` (3xTF32: two more
+    A-sized tiles for the small parts)."""
+    BM, BN, BK, NBUF = (cfg[k] for k in KEYS[:4])
+    bs_pitch = BK + 4 if layout[1] == "T" else BN + 8
+    a_elems, b_elems = BM * BK, (BN if layout[1] == "T" else BK) * bs_pitch
     lo_bufs = 2 if mode == "3xtf32" else 0
     return dict(
         NUM_THREADS=BN // WG_N * WARPGROUP,
         A_CHUNKS=BM * BK // T,
-        BS_PITCH=BN + 8,
+        BS_PITCH=bs_pitch,
         REGS=SETS[mode] * BM // 2,
         LO_BUFS=lo_bufs,
         SMEM_BYTES=4 * (NBUF * (a_elems + b_elems) + lo_bufs * a_elems),
@@ -109,7 +123,7 @@ def derived(cfg: Mapping[str, int], mode: str = "tf32") -> dict:
 def check_config(cfg: Mapping[str, int], mode: str = "tf32") -> None:
     """Raise ``ValueError`` naming the violated constraint (for arithmetic ``mode``)."""
     check_keys(cfg, KEYS)
-    BM, BN, BK, NBUF = (cfg[k] for k in KEYS)
+    BM, BN, BK, NBUF, SPLITK = (cfg[k] for k in KEYS)
     check_rules(
         cfg,
         [
@@ -123,6 +137,7 @@ def check_config(cfg: Mapping[str, int], mode: str = "tf32") -> None:
                 "swizzled rows)",
             ),
             (3 <= NBUF <= 8, "NBUF in 3..8 (two buffers are held by the running products)"),
+            (1 <= SPLITK <= 64, "SPLITK (K slices, kernels._splitk) in 1..64"),
         ],
     )
     d = derived(cfg, mode)
@@ -153,7 +168,7 @@ def space(mode: str = "tf32") -> tuple:
     return valid_configs(
         functools.partial(check_config, mode=mode),
         (
-            dict(BM=bm, BN=bn, BK=bk, NBUF=nbuf)
+            dict(BM=bm, BN=bn, BK=bk, NBUF=nbuf, SPLITK=1)
             for bm in (64, 128, 192, 256)
             for bn in (64, 128, 192, 256)
             for bk in (32, 64)
@@ -174,10 +189,10 @@ def _small(x):
 
 
 @functools.cache
-def _make_kernel(items: tuple, vec: bool, mode: str):
+def _make_kernel(items: tuple, vec: bool, mode: str, layout: str = "NN"):
     cfg = dict(items)
-    BM, BN, BK, NBUF = (cfg[k] for k in KEYS)
-    d = derived(cfg, mode)
+    BM, BN, BK, NBUF, SPLITK = (cfg[k] for k in KEYS)
+    d = derived(cfg, mode, layout)
     NT, A_CHUNKS, BS_PITCH, LO_BUFS = (
         d[k] for k in ("NUM_THREADS", "A_CHUNKS", "BS_PITCH", "LO_BUFS")
     )
@@ -193,18 +208,72 @@ def _make_kernel(items: tuple, vec: bool, mode: str):
     ACC = BM // 2  # FP32 accumulators per thread: the 64 x BM product in BM / 8 fragments
     LO_PER_THREAD = A_CHUNKS // NT
     LS_START, LS_N = (NBUF * A_CHUNKS * T, LO_BUFS) if SPLIT else (0, 1)
-    copy_a = make_swizzled_copier(BM, BK, NT, True, T, vec)
-    copy_b = make_copier(BK, BN, NT, T)
+    A_T, B_T = layout[0] == "T", layout[1] == "T"  # A stored (K, M); B stored (N, K)
+    BS_ROWS = BN if B_T else BK
+    # A: 16-byte copies along K into the swizzled K-major tile, or (A stored column-major) one
+    # 4-byte copy per element, transposed on the way
+    copy_a = (
+        make_swizzled_transposer(BM, BK, NT, T)
+        if A_T
+        else make_swizzled_copier(BM, BK, NT, True, T, vec)
+    )
+    copy_b_rows = make_copier(BS_ROWS, BN if not B_T else BK, NT, T)
+
+    if B_T:
+
+        @device_jit
+        def copy_b(Bs, B, k0, col0, K, N, tid):  # Bs[n, k] from B stored (N, K)
+            copy_b_rows(Bs, B, col0, k0, N, K, tid, False, vec)
+
+        @device_jit
+        def b_fragment(Bs, k, n):
+            # four 8 x 4 matrices of Bs[n, k] (rows n .. n + 15, k .. k + 7), one ldmatrix: lane
+            # (g, q) gets rows g and g + 8 at k = q and q + 4, the TF32 A fragment; its rows
+            # 144 bytes apart hit 8 different 16-byte bank groups
+            x0, x1, x2, x3 = ldmatrix_x4(Bs, n, k)
+            return bits_float(x0), bits_float(x1), bits_float(x2), bits_float(x3)
+
+        @device_jit
+        def _store(i, C, acc, m, n, alpha, beta, M, N):
+            # fragment i holds C^T rows (C columns) n, n + 8 x C rows m + 8 i (+1)
+            r = m + 8 * i
+            if r < M:
+                if n < N:
+                    store_c(C, r, n, acc[4 * i], alpha, beta)
+                if n + 8 < N:
+                    store_c(C, r, n + 8, acc[4 * i + 2], alpha, beta)
+            if r + 1 < M:
+                if n < N:
+                    store_c(C, r + 1, n, acc[4 * i + 1], alpha, beta)
+                if n + 8 < N:
+                    store_c(C, r + 1, n + 8, acc[4 * i + 3], alpha, beta)
+
+    else:
+
+        @device_jit
+        def copy_b(Bs, B, k0, col0, K, N, tid):  # Bs[k, n] from B stored (K, N)
+            copy_b_rows(Bs, B, k0, col0, K, N, tid, True, vec)
+
+        @device_jit
+        def b_fragment(Bs, k, n):
+            x0, x1 = load2(Bs, k, n)  # one 64-bit load per k
+            x2, x3 = load2(Bs, k + 4, n)
+            return x0, x1, x2, x3
+
+        @device_jit
+        def _store(i, C, acc, m, n, alpha, beta, M, N):
+            # fragment i holds C^T rows (C columns) n, n + 1 x C rows m + 8 i (+1)
+            r = m + 8 * i
+            store_c2(C, r, n, acc[4 * i], acc[4 * i + 2], alpha, beta, M, N, vec)
+            store_c2(C, r + 1, n, acc[4 * i + 1], acc[4 * i + 3], alpha, beta, M, N, vec)
 
     @device_jit
-    def _product(s, acc, As, da, Ls, dl, Bs, n, q):
-        # the register operand, B^T: its rows 16 w + g and 16 w + g + 8 are columns n and n + 1
-        # of the block tile (one 64-bit load), k = 8 s + q (+4) of the tile
-        k = s * MMA_K + q
-        x0, x1 = load2(Bs, k, n)
-        x0, x1 = float_bits(x0), float_bits(x1)
-        x2, x3 = load2(Bs, k + 4, n)
-        x2, x3 = float_bits(x2), float_bits(x3)
+    def _product(s, acc, As, da, Ls, dl, Bs, fn, fk):
+        # the register operand, B^T, at k = 8 s of the tile: this lane's fragment from row fn,
+        # column 8 s + fk of the B tile (B^T's rows 16 w + g, 16 w + g + 8: columns n, n + 1 of
+        # the block tile, or n, n + 8 with B stored transposed)
+        x0, x1, x2, x3 = b_fragment(Bs, s * MMA_K + fk, fn)
+        x0, x1, x2, x3 = float_bits(x0), float_bits(x1), float_bits(x2), float_bits(x3)
         # the SMEM operand, the A tile: column block s // 4 of BM rows of 128 bytes, 32 bytes
         # per step within its rows (descriptor starts in units of 16 bytes)
         off = ((s // STEPS_PER_ROW) * BM * SW_ROW + (s % STEPS_PER_ROW) * 4 * MMA_K) // 16
@@ -232,6 +301,7 @@ def _make_kernel(items: tuple, vec: bool, mode: str):
             )
 
     products = unroll(STEPS, _product)
+    fixup = _splitk.make_fixup(BM, BN, NT, SPLITK)
 
     @device_jit
     def _split(j, As, Ls, tid):
@@ -251,29 +321,22 @@ def _make_kernel(items: tuple, vec: bool, mode: str):
 
     add_all = unroll(ACC, _add)
 
-    @device_jit
-    def _store(i, C, acc, m, n, alpha, beta, M, N):
-        # fragment i holds C^T rows (C columns) n, n + 1 x C rows m + 8 i (+1)
-        r = m + 8 * i
-        store_c2(C, r, n, acc[4 * i], acc[4 * i + 2], alpha, beta, M, N, vec)
-        store_c2(C, r + 1, n, acc[4 * i + 1], acc[4 * i + 3], alpha, beta, M, N, vec)
-
     store_all = unroll(BM // 8, _store)
 
     @device_jit
     def copy_tiles(As, Bs, A, B, k0, row0, col0, M, N, K, tid):
         copy_a(As, A, row0, k0, M, K, tid)
-        copy_b(Bs, B, k0, col0, K, N, tid, True, vec)
+        copy_b(Bs, B, k0, col0, K, N, tid)
 
     @device_jit
-    def tile(As, Bs, nAs, nBs, A, B, k_next, row0, col0, M, N, K, tid, acc, n, q):
+    def tile(As, Bs, nAs, nBs, A, B, k_next, row0, col0, M, N, K, tid, acc, fn, fk):
         cpasync.wait(PENDING)  # this thread's copies of tile t have landed...
         fence_proxy_async()  # ...and are visible to the tensor cores' reads
         cuda.syncthreads()  # everyone's; and every warpgroup has waited for tile t - 2
         # --- registers (B) and SMEM (A) -> tensor cores: BK / 8 products of 64 x BM x 8
         fence()
         da = smem_desc(As, 0, 0, CORE_BYTES, SW_ATOM) | SWIZZLE_128B
-        products(acc, As, da, As, da, Bs, n, q)
+        products(acc, As, da, As, da, Bs, fn, fk)
         commit()
         # --- GMEM -> SMEM: tile t + DIST into tile t - 2's buffer, while the products run
         copy_tiles(nAs, nBs, A, B, k_next, row0, col0, M, N, K, tid)
@@ -282,7 +345,7 @@ def _make_kernel(items: tuple, vec: bool, mode: str):
 
     @device_jit
     def tile_3x(
-        As, Ls, Bs, nAs, nBs, As1, Ls1, A, B, k_next, row0, col0, M, N, K, tid, acc, part, n, q
+        As, Ls, Bs, nAs, nBs, As1, Ls1, A, B, k_next, row0, col0, M, N, K, tid, acc, part, fn, fk
     ):
         # 3xTF32: tile t's small parts (Ls) were made during tile t - 1; tile t + 1's (As1 ->
         # Ls1) are made here, while tile t's products run
@@ -294,7 +357,7 @@ def _make_kernel(items: tuple, vec: bool, mode: str):
         fence()
         da = smem_desc(As, 0, 0, CORE_BYTES, SW_ATOM) | SWIZZLE_128B
         dl = smem_desc(Ls, 0, 0, CORE_BYTES, SW_ATOM) | SWIZZLE_128B
-        products(part, As, da, Ls, dl, Bs, n, q)
+        products(part, As, da, Ls, dl, Bs, fn, fk)
         commit()
         # --- GMEM -> SMEM: tile t + DIST into tile t - 1's buffer
         copy_tiles(nAs, nBs, A, B, k_next, row0, col0, M, N, K, tid)
@@ -307,19 +370,32 @@ def _make_kernel(items: tuple, vec: bool, mode: str):
         add_all(acc, part)
 
     @kernel_jit(launch_bounds=(NT, 1))
-    def sgemm_tf32_wgmma(A, B, C, alpha, beta):
-        M, K = A.shape
-        N = B.shape[1]
+    def sgemm_tf32_wgmma(A3, B3, C3, W, L, alpha, beta):
+        # A3 (batch, M, K), B3 (batch, K, N), C3 (batch, M, N): strided batches (grid z is the
+        # batch index, or with SPLITK > 1 the K slice); A and B as stored, 2-D: rows of M or K,
+        # rows of K or N. W, L: split-K's workspace and tile counters (untouched without it).
+        M, K, N = A3.shape[1], A3.shape[2], B3.shape[2]
+        bz, k_begin, k_end = block_work(K, BK, SPLITK)
+        A = cols_view(A3, bz) if A_T else rows_view(A3, bz)
+        B = cols_view(B3, bz) if B_T else rows_view(B3, bz)
+        C = rows_view(C3, bz)
         # dynamic SMEM: NBUF A tiles (16-byte chunks, swizzled), 3xTF32's two tiles of A's
-        # small parts (same layout), then NBUF B tiles (Bs[k, n], pitch BN + 8)
+        # small parts (same layout), then NBUF B tiles (Bs[k, n], pitch BN + 8; B stored
+        # transposed: Bs[n, k], pitch BK + 4)
         smem = cuda.shared.array(0, float32, alignment=SW_ALIGN)
         As = tile_view(smem, 0, (NBUF, A_CHUNKS, T))
         Ls = tile_view(smem, LS_START, (LS_N, A_CHUNKS, T))  # (TF32: As[0], never read)
-        Bs = tile_view(smem, (NBUF + LO_BUFS) * A_CHUNKS * T, (NBUF, BK, BS_PITCH))
+        Bs = tile_view(smem, (NBUF + LO_BUFS) * A_CHUNKS * T, (NBUF, BS_ROWS, BS_PITCH))
         tid = cuda.threadIdx.x
         lane = tid % 32
-        n = (tid // 32) * 16 + 2 * (lane >> 2)  # warp w of warpgroup j: columns 64 j + 16 w + 2 g
         q = lane & 3
+        w16 = (tid // 32) * 16  # warp w of warpgroup j: columns 64 j + 16 w .. + 15
+        if B_T:  # lane (g, q): C columns n, n + 8; its ldmatrix row of Bs[n, k] and column
+            n = w16 + (lane >> 2)
+            fn, fk = w16 + (lane & 15), (lane >> 4) * 4
+        else:  # C columns n, n + 1; Bs[k, n] at k = q (+4)
+            n = w16 + 2 * (lane >> 2)
+            fn, fk = n, q
         row0 = cuda.blockIdx.y * BM
         col0 = cuda.blockIdx.x * BN
 
@@ -327,21 +403,22 @@ def _make_kernel(items: tuple, vec: bool, mode: str):
         part = cuda.local.array(ACC, float32)  # 3xTF32: one tile's products (else unused)
         zero_all(acc)
 
-        # --- prologue: GMEM -> SMEM copies of tiles 0 .. DIST-1 in flight, one group each
+        # --- prologue: GMEM -> SMEM copies of tiles 0 .. DIST-1 in flight, one group each (K:
+        # this block's slice k_begin .. k_end; everything past k_end reads as zeros)
         for s in range(DIST):
-            if s * BK < K:
-                copy_tiles(As[s], Bs[s], A, B, s * BK, row0, col0, M, N, K, tid)
+            if k_begin + s * BK < k_end:
+                copy_tiles(As[s], Bs[s], A, B, k_begin + s * BK, row0, col0, M, N, k_end, tid)
             cpasync.commit()  # (possibly empty: keeps one group per tile)
 
         cb = 0  # buffer of tile t
         nb = DIST  # buffer of tile t + DIST
-        k_next = DIST * BK
+        k_next = k_begin + DIST * BK
         if SPLIT:
             cpasync.wait(FIRST_PENDING)  # tile 0 has landed...
             cuda.syncthreads()  # ...everyone's copies of it
             split_all(As[0], Ls[0], tid)
             lb = 0  # small-part buffer of tile t
-            for _ in range(0, K, BK):
+            for _ in range(k_begin, k_end, BK):
                 c1 = cb + 1 if cb + 1 < NBUF else 0
                 tile_3x(
                     As[cb],
@@ -358,19 +435,19 @@ def _make_kernel(items: tuple, vec: bool, mode: str):
                     col0,
                     M,
                     N,
-                    K,
+                    k_end,
                     tid,
                     acc,
                     part,
-                    n,
-                    q,
+                    fn,
+                    fk,
                 )
                 k_next += BK
                 cb = c1
                 nb = nb + 1 if nb + 1 < NBUF else 0
                 lb = 1 - lb
         else:
-            for _ in range(0, K, BK):
+            for _ in range(k_begin, k_end, BK):
                 tile(
                     As[cb],
                     Bs[cb],
@@ -383,11 +460,11 @@ def _make_kernel(items: tuple, vec: bool, mode: str):
                     col0,
                     M,
                     N,
-                    K,
+                    k_end,
                     tid,
                     acc,
-                    n,
-                    q,
+                    fn,
+                    fk,
                 )
                 k_next += BK
                 cb = cb + 1 if cb + 1 < NBUF else 0
@@ -395,8 +472,16 @@ def _make_kernel(items: tuple, vec: bool, mode: str):
             wait(0, acc, BM)
         cpasync.wait(0)  # no copy may still be writing SMEM when the block exits
 
-        # --- epilogue: write C (transposed fragments: C rows 8 i + 2 q (+1), columns n (+1))
-        store_all(C, acc, row0 + 2 * q, col0 + n, alpha, beta, M, N)
+        # --- epilogue: write C (transposed fragments: C rows 8 i + 2 q (+1), columns n (+1) or
+        # n (+8)); split-K: the slice's partial sums to its rows of the workspace, then the last
+        # slice of the tile to arrive sums them into C (kernels._splitk)
+        if SPLITK == 1:
+            store_all(C, acc, row0 + 2 * q, col0 + n, alpha, beta, M, N)
+        else:
+            Wg = rows_view(W, 0)
+            z0 = cuda.blockIdx.z * M
+            store_all(Wg, acc, z0 + row0 + 2 * q, col0 + n, float32(1.0), float32(0.0), z0 + M, N)
+            fixup(Wg, L, C, row0, col0, M, N, alpha, beta, vec)
 
     return sgemm_tf32_wgmma
 
@@ -416,9 +501,15 @@ def make_stage(config: Mapping[str, int], mode: str = "tf32") -> Stage:
     items = tuple(sorted(cfg.items()))
     d = derived(cfg, mode)
     name, label = MODES[mode]
+    # every layout whose tiles fit SMEM (B stored transposed has its own tile: BN x (BK + 4))
+    smem = {lay: derived(cfg, mode, lay)["SMEM_BYTES"] for lay in LAYOUTS}
+    layouts = tuple(lay for lay in LAYOUTS if smem[lay] <= SMEM_OPTIN_LIMIT)
 
     def launch_config(M, N, K):
-        return tile_grid(M, N, cfg["BM"], cfg["BN"]), (d["NUM_THREADS"],)
+        return (*tile_grid(M, N, cfg["BM"], cfg["BN"]), cfg["SPLITK"]), (d["NUM_THREADS"],)
+
+    def layout_kernel(vec, layout):
+        return _make_kernel(items, bool(vec), mode, layout)
 
     return Stage(
         name=name,
@@ -432,6 +523,12 @@ def make_stage(config: Mapping[str, int], mode: str = "tf32") -> Stage:
         space=space(mode),
         check_config=functools.partial(check_config, mode=mode),
         dynamic_smem=d["SMEM_BYTES"],
+        args=SPLIT_ARGS,
+        split_k=cfg["SPLITK"],
+        layouts=layouts,
+        layout_kernel=layout_kernel,
+        layout_smem={lay: smem[lay] for lay in layouts},
+        threads_of=lambda c: c["BN"] // WG_N * WARPGROUP,
         min_cc=(9, 0),
         arch=(9, 0),
         tile=(cfg["BM"], cfg["BN"]),

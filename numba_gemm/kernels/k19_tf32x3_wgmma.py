@@ -19,6 +19,6 @@ from . import k18_tf32_wgmma as k18
 
 #: 128x128x32: two warpgroups of 64 columns x 128 rows; 64 FP32 accumulators and two sets of
 #: 64 per-tile products per thread; four buffers.
-DEFAULT_CONFIG = dict(BM=128, BN=128, BK=32, NBUF=4)
+DEFAULT_CONFIG = dict(BM=128, BN=128, BK=32, NBUF=4, SPLITK=1)
 
 STAGE = k18.make_stage(DEFAULT_CONFIG, mode="3xtf32")

@@ -19,6 +19,11 @@ no tuning data, the top FP32 stage of the ladder with its default tiles.
 
 The models: CUTLASS's Python ``Gemm`` plan (choose and compile once, ``run()`` many times),
 cuBLASLt's heuristic -> algo, Triton's ``autotune(key=...)``.
+
+A ``compute`` mode *allows* an arithmetic, as cuBLAS's ``CUBLAS_COMPUTE_32F_FAST_TF32`` allows
+tensor cores: the automatic choice for ``"tf32"`` or ``"3xtf32"`` weighs the FP32 stages too
+(:data:`ALLOWED`: at least as accurate) and takes an FP32 kernel where it is predicted faster (a
+few rows: the bandwidth-bound skinny stages, which no tensor core speeds up).
 """
 
 from __future__ import annotations
@@ -39,6 +44,44 @@ from . import staging, tuning
 from .cost import SCALAR_FACTOR, STREAM_K_WARPS_PER_SM, estimate_ms, split_options, stream_ms
 from .geometry import Alignment, Geometry, serves
 from .staging import Staging, copied
+
+#: The arithmetic the automatic choice may run for each ``compute`` mode: its own, and FP32
+#: where that mode rounds more (``"tf32"``) or as much (``"3xtf32"``). A named stage runs as named.
+ALLOWED = {
+    "fp32": ("fp32",),
+    "tf32": ("tf32", "fp32"),
+    "3xtf32": ("3xtf32", "fp32"),
+    "fp16": ("fp16",),
+}
+
+
+def _usable(compute: str, dev: DeviceInfo) -> list[Stage]:
+    """The stages the automatic choice weighs for ``compute`` on ``dev`` (:data:`ALLOWED`), the
+    ladder's order.
+
+    Raises:
+        ValueError: no stage of ``compute``'s own arithmetic runs on ``dev`` (FP32 alone does
+            not make a ``"tf32"`` request servable).
+    """
+    if not any(s.precision == compute and s.runs_on(dev.cc) for s in STAGES):
+        need = min((s.min_cc for s in STAGES if s.precision == compute), default=None)
+        raise ValueError(
+            f"compute={compute!r} needs compute capability {need[0]}.{need[1]}+; "
+            f"{dev.name} is {dev.cc[0]}.{dev.cc[1]}"
+            if need
+            else f"no stage computes {compute!r}"
+        )
+    allowed = ALLOWED.get(compute, (compute,))
+    return [s for s in STAGES if s.precision in allowed and s.runs_on(dev.cc)]
+
+
+def _weighed(picks: list[tuple], compute: str) -> list[tuple]:
+    """``picks`` (``(ms, stage name, ...)``), or none when no pick is of ``compute``'s own
+    arithmetic: another arithmetic (:data:`ALLOWED`) is weighed only against priced candidates
+    of the one asked for (without them, its top stage with default tiles runs)."""
+    if any(get_stage(p[1]).precision == compute for p in picks):
+        return picks
+    return []
 
 
 def _priced(
@@ -72,7 +115,7 @@ def _priced(
             priced.append(
                 (
                     estimate_ms(c, M, N, K, dev.sm_count, aligned, factor, g.batch, s),
-                    dict(c["config"], SPLITK=s),
+                    dict(c["config"], SPLITK=s) if "SPLITK" in c["config"] else dict(c["config"]),
                     cls,
                 )
             )
@@ -184,9 +227,12 @@ def ranked(
     measurements near this shape first (:func:`_measured`), then the classes' tuned candidates
     (:func:`_classed`), each (stage, configuration) once; the top general stage with its
     default tiles last. What ``autotune`` times."""
-    usable = [s for s in STAGES if s.precision == compute and s.runs_on(dev.cc)]
+    usable = _usable(compute, dev)
     out, seen = [], set()
-    picks = _measured(g, aligned, dev, {s.name for s in usable}) + _classed(usable, g, aligned, dev)
+    picks = _weighed(
+        _measured(g, aligned, dev, {s.name for s in usable}) + _classed(usable, g, aligned, dev),
+        compute,
+    )
     for ms, name, cfg, where in picks:
         key = (name, tuple(sorted(cfg.items())))
         if key in seen:
@@ -197,7 +243,13 @@ def ranked(
             out.append((ms, built, where))
     for s in reversed(usable):
         key = (s.name, tuple(sorted(dict(s.config).items())))
-        if s.general and key not in seen and s.supports(g.M, g.N, g.K) and serves(s, g) is None:
+        if (
+            s.precision == compute
+            and s.general
+            and key not in seen
+            and s.supports(g.M, g.N, g.K)
+            and serves(s, g) is None
+        ):
             out.append((None, s, "its default tiles"))
             break
     return out
@@ -242,14 +294,13 @@ def _choose(
                     )
             return st, None, f"stage {stage!r} by name; its default tiles (no tuning data)"
         return st, None, f"stage {stage!r} by name (fixed tiles)"
-    usable = [s for s in STAGES if s.precision == compute and s.runs_on(dev.cc)]
-    if not usable:
-        need = min((s.min_cc for s in STAGES if s.precision == compute), default=None)
+    usable = _usable(compute, dev)
+    if not any(s.precision == compute and ok(s) for s in usable):
         raise ValueError(
-            f"compute={compute!r} needs compute capability {need[0]}.{need[1]}+; "
-            f"{dev.name} is {dev.cc[0]}.{dev.cc[1]}"
-            if need
-            else f"no stage computes {compute!r}"
+            f"no {compute} stage serves this product ({g}) on {dev.name}: the mma.sync "
+            "tensor-core stages (compute capability 8.x) take the teaching form only (2-D, "
+            "row-major, C-contiguous A and B); the TF32 wgmma stages (9.0) take every layout "
+            "and batch"
         )
 
     # a sweep's measurements near this shape, else the classes' tuned candidates (mixing the
@@ -257,7 +308,7 @@ def _choose(
     # classes also when no measured candidate serves this geometry (B stored transposed, where
     # the measured skinny configurations all stream B through a ring, which reads it row-major)
     for picks in (_measured(g, aligned, dev, {s.name for s in usable}), None):
-        picks = _classed(usable, g, aligned, dev) if picks is None else picks
+        picks = _weighed(_classed(usable, g, aligned, dev) if picks is None else picks, compute)
         for ms, name, cfg, where in picks:
             built = _configured(get_stage(name), cfg)
             if built is not None and ok(built):
@@ -278,7 +329,7 @@ def _choose(
                     ),
                 )
     for s in reversed(usable):
-        if s.general and ok(s):
+        if s.precision == compute and s.general and ok(s):
             return (
                 s,
                 None,
@@ -287,10 +338,7 @@ def _choose(
                     f"top general {compute} stage of the ladder with its default tiles"
                 ),
             )
-    raise ValueError(
-        f"no {compute} stage serves this product ({g}): the tensor-core stages take "
-        "2-D row-major C-contiguous operands only"
-    )
+    raise ValueError(f"no general {compute} stage serves this product ({g}) on {dev.name}")
 
 
 @dataclass(frozen=True, eq=False)
@@ -480,7 +528,7 @@ def plan_for(
     rows = g.alignment(Alignment(alignment))
     aligned = rows == Alignment.ALL
     # only C unaligned: the vector_loads variant, where the stage has it for this layout
-    loads = rows == Alignment.AB and compute in (None, "fp32")
+    loads = rows == Alignment.AB  # (the tensor-core stages have no such variant)
     if stage is None:
         st, predicted, reason = _choose(g, None, aligned, dev, compute or "fp32")
     else:
@@ -520,11 +568,17 @@ def plan_for(
         and not aligned
         and not loads
         and g == Geometry.dense(M, N, K, g.layout)
-        and compute in (None, "fp32")
+        and compute != "fp16"
     ):
-        staged = _staged(M, N, K, dev, predicted, g.layout)
-        if staged is not None:
-            return staged
+        # staged in the scalar pick's arithmetic, and (a TF32 mode that picked FP32) in the
+        # asked one: the cheaper that beats the scalar pick
+        options = [
+            _staged(M, N, K, dev, predicted, g.layout, p)
+            for p in dict.fromkeys((st.precision, compute or "fp32"))
+        ]
+        options = [o for o in options if o is not None]
+        if options:
+            return min(options, key=lambda o: o.predicted_ms)
     variant = "vector" if aligned or st.scalar_kernel is None else "scalar"
     if variant == "scalar" and loads and st.has_vector_loads(g.layout):
         variant = "vector_loads"
@@ -538,15 +592,28 @@ def plan_for(
 
 
 def _staged(
-    M: int, N: int, K: int, dev: DeviceInfo, scalar_ms: float | None, layout: str
+    M: int,
+    N: int,
+    K: int,
+    dev: DeviceInfo,
+    scalar_ms: float | None,
+    layout: str,
+    precision: str = "fp32",
 ) -> Plan | None:
     """The staged plan of an unaligned dense product (``plan.staging``): the aligned plan of the
-    padded shape between copies, when ``staging.worth`` says it beats the scalar plan's
-    ``scalar_ms``; else None."""
-    s = staging.feasible(M, N, K, dev, scalar_ms, layout)
+    padded shape between copies (in the scalar plan's arithmetic, ``precision``), when
+    ``staging.worth`` says it beats the scalar plan's ``scalar_ms``; else None."""
+    s = staging.feasible(M, N, K, dev, scalar_ms, layout, measured=precision == "fp32")
     if s is None:
         return None
-    inner = plan_for(M, s.N4, s.K4, device=dev, geometry=Geometry.dense(M, s.N4, s.K4, layout))
+    inner = plan_for(
+        M,
+        s.N4,
+        s.K4,
+        device=dev,
+        geometry=Geometry.dense(M, s.N4, s.K4, layout),
+        compute=None if precision == "fp32" else precision,
+    )
     if staging.worth(M, N, K, s, inner.predicted_ms, scalar_ms) is None:
         return None
     return staged_plan(M, N, K, s, inner, scalar_ms)

@@ -168,7 +168,9 @@ def split_options(
     blocks (each alone on its SM, running faster) for a full one, and on an H200 it picked
     stream-K where it lost 5-25 % (1000^3, 1024^3, 4097^3: docs/design.md)."""
     cfg = cand["config"]
-    own = cfg.get("SPLITK", 1)
+    if "SPLITK" not in cfg:  # a stage without split-K (hgemm_wgmma)
+        return (1,)
+    own = cfg["SPLITK"]
     bm, bn, bk = stage_of(cand).block(cfg)
     tiles = cdiv(M, bm) * cdiv(N, bn)
     if 2 * tiles * own >= sms:

@@ -96,7 +96,13 @@ def copy_ms(M: int, N: int, K: int, s: Staging, beta: bool = False) -> float:
 
 
 def feasible(
-    M: int, N: int, K: int, dev: DeviceInfo, scalar_ms: float | None, layout: str = "NN"
+    M: int,
+    N: int,
+    K: int,
+    dev: DeviceInfo,
+    scalar_ms: float | None,
+    layout: str = "NN",
+    measured: bool = True,
 ) -> Staging | None:
     """The :class:`Staging` of an unaligned ``M x N x K`` product (dense operands stored as
     ``layout`` says: NN or NT) if staging may pay, else None: without a prediction of the scalar
@@ -104,13 +110,14 @@ def feasible(
     workspace, or when no aligned shape near the padded one was measured
     (``tuning.nearest_shape``): the classes' extrapolation is often optimistic (256 x 50260 x
     768 priced at 0.17 ms from the narrow class, where cuBLAS takes 0.41 ms on an H200), and
-    would win against a measured scalar time for no reason."""
+    would win against a measured scalar time for no reason. ``measured=False`` (the TF32 wgmma
+    stages, whose 4-byte copies run at a fifth of the 128-bit kernel's speed) drops that last
+    condition: their classes' prices suffice."""
     if scalar_ms is None or layout[0] != "N":
         return None
     s = staging_for(M, N, K)
-    if (
-        4 * workspace_floats(M, s) > MAX_BYTES
-        or tuning.nearest_shape(M, s.N4, s.K4, True, dev, layout) is None
+    if 4 * workspace_floats(M, s) > MAX_BYTES or (
+        measured and tuning.nearest_shape(M, s.N4, s.K4, True, dev, layout) is None
     ):
         return None
     return s

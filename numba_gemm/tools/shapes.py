@@ -16,6 +16,8 @@ Rows: ``race.csv`` (one per shape: cuBLAS, auto, best swept, ratios, GB/s of the
 ``summary.txt`` (one line per shape, then the geometric mean of the end-to-end ratio).
 ``--layout NT`` races ``x @ W.T`` (B the transpose of a row-major ``(N, K)``, as
 ``torch.nn.Linear`` computes; cuBLAS gets the same views) and sweeps the candidates that serve it.
+``--compute tf32`` (or ``3xtf32``) races ``sgemm(compute=...)``, cuBLAS in TF32 (for 3xTF32: in
+FP32); ``--batch B`` races batches of B products against ``torch.bmm``.
 ``--fold`` records a sweep's fastest candidates per shape in a tuning file as measured shapes
 (``numba_gemm.plan.tuning.record_shape``), which the plan prices products near them from; it and
 ``--summarize`` need no GPU. The shape classes themselves are tuned by ``numba_gemm.tools.tune``.
@@ -90,6 +92,10 @@ def summary(rows: list[dict]) -> str:
         kern, e2e = float(r["pct_cublas_kernel"]), float(r["pct_cublas_e2e"])
         us, gbps = 1e3 * float(r["auto_kernel_ms"]), float(r["gbps_kernel"])
         lay = "" if r.get("layout", "NN") in ("NN", "", None) else f" {r['layout']}"
+        if r.get("compute") not in (None, "", "fp32"):
+            lay += f" {r['compute']}"
+        if str(r.get("batch") or 1) != "1":
+            lay += f" x{r['batch']}"
         lines.append(
             f"{r['group']:10s} {r['M']:>5}x{r['N']:>5}x{r['K']:>5}{lay} "
             f"kernel {kern:6.1f}% e2e {e2e:6.1f}% {us:9.1f} us {gbps:8.0f} GB/s  "
@@ -233,17 +239,22 @@ def fold(sweeps: list[Path], into: Path, within: float = 1.05, keep: int = 3) ->
 
 
 def precompile(
-    shapes: list[tuple[int, int, int]], jobs: int, sweep: bool, layout: str = "NN", **which
+    shapes: list[tuple[int, int, int]],
+    jobs: int,
+    sweep: bool,
+    layout: str = "NN",
+    compute: str = "fp32",
+    **which,
 ) -> None:
-    """Compile the automatic pick of every shape and, with ``sweep``, every candidate (both
-    variants) into the kernel cache, for operands in ``layout``."""
+    """Compile the automatic pick of every shape (for ``compute``) and, with ``sweep``, every
+    candidate (both variants) into the kernel cache, for operands in ``layout``."""
     import torch  # optional: the race and the sweep need PyTorch on a GPU, the fold does not
 
     cc = torch.cuda.get_device_capability()
     todo = {}
     for M, N, K in shapes:
         g = Geometry.dense(M, N, K, layout)
-        st = plan_for(M, N, K, geometry=g).stage
+        st = plan_for(M, N, K, geometry=g, compute=compute).stage
         picks = [(st.name, dict(st.config))]
         if tuning.autotune_enabled():  # what the first call will time (plan.autotune)
             aligned = g.alignment(Alignment.ALL) == Alignment.ALL
@@ -311,6 +322,19 @@ def main(argv=None) -> int:
         help="how A and B are stored, as in BLAS: NT is B = W.T with W a row-major "
         "(N, K), as in x @ W.T (torch.nn.Linear); cuBLAS gets the same views",
     )
+    p.add_argument(
+        "--compute",
+        default="fp32",
+        choices=["fp32", "tf32", "3xtf32"],
+        help="the arithmetic of sgemm(compute=...); cuBLAS runs TF32 for tf32 (same precision), "
+        "else FP32 (TF32 off); --sweep and --fold are for fp32",
+    )
+    p.add_argument(
+        "--batch",
+        type=int,
+        default=0,
+        help="race batches of this many products (torch.bmm against sgemm on 3-D operands)",
+    )
     p.add_argument("--reps", type=int, default=20)
     p.add_argument("--sweep", action="store_true")
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
@@ -353,6 +377,8 @@ def main(argv=None) -> int:
     )
     args = p.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
+    if args.compute != "fp32" and (args.sweep or args.fold):
+        p.error("--sweep and --fold are for --compute fp32")
     if args.fold:
         if args.into is None:
             p.error("--fold needs --into TUNING_JSON")
@@ -388,10 +414,17 @@ def main(argv=None) -> int:
         extra_only=args.extra_only,
         layout=args.layout,
     )
-    precompile([s for _, s in shapes], args.jobs, args.sweep or args.compile_only, **which)
+    precompile(
+        [s for _, s in shapes],
+        args.jobs,
+        args.sweep or args.compile_only,
+        compute=args.compute,
+        **which,
+    )
     if args.compile_only:
         return 0
-    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cuda.matmul.allow_tf32 = args.compute == "tf32"  # cuBLAS in the same precision
+    batch = (args.batch,) if args.batch else ()
     gpu = torch.cuda.get_device_name()
     gen = torch.Generator(device="cuda").manual_seed(0)
     race, sweep = [], []
@@ -399,20 +432,21 @@ def main(argv=None) -> int:
     def run_shape(group, M, N, K):
         # a transposed operand: the transpose (a view) of a row-major (K, M) or (N, K) tensor
         a = (
-            torch.randn(M, K, device="cuda", generator=gen)
+            torch.randn(*batch, M, K, device="cuda", generator=gen)
             if args.layout[0] == "N"
-            else torch.randn(K, M, device="cuda", generator=gen).T
+            else torch.randn(*batch, K, M, device="cuda", generator=gen).mT
         )
         b = (
-            torch.randn(K, N, device="cuda", generator=gen)
+            torch.randn(*batch, K, N, device="cuda", generator=gen)
             if args.layout[1] == "N"
-            else torch.randn(N, K, device="cuda", generator=gen).T
+            else torch.randn(*batch, N, K, device="cuda", generator=gen).mT
         )
-        c = torch.empty(M, N, device="cuda")
+        c = torch.empty(*batch, M, N, device="cuda")
         ref = a.double() @ b.double()
         ref_norm = torch.linalg.norm(ref).item()
-        flop = 2.0 * M * N * K
-        nbytes = 4.0 * (M * K + K * N + M * N)
+        flop = 2.0 * M * N * K * max(args.batch, 1)
+        nbytes = 4.0 * (M * K + K * N + M * N) * max(args.batch, 1)
+        compute = None if args.compute == "fp32" else args.compute
 
         def err_of(run):
             c.fill_(float("nan"))
@@ -427,20 +461,22 @@ def main(argv=None) -> int:
             return max(3, min(args.reps, int(args.max_sweep_ms / max(once, 1e-3))))
 
         def mm():
-            torch.mm(a, b, out=c)
+            (torch.bmm if batch else torch.mm)(a, b, out=c)
 
         row = dict(gpu=gpu, group=group, M=M, N=N, K=K, layout=args.layout)
+        if args.compute != "fp32" or batch:
+            row.update(compute=args.compute, batch=args.batch or 1)
         row["cublas_err"] = err_of(mm)
         row["cublas_kernel_ms"] = time_kernel(mm, reps=args.reps).median
         row["cublas_e2e_ms"] = None  # below: in turn with the public call's loops
         t0 = time.perf_counter()  # the first call: plan (autotuning on: time the bucket), load
         try:
-            sgemm(a, b, out=c)
+            sgemm(a, b, out=c, compute=compute)
             torch.cuda.synchronize()
         except Exception as e:  # noqa: BLE001 - reported below, where the plan runs
             row["auto_note"] = f"first call FAILED {type(e).__name__}: {e}"
         row["first_call_s"] = time.perf_counter() - t0
-        plan = explain(a, b, out=c)
+        plan = explain(a, b, out=c, compute=compute)
         row["auto"] = f"{plan.stage.name} {dict(plan.stage.config)} split_k={plan.split_k}"
         row["auto_predicted_ms"] = plan.predicted_ms
         try:
@@ -449,7 +485,9 @@ def main(argv=None) -> int:
             row["auto_kernel_ms"] = time_kernel(run, reps=args.reps).median
             # end to end, cuBLAS's loops and the public call's in turn: the same host state for
             # both (a 10 us call's host time swings by 20-50 % from one second to the next)
-            cub, ours = time_calls_paired([mm, lambda: sgemm(a, b, out=c)], reps=args.reps)
+            cub, ours = time_calls_paired(
+                [mm, lambda: sgemm(a, b, out=c, compute=compute)], reps=args.reps
+            )
             row["cublas_e2e_ms"], row["auto_e2e_ms"] = cub.median, ours.median
         except Exception as e:  # noqa: BLE001 - a failing pick is reported
             row["auto_note"] = f"FAILED {type(e).__name__}: {e}"

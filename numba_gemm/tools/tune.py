@@ -5,7 +5,9 @@ batched 64 x 512^3, and the regimes skinny 16 x 4096 x 4096, narrow 128 x 4096 x
 transposes gemv_n 4096 x 1 x 4096, skinny_n 4096 x 16 x 4096 and narrow_n 4096 x 128 x 4096,
 deep 1024 x 1024 x 16384, shallow 4096 x 4096 x 16) and each tunable FP32 stage that takes the
 class's shape (warptiling, double_buffering, multistage; skinny and skinny_n in the classes of
-few rows or columns):
+few rows or columns; by name, ``--stages tf32_wgmma tf32x3_wgmma``, the TF32 wgmma stages, whose
+class winners the plan weighs for ``compute="tf32"``/``"3xtf32"``: largest tiles first, then
+split-K 2 and 4 in the split-K classes):
 
 1. tiles: the stage's ``SPACE`` (every configuration of a grid of BM, BN, BK, WM, WN, WNITER, TM,
    TN that passes the stage's own ``check_config``), most register reuse first, timed until the
@@ -53,13 +55,15 @@ def _order(space: Sequence[dict]) -> list[dict]:
     """Most promising first, round-robin over block-tile shapes (so that every (BM, BN) is timed
     early: the finer ones are what ``plan_for`` picks for ragged sizes). Within a shape:
     more accumulators per thread, deeper BK, 256 threads, square-ish warp sub-tiles, fewer
-    SMEM buffers."""
+    SMEM buffers; the wgmma stages (no warp tiles): four or five buffers, BK 32 first."""
     from ..kernels._tunable import derived
 
     if not space or "BM" not in space[0]:
         return list(space)  # the skinny stage: its space is already in order of preference
 
     def key(cfg):
+        if "WM" not in cfg:  # a wgmma stage: its default's ring depth first
+            return (abs(cfg["NBUF"] - 4.5), cfg["BK"], str(cfg))
         d = derived(cfg)
         acc = d["WMITER"] * cfg["TM"] * cfg["WNITER"] * cfg["TN"]
         return (
@@ -116,6 +120,8 @@ def knob_variants(cfg: dict, cls: str) -> list[dict]:
     thread: it always spilled there (docs/design.md)."""
     from ..kernels._tunable import derived
 
+    if "MINB" not in cfg:  # the wgmma stages: split-K only
+        return [dict(cfg, SPLITK=s) for s in (2, 4)] if cls in SPLIT_K_CLASSES else []
     if "BM" not in cfg:  # the skinny stage: its space sweeps split-K; here launch bounds only
         return [dict(cfg, MINB=2)] if cfg["MINB"] == 0 else []
     d = derived(cfg)
@@ -243,9 +249,9 @@ def _alternatives(
     the kept configurations' scalar kernels are compiled first, in parallel."""
     best: dict[tuple, tuple[dict, dict]] = {}
     for cfg, res in results:
-        if cls not in SPLIT_K_CLASSES and cfg["SPLITK"] > 1:
+        if cls not in SPLIT_K_CLASSES and cfg.get("SPLITK", 1) > 1:
             continue
-        key = (*stage.block(cfg)[:2], cfg["SPLITK"])
+        key = (*stage.block(cfg)[:2], cfg.get("SPLITK", 1))
         if key not in best or res["ms"] < best[key][1]["ms"]:
             best[key] = (cfg, res)
     kept = sorted(best.values(), key=lambda cr: cr[1]["ms"])[:ALTERNATIVES]
@@ -328,9 +334,11 @@ def autotune_shapes(spec: str, layout: str, force: bool) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     from ..kernels import STAGES, get_stage
 
-    # the FP32 stages: their shape classes, configuration keys and cuBLAS FP32 reference (the
-    # tensor-core stages' tiles are swept by numba_gemm.tools.tensor_cores --sweep)
+    # the FP32 stages by default; by name also the TF32 wgmma stages, whose classes the plan
+    # weighs for compute="tf32"/"3xtf32" beside the FP32 ones (every stage is checked against
+    # cuBLAS FP32 within its own precision's tolerance)
     tunable = [s.name for s in STAGES if s.tunable and s.precision == "fp32"]
+    tensor = [s.name for s in STAGES if s.tunable and s.arch is not None and s.precision != "fp16"]
     classes = [c.name for c in tuning.CLASSES]
     ap = argparse.ArgumentParser(
         prog="python -m numba_gemm.tools.tune",
@@ -341,8 +349,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--stages",
         nargs="+",
         default=tunable,
-        choices=tunable,
-        help="stages to tune (default: every tunable FP32 stage)",
+        choices=tunable + tensor,
+        help="stages to tune (default: every tunable FP32 stage; also " + ", ".join(tensor) + ")",
     )
     ap.add_argument(
         "--classes",
@@ -486,7 +494,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(f"{cls} {name}: no valid configuration timed", file=sys.stderr)
                 continue
             results.sort(key=lambda cr: -cr[1]["gflops"])
-            tile_only = [dict(c, MINB=0, SPLITK=1) for c, _ in results]
+            tile_only = [
+                dict(c, MINB=0, SPLITK=1) if "MINB" in c else dict(c, SPLITK=1) for c, _ in results
+            ]
             tried[name] = list({str(c): c for c in tile_only + tried[name]}.values())[:24]
             alts = _alternatives(results, base, prob, cls, twin, args.reps, args.warmup, args.jobs)
             if not alts:
