@@ -267,7 +267,9 @@ def hgemm(
     Args:
         a: A, shape ``(M, K)``, float16, row-major C-contiguous, on the GPU (Numba, CuPy,
             PyTorch or any ``__cuda_array_interface__`` object; zero-copy).
-        b: B, shape ``(K, N)``, float16, row-major C-contiguous, on the same GPU.
+        b: B, shape ``(K, N)``, float16, row-major C-contiguous, or the transpose of a
+            C-contiguous ``(N, K)`` (``x @ W.T`` as ``torch.nn.Linear`` computes: ``W.T``, no
+            copy; compute capability 9.0), on the same GPU.
         out: C, shape ``(M, N)``, float32 or float16, C-contiguous, on the same GPU, not
             overlapping A or B: written in place and returned. None: a new array of
             ``out_dtype`` and of ``a``'s kind.
@@ -293,7 +295,9 @@ def hgemm(
             of another dtype than float32/float16 (the dtypes of ``a``, ``b`` and ``out`` are
             checked before anything else); alpha/beta not real; ``stage`` or ``stream`` of
             another type.
-        ValueError: an operand not 2-D C-contiguous; inner dimensions that differ; ``K`` or
+        ValueError: ``a`` not 2-D C-contiguous, ``b`` neither that nor the transpose of a
+            C-contiguous array (B stored transposed where no FP16 stage of this GPU takes it:
+            compute capability 8.x); inner dimensions that differ; ``K`` or
             ``N`` not a multiple of 8, ``K == 0``, or an operand not 16-byte aligned; ``out``
             of the wrong shape, not C-contiguous, overlapping ``a`` or ``b``, or not of
             ``out_dtype``; an unknown ``out_dtype``; operands on different GPUs; a stage that
@@ -302,8 +306,8 @@ def hgemm(
     """
     A, B = operand(a), operand(b)
     C = None if out is None else operand(out)
-    shape = checks.check_hgemm(A, B, C, out_dtype)
-    return dispatch.run_fp16(A, B, C, out, shape[:3], shape[3], alpha, beta, stage, stream)
+    M, N, K, out_dtype, layout = checks.check_hgemm(A, B, C, out_dtype)
+    return dispatch.run_fp16(A, B, C, out, (M, N, K), out_dtype, alpha, beta, stage, stream, layout)
 
 
 def matmul(

@@ -270,9 +270,10 @@ HGEMM_OUT = {"float32": F32, "float16": F16}
 
 def check_hgemm(
     A: Operand, B: Operand, C: Operand | None, out_dtype: str | None
-) -> tuple[int, int, int, str]:
-    """``(M, N, K, output dtype name)`` of ``hgemm(a, b, out=out, out_dtype=out_dtype)``: dtypes
-    first, then layout, shapes, GPUs, aliasing and the 16-byte rows the FP16 kernel copies.
+) -> tuple[int, int, int, str, str]:
+    """``(M, N, K, output dtype name, layout)`` of ``hgemm(a, b, out=out, out_dtype=out_dtype)``:
+    dtypes first, then layout (``"NN"``, or ``"NT"`` for ``b`` the transpose of a C-contiguous
+    ``(N, K)``), shapes, GPUs, aliasing and the 16-byte rows the FP16 kernel copies.
 
     Raises:
         TypeError, ValueError: as :func:`numba_gemm.hgemm` says.
@@ -285,11 +286,16 @@ def check_hgemm(
             )
     if C is not None and C.dtype not in (F32, F16):
         raise TypeError(f"hgemm: out must be float32 or float16, got dtype {C.dtype}")
+    # b stored transposed: W.T of a C-contiguous W (N, K), as x @ W.T (torch.nn.Linear)
+    b_t = len(B.shape) == 2 and 0 not in B.shape and tuple(B.strides) == (2, 2 * B.shape[0])
     for label, X in (("a", A), ("b", B)):
+        if label == "b" and b_t:
+            continue
         if len(X.shape) != 2 or (0 not in X.shape and tuple(X.strides) != (2 * X.shape[1], 2)):
             raise ValueError(
-                f"hgemm: {label} must be 2-D and C-contiguous, got shape "
-                f"{tuple(X.shape)} and strides {tuple(X.strides)} bytes"
+                f"hgemm: {label} must be 2-D and C-contiguous"
+                + (" (or the transpose of a C-contiguous (N, K))" if label == "b" else "")
+                + f", got shape {tuple(X.shape)} and strides {tuple(X.strides)} bytes"
             )
     (M, K), (kb, N) = A.shape, B.shape
     if K != kb:
@@ -329,7 +335,7 @@ def check_hgemm(
             "16-byte aligned; pad K and N with zeros (the product is unchanged) "
             "or use a fresh allocation"
         )
-    return M, N, K, dt
+    return M, N, K, dt, "NT" if b_t else "NN"
 
 
 def matmul_launches(

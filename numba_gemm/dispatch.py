@@ -211,9 +211,10 @@ def run_fp16(
     beta: Any,
     stage: Any,
     stream: Any,
+    layout: str = "NN",
 ) -> Any:
     """``hgemm`` after :func:`checks.check_hgemm`: ``shape`` its ``(M, N, K)``, ``out_dtype`` the
-    output's dtype name."""
+    output's dtype name, ``layout`` ``"NT"`` for B stored transposed."""
     M, N, K = shape
     alpha32 = checks.SCALARS.get(alpha) if type(alpha) is float else None
     if alpha32 is None:
@@ -223,13 +224,21 @@ def run_fp16(
     else:
         beta32 = checks.check_scalar("beta", beta)
     strm = DEFAULT_STREAM if type(stream) is int and stream == 0 else stream_handle(stream)
-    key = ("fp16", A.device, M, N, K, stage_key(stage), out_dtype)
+    key = ("fp16", A.device, M, N, K, stage_key(stage), out_dtype, layout)
     p = PLANS.get(key)
     if p is None and M and N:
+        g = None if layout == "NN" else Geometry.dense(M, N, K, layout)
         p = kept(
             key,
             lambda: runner_of(
-                M, N, K, stage=stage, device=A.device, compute="fp16", out_dtype=out_dtype
+                M,
+                N,
+                K,
+                stage=stage,
+                device=A.device,
+                compute="fp16",
+                out_dtype=out_dtype,
+                geometry=g,
             ),
         )
     if out is None:

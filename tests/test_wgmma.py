@@ -394,6 +394,26 @@ def test_tf32_wgmma_split_k(rng):
         assert_close(d_c.copy_to_host(), ref(a, b, c0, 0.5, -1.0), rtol=st.rtol)
 
 
+@pytest.mark.parametrize("layout", ["TN", "TT"])
+def test_tf32_with_a_transposed_copies_a_row_major(layout, rng):
+    """The automatic plan of a TF32 product with A stored transposed copies A row-major (and, for
+    ragged K or N, pads what plan.staging pads), then runs the N? kernel: its own element-wise
+    transposing copies are copy-bound (design.md §5.1). alpha and beta; C poisoned where not
+    read."""
+    _needs_hopper()
+    M, N, K = 37, 21, 13
+    a, b = rng.standard_normal((M, K), np.float32), rng.standard_normal((K, N), np.float32)
+    da, db = stored(a, True), stored(b, layout[1] == "T")
+    plan = numba_gemm.explain(da, db, compute="tf32")
+    assert plan.geometry.layout == layout and plan.staging.at and plan.staging.a
+    assert plan.inner.geometry.layout == "N" + layout[1] and plan.inner.stage.name == "tf32_wgmma"
+    assert "A stored transposed" in plan.reason
+    c0 = rng.standard_normal((M, N), np.float32)
+    d_c = cuda.to_device(c0)
+    numba_gemm.sgemm(da, db, out=d_c, compute="tf32", alpha=0.5, beta=-1.0)
+    assert_close(d_c.copy_to_host(), ref(a, b, c0, 0.5, -1.0), rtol=5e-3)
+
+
 def test_tf32_wgmma_batch_broadcast(rng):
     """A batch of three ``x @ W.T`` with one W (batch stride 0), through ``matmul``."""
     _needs_hopper()
@@ -440,3 +460,34 @@ def test_tf32_allows_fp32_and_stages_unaligned_rows(fake_gpu):
     assert ragged.staging is not None and ragged.inner.stage.name == "tf32_wgmma"
     assert ragged.inner.variant == "vector"
     assert plan_for(4096, 4096, 4096, compute="3xtf32").stage.name == "tf32x3_wgmma"
+
+
+@pytest.mark.parametrize("out_dtype", [np.float32, np.float16])
+def test_hgemm_wgmma_b_transposed(out_dtype, rng):
+    """``hgemm(x, W.T)``: B stored transposed is copied K-major like A and read without
+    trans-b; FP32 and FP16 C, alpha and beta, ragged M."""
+    _needs_hopper()
+    st = sim_sized(get_stage("hgemm_wgmma"))
+    M, N, K = 70, 72, 136
+    a = rng.standard_normal((M, K)).astype(np.float16)
+    w = rng.standard_normal((N, K)).astype(np.float16)
+    c0 = rng.standard_normal((M, N)).astype(out_dtype)
+    d_c = cuda.to_device(c0)
+    b = tr(cuda.to_device(w))  # (K, N), the transpose of a C-contiguous (N, K)
+    numba_gemm.hgemm(cuda.to_device(a), b, out=d_c, stage=st, alpha=0.5, beta=-1.0)
+    want = 0.5 * (a.astype(np.float64) @ w.astype(np.float64).T) - c0.astype(np.float64)
+    assert rel_error(d_c.copy_to_host().astype(np.float64), want) <= st.rtol
+
+
+def test_hgemm_b_transposed_refused_where_no_stage_takes_it(rng):
+    """The mma.sync FP16 stage takes row-major B only, and B with no unit stride is refused by
+    ``hgemm`` with what it takes; nothing is written."""
+    a = cuda.to_device(rng.standard_normal((16, 32)).astype(np.float16))
+    w = cuda.to_device(rng.standard_normal((24, 32)).astype(np.float16))
+    out = cuda.to_device(np.full((16, 24), np.nan, np.float32))
+    with pytest.raises(ValueError, match="teaching form only.*one of 'hgemm_wgmma'$"):
+        numba_gemm.hgemm(a, tr(w), out=out, stage="hgemm_mma")
+    wide = cuda.to_device(rng.standard_normal((32, 48)).astype(np.float16))
+    with pytest.raises(ValueError, match="transpose of a C-contiguous"):
+        numba_gemm.hgemm(a, wide[:, ::2], out=out)
+    assert np.isnan(out.copy_to_host()).all()

@@ -226,7 +226,7 @@ def make_swizzled_transposer(rows: int, cols: int, threads: int, t: int):
 
 
 @functools.cache
-def _make_kernel(items: tuple):
+def _make_kernel(items: tuple, layout: str = "NN"):
     cfg = dict(items)
     BM, BN, BK, NBUF = (cfg[k] for k in KEYS)
     d = derived(cfg)
@@ -237,14 +237,27 @@ def _make_kernel(items: tuple):
     ACC = BN // 2  # FP32 accumulators per thread: the 64 x BN product in BN / 8 fragments
     STEPS_PER_ROW = SW_ROW // (2 * MMA_K)  # 16-deep steps per 128-byte row of A (4)
     copy_a = make_swizzled_copier(BM, BK, NT, True)
-    copy_b = make_swizzled_copier(BK, BN, NT, False)
+    B_T = layout == "NT"  # B stored (N, K): K-major like A, no trans-b
+    if B_T:
+        copy_bt = make_swizzled_copier(BN, BK, NT, True)
+
+        @device_jit
+        def copy_b(Bs, B, k0, col0, K, N, tid):  # rows of N, 128-byte rows of K
+            copy_bt(Bs, B, col0, k0, N, K, tid)
+
+    else:
+        copy_b = make_swizzled_copier(BK, BN, NT, False)
 
     @device_jit
     def _product(s, acc, As, da, Bs, db):
         # step s (descriptor starts in 16 bytes): A's column block s // 4, 32 bytes per step
         # within its rows; B 16 rows of 128 bytes down
         a_off = ((s // STEPS_PER_ROW) * BM * SW_ROW + (s % STEPS_PER_ROW) * 2 * MMA_K) // 16
-        mma_f16(acc, BN, As, da + a_off, Bs, db + s * MMA_K * SW_ROW // 16, 1, 1)
+        if B_T:  # B K-major as A: BN rows of 128 bytes, 32 bytes per step
+            b_off = ((s // STEPS_PER_ROW) * BN * SW_ROW + (s % STEPS_PER_ROW) * 2 * MMA_K) // 16
+            mma_f16(acc, BN, As, da + a_off, Bs, db + b_off, 1, 0)
+        else:
+            mma_f16(acc, BN, As, da + a_off, Bs, db + s * MMA_K * SW_ROW // 16, 1, 1)
 
     products = unroll(STEPS, _product)
 
@@ -266,8 +279,9 @@ def _make_kernel(items: tuple):
 
     @kernel_jit(launch_bounds=(NT, 1))
     def hgemm_wgmma(A, B, C, alpha, beta):
+        # B as stored: (K, N), or (N, K) for B stored transposed (x @ W.T)
         M, K = A.shape
-        N = B.shape[1]
+        N = B.shape[0] if B_T else B.shape[1]
         # dynamic SMEM: NBUF A tiles, then NBUF B tiles, each as 16-byte chunks, swizzled
         smem = cuda.shared.array(0, float16, alignment=SW_ALIGN)
         As = tile_view(smem, 0, (NBUF, A_CHUNKS, T))
@@ -302,7 +316,7 @@ def _make_kernel(items: tuple):
                 As[cb],
                 smem_desc(As[cb], a_chunk, 0, CORE_BYTES, SW_ATOM) | SWIZZLE_128B,
                 Bs[cb],
-                smem_desc(Bs[cb], 0, 0, LBO_B, SW_ATOM) | SWIZZLE_128B,
+                smem_desc(Bs[cb], 0, 0, CORE_BYTES if B_T else LBO_B, SW_ATOM) | SWIZZLE_128B,
             )
             commit()
             # --- GMEM -> SMEM: tile t + DIST into tile t - 2's buffer (past K: zero-filled,
@@ -338,6 +352,8 @@ def make_stage(config: Mapping[str, int]) -> Stage:
         name="hgemm_wgmma",
         label="17: FP16 wgmma (Hopper warpgroup MMA from SMEM)",
         kernel=_make_kernel(tuple(sorted(cfg.items()))),
+        layouts=("NN", "NT"),
+        layout_kernel=lambda vec, layout: _make_kernel(tuple(sorted(cfg.items())), layout),
         launch_config=launch_config,
         precision="fp16",
         config=cfg,

@@ -582,7 +582,10 @@ class Runner:
             shapes = (
                 list(p.geometry.arrays(_NOWHERE, _NOWHERE, _NOWHERE))
                 if self._strided
-                else [Operand(None, 0, s, None, F32, 0) for s in ((M, K), (K, N), (M, N))]
+                else [
+                    Operand(None, 0, s, None, F32, 0)
+                    for s in ((M, K), (N, K) if layout[1] == "T" else (K, N), (M, N))
+                ]
             )
             if self._split_args:
                 shapes += list(self._buffers(0))
@@ -635,7 +638,13 @@ class Runner:
             self.run(A, B, C, alpha, beta, stream)
             return
         p = self.plan
-        args = p.geometry.arrays(A, B, C) if self._strided else (A, B, C)
+        if self._strided:
+            args = p.geometry.arrays(A, B, C)
+        elif p.geometry.layout[1] == "T":  # a 2-D stage takes B as stored, (N, K)
+            Bt = Operand(B.obj, B.ptr, B.shape[::-1], B.strides[::-1], B.dtype, B.device, B.stream)
+            args = (A, Bt, C)
+        else:
+            args = (A, B, C)
         if self._split_args:
             args = (*args, *self._buffers(stream))
         main.launch(self.grid, p.block, stream, args, (alpha, beta))
@@ -703,7 +712,12 @@ class StagedRunner(Runner):
         c = C2 if s.c or C.ptr & 15 else C
         block = (_pad.BLOCK, 1, 1)
         if a is not A:
-            copy.launch(_pad_grid(a), block, stream, (_as3(a), _storage(A, M, K)), ())
+            src = (  # A stored transposed: its dense (K, M) storage, read as (M, K)
+                Operand(A.obj, A.ptr, (1, M, K), (0, 4, 4 * M), F32, A.device)
+                if s.at
+                else _storage(A, M, K)
+            )
+            copy.launch(_pad_grid(a), block, stream, (_as3(a), src), ())
         if b is not B:
             copy.launch(
                 _pad_grid(b), block, stream, (_as3(b), _storage(B, *((N, K) if bt else (K, N)))), ()

@@ -43,7 +43,7 @@ from ..launch.launcher import runner
 from . import staging, tuning
 from .cost import SCALAR_FACTOR, STREAM_K_WARPS_PER_SM, estimate_ms, split_options, stream_ms
 from .geometry import Alignment, Geometry, serves
-from .staging import Staging, copied
+from .staging import Staging, copied, staging_for
 
 #: The arithmetic the automatic choice may run for each ``compute`` mode: its own, and FP32
 #: where that mode rounds more (``"tf32"``) or as much (``"3xtf32"``). A named stage runs as named.
@@ -579,6 +579,14 @@ def plan_for(
         options = [o for o in options if o is not None]
         if options:
             return min(options, key=lambda o: o.predicted_ms)
+    if (
+        stage is None
+        and g.layout[0] == "T"
+        and st.arch is not None
+        and st.precision in ("tf32", "3xtf32")
+        and g == Geometry.dense(M, N, K, g.layout)
+    ):
+        return _transposed(M, N, K, dev, g.layout, st.precision)
     variant = "vector" if aligned or st.scalar_kernel is None else "scalar"
     if variant == "scalar" and loads and st.has_vector_loads(g.layout):
         variant = "vector_loads"
@@ -617,6 +625,38 @@ def _staged(
     if staging.worth(M, N, K, s, inner.predicted_ms, scalar_ms) is None:
         return None
     return staged_plan(M, N, K, s, inner, scalar_ms)
+
+
+def _transposed(M: int, N: int, K: int, dev: DeviceInfo, layout: str, precision: str) -> Plan:
+    """A TF32 wgmma product with A stored transposed (TN, TT): A copied row-major (padded to
+    rows of K4 floats; B and C as ``plan.staging`` says), then the aligned plan of layout N?.
+    Always: the kernel's own element-wise transposing copies ran 4096^3 TN at 15 % of cuBLAS
+    TF32 (docs/design.md §5.1), against which one copy of A was predicted at a few percent (not
+    yet timed on a GPU)."""
+    s = staging_for(M, N, K, transpose_a=True)
+    inner = plan_for(
+        M,
+        s.N4,
+        s.K4,
+        device=dev,
+        geometry=Geometry.dense(M, s.N4, s.K4, "N" + layout[1]),
+        compute=precision,
+    )
+    copy = staging.copy_ms(M, N, K, s)
+    inner_ms = inner.predicted_ms
+    return dataclasses.replace(
+        inner,
+        geometry=Geometry.dense(M, N, K, layout),
+        predicted_ms=None if inner_ms is None else inner_ms + copy,
+        reason=(
+            f"auto: A stored transposed, which the {precision} wgmma kernels need K-major: "
+            f"{copied(s)} copied ({copy:.3g} ms predicted), then the plan of "
+            f"{M}x{s.N4}x{s.K4} {inner.geometry.layout}: {inner.reason}"
+        ),
+        staging=s,
+        inner=inner,
+        copy_ms=copy,
+    )
 
 
 def staged_plan(M: int, N: int, K: int, s: Staging, inner: Plan, scalar_ms: float) -> Plan:

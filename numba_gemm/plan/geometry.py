@@ -137,11 +137,19 @@ def serves(st: Stage, g: Geometry) -> str | None:
     if g.is_plain:
         return None
     if not st.batched:
+        dense = g.batch == 1 and g == Geometry.dense(g.M, g.N, g.K, g.layout)
+        if dense and g.layout in st.layouts:
+            return None  # a 2-D stage given the dense storage of a layout it takes (hgemm: NT)
+        others = [
+            repr(s.name)
+            for s in STAGES
+            if s.precision == st.precision and (s.batched or (dense and g.layout in s.layouts))
+        ]
         return (
             f"stage {st.name!r} takes the ladder's teaching form only (2-D, row-major, "
             f"C-contiguous A and B); this product has layout {g.layout}, batch {g.batch} and "
-            f"row pitches ({g.lda}, {g.ldb}, {g.ldc}): use stage=None or one of "
-            + ", ".join(repr(s.name) for s in STAGES if s.batched)
+            f"row pitches ({g.lda}, {g.ldb}, {g.ldc}): use stage=None"
+            + (" or one of " + ", ".join(others) if others else "")
         )
     if g.layout not in st.layouts:
         return f"stage {st.name!r} with config {dict(st.config)} serves layouts {st.layouts}"

@@ -15,7 +15,9 @@ Staging copies the operands whose rows are unaligned into buffers with pitches r
 
 B stored transposed (layout NT, ``x @ W.T`` with W a row-major ``(N, K)``) is padded the same way
 in its own storage: W -> ``(N4, K4)``, and the inner plan is of that layout. A stored transposed
-is not staged (its rows would need M padded too).
+is not padded (its rows would need M padded too); for the TF32 wgmma kernels, which need A
+K-major, it is copied row-major instead (``Staging.at``, ``choose._transposed``; the same copy
+kernel reading the transposed view).
 
 Nothing is padded in M. The copies move each staged operand once more through DRAM (read +
 write), priced by :func:`copy_ms`; the plan (``plan.plan_for``, automatic choice only) stages a
@@ -61,16 +63,19 @@ class Staging(NamedTuple):
     c: bool  # C (M, N) <- (M, N4)
     K4: int
     N4: int
+    #: A stored transposed (dense ``(K, M)``) is copied into a row-major A' (the TF32 wgmma
+    #: kernels need A K-major in SMEM, and their element-wise transposing copies bind them)
+    at: bool = False
 
 
-def staging_for(M: int, N: int, K: int) -> Staging:
+def staging_for(M: int, N: int, K: int, transpose_a: bool = False) -> Staging:
     """What the shape forces: ``K % 4`` stages A and B, ``N % 4`` stages B and C (none for an
     aligned shape: there only an operand with an unaligned base pointer is copied, at run
-    time)."""
+    time); ``transpose_a``: A, stored transposed, is copied row-major whatever the shape."""
     del M
     K4, N4 = round4(K), round4(N)
     pad_k, pad_n = K4 != K, N4 != N
-    return Staging(pad_k, pad_k or pad_n, pad_n, K4, N4)
+    return Staging(pad_k or transpose_a, pad_k or pad_n, pad_n, K4, N4, transpose_a)
 
 
 def workspace_floats(M: int, s: Staging) -> int:
@@ -138,6 +143,8 @@ def worth(
 def copied(s: Staging) -> str:
     """What a staged plan copies, in words."""
     names = [n for n, on in zip("ABC", s[:3], strict=True) if on]
+    if s.at:
+        names[0] = "A (transposed to row-major)"
     return ", ".join(names) if names else "the operands with an unaligned base pointer"
 
 
