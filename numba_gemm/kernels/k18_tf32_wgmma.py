@@ -229,9 +229,8 @@ def _make_kernel(items: tuple, vec: bool, mode: str, layout: str = "NN"):
         def b_fragment(Bs, k, n):
             # four 8 x 4 matrices of Bs[n, k] (rows n .. n + 15, k .. k + 7), one ldmatrix: lane
             # (g, q) gets rows g and g + 8 at k = q and q + 4, the TF32 A fragment; its rows
-            # 144 bytes apart hit 8 different 16-byte bank groups
-            x0, x1, x2, x3 = ldmatrix_x4(Bs, n, k)
-            return bits_float(x0), bits_float(x1), bits_float(x2), bits_float(x3)
+            # 144 bytes apart hit 8 different 16-byte bank groups (the values' bits, as int32)
+            return ldmatrix_x4(Bs, n, k)
 
         @device_jit
         def _store(i, C, acc, m, n, alpha, beta, M, N):
@@ -256,9 +255,9 @@ def _make_kernel(items: tuple, vec: bool, mode: str, layout: str = "NN"):
 
         @device_jit
         def b_fragment(Bs, k, n):
-            x0, x1 = load2(Bs, k, n)  # one 64-bit load per k
+            x0, x1 = load2(Bs, k, n)  # one 64-bit load per k; the values' bits, as int32
             x2, x3 = load2(Bs, k + 4, n)
-            return x0, x1, x2, x3
+            return float_bits(x0), float_bits(x1), float_bits(x2), float_bits(x3)
 
         @device_jit
         def _store(i, C, acc, m, n, alpha, beta, M, N):
@@ -273,7 +272,6 @@ def _make_kernel(items: tuple, vec: bool, mode: str, layout: str = "NN"):
         # column 8 s + fk of the B tile (B^T's rows 16 w + g, 16 w + g + 8: columns n, n + 1 of
         # the block tile, or n, n + 8 with B stored transposed)
         x0, x1, x2, x3 = b_fragment(Bs, s * MMA_K + fk, fn)
-        x0, x1, x2, x3 = float_bits(x0), float_bits(x1), float_bits(x2), float_bits(x3)
         # the SMEM operand, the A tile: column block s // 4 of BM rows of 128 bytes, 32 bytes
         # per step within its rows (descriptor starts in units of 16 bytes)
         off = ((s // STEPS_PER_ROW) * BM * SW_ROW + (s % STEPS_PER_ROW) * 4 * MMA_K) // 16

@@ -642,38 +642,43 @@ def _transposed(M: int, N: int, K: int, dev: DeviceInfo, layout: str, precision:
         geometry=Geometry.dense(M, s.N4, s.K4, "N" + layout[1]),
         compute=precision,
     )
-    copy = staging.copy_ms(M, N, K, s)
-    inner_ms = inner.predicted_ms
-    return dataclasses.replace(
+    return staged_plan(
+        M,
+        N,
+        K,
+        s,
         inner,
-        geometry=Geometry.dense(M, N, K, layout),
-        predicted_ms=None if inner_ms is None else inner_ms + copy,
-        reason=(
-            f"auto: A stored transposed, which the {precision} wgmma kernels need K-major: "
-            f"{copied(s)} copied ({copy:.3g} ms predicted), then the plan of "
-            f"{M}x{s.N4}x{s.K4} {inner.geometry.layout}: {inner.reason}"
-        ),
-        staging=s,
-        inner=inner,
-        copy_ms=copy,
+        why=f"A stored transposed, which the {precision} wgmma kernels need K-major",
     )
 
 
-def staged_plan(M: int, N: int, K: int, s: Staging, inner: Plan, scalar_ms: float) -> Plan:
+def staged_plan(
+    M: int,
+    N: int,
+    K: int,
+    s: Staging,
+    inner: Plan,
+    scalar_ms: float | None = None,
+    why: str = "rows not 16-byte aligned",
+) -> Plan:
     """The plan that runs the dense ``M x N x K`` product on ``inner`` (the aligned plan of the
-    padded ``M x N4 x K4``, of the same layout) between the copies ``s`` says."""
+    padded ``M x N4 x K4``, of the same layout, or with ``s.at`` of layout N? for A stored
+    transposed) between the copies ``s`` says; ``why`` and the scalar plan's ``scalar_ms`` (if
+    any) go into its reason."""
     copy = staging.copy_ms(M, N, K, s)
     inner_ms = inner.predicted_ms
     reason = (
-        f"auto: rows not 16-byte aligned; staged: {copied(s)} copied to rows of "
+        f"auto: {why}; staged: {copied(s)} copied to rows of "
         f"{s.K4} / {s.N4} floats ({copy:.3g} ms predicted), then the aligned plan of "
         f"{M}x{s.N4}x{s.K4}"
         + (f" ({inner_ms:.3g} ms)" if inner_ms is not None else "")
-        + f": {inner.reason}; the scalar-GMEM plan was predicted at {scalar_ms:.3g} ms"
+        + f": {inner.reason}"
+        + (f"; the scalar-GMEM plan was predicted at {scalar_ms:.3g} ms" if scalar_ms else "")
     )
+    layout = ("T" if s.at else "N") + inner.geometry.layout[1]  # the operands' own layout
     return dataclasses.replace(
         inner,
-        geometry=Geometry.dense(M, N, K, inner.geometry.layout),
+        geometry=Geometry.dense(M, N, K, layout),
         predicted_ms=None if inner_ms is None else inner_ms + copy,
         reason=reason,
         staging=s,
