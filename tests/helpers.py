@@ -28,6 +28,10 @@ WGMMA_SIM_CONFIG = dict(BM=64, BN=64, BK=64, NBUF=3)
 #: the same kernel (``k18``), keeps 64, so both K-tile widths run.
 WGMMA_SIM_CONFIG_TF32X3 = dict(WGMMA_SIM_CONFIG, BK=32)
 
+#: The TMA stages on the simulator: one consumer warpgroup (and the producer's), 64 x 64 tiles,
+#: two buffers (a K of three tiles or more makes the producer wait for a released buffer).
+TMA_SIM_CONFIG = dict(BM=64, BN=64, BK=64, NBUF=2)
+
 #: The skinny stage on the simulator: 64 threads (its default has 256 and 8 K slices).
 SKINNY_SIM_CONFIG = dict(MT=8, BN=32, THREADS=64, KC=16, SPLITK=2, MINB=0, NBUF=0)
 #: The skinny_n stage on the simulator: two warps (its default has eight).
@@ -45,6 +49,8 @@ def sim_sized(stage):
         return stage.with_config(SKINNY_SIM_CONFIG)
     if SIMULATOR and stage.name == "skinny_n":
         return stage.with_config(SKINNY_N_SIM_CONFIG)
+    if SIMULATOR and stage.tensor_maps is not None:  # the TMA stages: no split-K
+        return stage.with_config(TMA_SIM_CONFIG)
     if SIMULATOR and stage.arch is not None:
         tf32x3 = stage.name == "tf32x3_wgmma"
         cfg = WGMMA_SIM_CONFIG_TF32X3 if tf32x3 else WGMMA_SIM_CONFIG
@@ -62,6 +68,8 @@ def fp16_shape(N, K):
 
 def check_sgemm(stage, rng, M, N, K, *, alpha=1.0, beta=0.0, poison=True, out_dtype=None):
     """Run ``sgemm`` with ``stage`` on fresh random inputs; return (rel. error, output).
+    A stage that does not take row-major B (``tf32_tma``) gets B stored transposed, K rounded
+    up to a multiple of 4.
 
     C is NaN-poisoned when ``beta == 0`` (an unwritten element, or a kernel that reads C when it
     must not, shows as NaN) and random otherwise. An FP16 stage runs through ``hgemm`` on FP16
@@ -71,6 +79,8 @@ def check_sgemm(stage, rng, M, N, K, *, alpha=1.0, beta=0.0, poison=True, out_dt
     f16 = stage.precision == "fp16"
     if f16:
         N, K = fp16_shape(N, K)
+    if "NN" not in stage.layouts:  # B stored transposed (x @ W.T): rows of K 16-byte aligned
+        K = -(-K // 4) * 4
     a, b = randn(rng, (M, K)), randn(rng, (K, N))
     c0 = np.full((M, N), np.nan, np.float32) if (poison and beta == 0) else randn(rng, (M, N))
     if f16:
@@ -78,7 +88,8 @@ def check_sgemm(stage, rng, M, N, K, *, alpha=1.0, beta=0.0, poison=True, out_dt
         c0 = c0.astype(out_dtype or np.float32)
     d_c = cuda.to_device(c0)
     gemm = numba_gemm.hgemm if f16 else numba_gemm.sgemm
-    res = gemm(cuda.to_device(a), cuda.to_device(b), stage=stage, out=d_c, alpha=alpha, beta=beta)
+    d_b = cuda.to_device(b) if "NN" in stage.layouts else transposed_on_device(b)
+    res = gemm(cuda.to_device(a), d_b, stage=stage, out=d_c, alpha=alpha, beta=beta)
     assert res is d_c
     out = d_c.copy_to_host()
     ref = reference_f64(a, b, c0, alpha, beta)

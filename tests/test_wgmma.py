@@ -320,7 +320,8 @@ def test_wgmma_stages_run_on_hopper_only(fake_gpu):
             with pytest.raises(ValueError, match=r"9\.0 exactly"):  # ...and refuses wgmma's
                 plan_for(256, 256, 256, stage=name, compute=compute)
     fake_gpu("Fake H100", (9, 0))
-    for compute, name in wgmma.items():
+    auto = dict(wgmma, fp16="hgemm_tma")  # FP16's default: the TMA-fed stage (no tuning data)
+    for compute, name in auto.items():
         assert plan_for(256, 256, 256, compute=compute).stage.name == name
 
 
@@ -406,7 +407,8 @@ def test_tf32_with_a_transposed_copies_a_row_major(layout, rng):
     da, db = stored(a, True), stored(b, layout[1] == "T")
     plan = numba_gemm.explain(da, db, compute="tf32")
     assert plan.geometry.layout == layout and plan.staging.at and plan.staging.a
-    assert plan.inner.geometry.layout == "N" + layout[1] and plan.inner.stage.name == "tf32_wgmma"
+    inner = "tf32_wgmma" if layout[1] == "N" else "tf32_tma"  # B K-major: both operands are
+    assert plan.inner.geometry.layout == "N" + layout[1] and plan.inner.stage.name == inner
     assert "A stored transposed" in plan.reason
     c0 = rng.standard_normal((M, N), np.float32)
     d_c = cuda.to_device(c0)
@@ -425,13 +427,17 @@ def test_tf32_wgmma_batch_broadcast(rng):
 
 
 def test_tf32_served_in_every_layout_on_hopper_only(fake_gpu, rng):
-    """compute="tf32"/"3xtf32" plan a wgmma stage for every layout and for batches on sm_90; on
+    """compute="tf32"/"3xtf32" plan a wgmma stage for every layout and for batches on sm_90 (TF32
+    with B stored transposed: the TMA-fed one); on
     sm_80, whose mma.sync stages take the teaching form only, they say so."""
     a, b = rng.standard_normal((96, 80), np.float32), rng.standard_normal((80, 72), np.float32)
     fake_gpu("Fake H100", (9, 0))
     for layout in ("NN", "NT", "TN", "TT"):
         da, db = stored(a, layout[0] == "T"), stored(b, layout[1] == "T")
-        for compute, name in (("tf32", "tf32_wgmma"), ("3xtf32", "tf32x3_wgmma")):
+        # B stored transposed (NT, and TT through a row-major copy of A): both operands
+        # K-major, what the TMA-fed TF32 stage takes
+        tf32 = "tf32_tma" if layout[1] == "T" else "tf32_wgmma"
+        for compute, name in (("tf32", tf32), ("3xtf32", "tf32x3_wgmma")):
             plan = numba_gemm.explain(da, db, compute=compute)
             assert (plan.stage.name, plan.geometry.layout) == (name, layout)
     batch = cuda.to_device(rng.standard_normal((4, 96, 80), np.float32))
@@ -496,7 +502,7 @@ def test_hgemm_b_transposed_refused_where_no_stage_takes_it(rng):
     a = cuda.to_device(rng.standard_normal((16, 32)).astype(np.float16))
     w = cuda.to_device(rng.standard_normal((24, 32)).astype(np.float16))
     out = cuda.to_device(np.full((16, 24), np.nan, np.float32))
-    with pytest.raises(ValueError, match="teaching form only.*one of 'hgemm_wgmma'$"):
+    with pytest.raises(ValueError, match="teaching form only.*one of 'hgemm_wgmma', 'hgemm_tma'$"):
         numba_gemm.hgemm(a, tr(w), out=out, stage="hgemm_mma")
     wide = cuda.to_device(rng.standard_normal((32, 48)).astype(np.float16))
     with pytest.raises(ValueError, match="transpose of a C-contiguous"):

@@ -20,6 +20,8 @@ from . import (
     k17_hgemm_wgmma,
     k18_tf32_wgmma,
     k19_tf32x3_wgmma,
+    k20_hgemm_tma,
+    k21_tf32_tma,
 )
 
 #: Every stage, slowest first. Adding a stage = one module + one line here.
@@ -43,6 +45,8 @@ STAGES = (
     k17_hgemm_wgmma.STAGE,
     k18_tf32_wgmma.STAGE,
     k19_tf32x3_wgmma.STAGE,
+    k20_hgemm_tma.STAGE,
+    k21_tf32_tma.STAGE,
 )
 
 

@@ -97,6 +97,16 @@ def derived(cfg: Mapping[str, int]) -> dict:
     )
 
 
+def accumulators_fit(acc: int, threads: int) -> tuple[bool, str]:
+    """The ``check_rules`` rule that ``acc`` FP32 accumulators per thread (plus
+    :data:`REG_OVERHEAD`) fit the registers a block of ``threads`` may use."""
+    return (
+        acc + REG_OVERHEAD <= min(255, 65536 // threads),
+        f"{acc} accumulators per thread do not fit the {65536 // threads} registers a "
+        f"block of {threads} threads may use",
+    )
+
+
 def check_config(cfg: Mapping[str, int]) -> None:
     """Raise ``ValueError`` naming the violated constraint."""
     check_keys(cfg, KEYS)
@@ -121,11 +131,7 @@ def check_config(cfg: Mapping[str, int]) -> None:
     check_rules(
         cfg,
         [
-            (
-                BN // 2 + REG_OVERHEAD <= min(255, 65536 // nt),
-                f"{BN // 2} accumulators per thread do not fit the {65536 // nt} registers a "
-                f"block of {nt} threads may use",
-            ),
+            accumulators_fit(BN // 2, nt),
             (
                 d["A_CHUNKS"] % nt == 0 and d["B_CHUNKS"] % nt == 0,
                 f"the {nt} threads must split both tiles into 16-byte copies evenly",

@@ -109,6 +109,10 @@ class Stage:
         wide_fixup: whether split-K's sum loads several items' partials per round
             (``_splitk.items_per_round``; the tiled stages' epilogue), priced by
             ``plan.cost.reduce_ms``.
+        tensor_maps: for the TMA stages (args ``...MMff``: A's and B's tensor maps after C),
+            ``layout -> (element type, A's box, B's box)``, boxes ``(cols, rows)`` of the
+            operands as stored (``launch.tensormap.matrix_spec``); the runner builds the maps
+            per operand and keeps them.
     """
 
     name: str
@@ -138,6 +142,7 @@ class Stage:
     threads_of: Callable[[Mapping[str, int]], int] | None = None
     cost: str = "waves"
     wide_fixup: bool = False
+    tensor_maps: Callable[[str], tuple[str, tuple[int, int], tuple[int, int]]] | None = None
 
     def block(self, cfg: Mapping[str, int] | None = None) -> tuple[int, int, int]:
         """``(rows, columns, K step)`` of one block of configuration ``cfg`` (default: the
@@ -208,6 +213,8 @@ class Stage:
             ValueError: the stage does not serve ``layout``, or has no ``"vector_loads"``
                 variant.
         """
+        if layout not in self.layouts:
+            raise ValueError(f"stage {self.name!r} serves layouts {self.layouts}, not {layout!r}")
         if variant == "vector_loads":
             if not self.vector_loads or self.layout_kernel is None:
                 raise ValueError(f"stage {self.name!r} has no vector_loads variant")

@@ -69,6 +69,20 @@ def lib() -> ctypes.CDLL:
         "cuStreamWaitEvent": [_c_void_p, _c_void_p, _c_uint],
         "cuPointerGetAttribute": [_c_void_p, _c_int, ctypes.c_uint64],
         "cuDeviceGetCount": [ctypes.POINTER(_c_int)],
+        "cuTensorMapEncodeTiled": [
+            _c_void_p,
+            _c_int,
+            _c_uint,
+            _c_void_p,
+            ctypes.POINTER(ctypes.c_uint64),
+            ctypes.POINTER(ctypes.c_uint64),
+            ctypes.POINTER(_c_uint),
+            ctypes.POINTER(_c_uint),
+            _c_int,
+            _c_int,
+            _c_int,
+            _c_int,
+        ],
         "cuOccupancyMaxActiveBlocksPerMultiprocessor": [
             ctypes.POINTER(_c_int),
             _c_void_p,
@@ -231,6 +245,38 @@ def wait_for(producer: int, consumer: int, ctx: int) -> None:
     finally:
         if cur and cur != ctx:
             set_current_context(cur)
+
+
+#: ``CU_TENSOR_MAP_L2_PROMOTION_L2_128B``: the TMA fills L2 in 128-byte lines (a tile's rows).
+CU_TENSOR_MAP_L2_PROMOTION_128B = 2
+
+
+def encode_tensor_map(
+    out: int, dtype: int, address: int, dims, strides, box, swizzle: int, l2: int
+) -> None:
+    """``cuTensorMapEncodeTiled`` into the 128 bytes at host address ``out`` (64-byte aligned):
+    ``dims``/``box`` innermost first (elements), ``strides`` in bytes for dimensions 1..,
+    element strides 1, no interleave, zero fill out of bounds; ``dtype``, ``swizzle`` and ``l2``
+    the driver's enum values. (Rank, alignment and sizes are checked before: ``ptx.tma``.)"""
+    rank = len(dims)
+    u64, u32 = ctypes.c_uint64, _c_uint
+    check(
+        lib().cuTensorMapEncodeTiled(
+            out,
+            dtype,
+            rank,
+            address,
+            (u64 * rank)(*dims),
+            (u64 * max(1, rank - 1))(*strides),
+            (u32 * rank)(*box),
+            (u32 * rank)(*([1] * rank)),
+            0,
+            swizzle,
+            l2,
+            0,
+        ),
+        f"cuTensorMapEncodeTiled(dims={tuple(dims)}, box={tuple(box)})",
+    )
 
 
 CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL = 9

@@ -34,7 +34,8 @@ from ..device import SIMULATOR, SMEM_STATIC_LIMIT, DeviceInfo, cdiv
 from ..kernels import _pad, _scale, _splitk, _streamk
 from ..kernels._tunable import SPLIT_ARGS, STREAM_K
 from ..kernels.stage import variant_key
-from . import cache, workspace
+from ..ptx.tma import TENSOR_MAP_WORDS
+from . import cache, tensormap, workspace
 from . import driver as _driver
 
 __all__ = ["stream_handle", "Kernel", "load_kernel", "blocks_per_sm", "allow_dynamic_smem"]
@@ -84,6 +85,7 @@ def _default_stream() -> Any:
 
 
 DEFAULT_STREAM = _default_stream()
+I64 = np.dtype(np.int64)  # a tensor map's words
 SHARED_STREAMS = (0, 1, 2)  # legacy, legacy, per-thread default: ordered with one another
 
 
@@ -96,10 +98,12 @@ _NUMBA_SIG = {
     "H": "float16[:, ::1]",
     "S": "float32[:, :, :]",
     "I": "int32[::1]",
+    "M": "int64[::1]",
     "f": "float32",
 }
-_WORDS = {"A": 9, "H": 9, "S": 11, "I": 7}  # 64-bit ABI fields of a 2-D / 3-D / 1-D array
-_ITEMSIZE = {"A": 4, "H": 2, "S": 4, "I": 4}  # bytes per element of each array spec
+#: 64-bit ABI fields of a 2-D / 3-D / 1-D array
+_WORDS = {"A": 9, "H": 9, "S": 11, "I": 7, "M": 7}
+_ITEMSIZE = {"A": 4, "H": 2, "S": 4, "I": 4, "M": 8}  # bytes per element of each array spec
 
 
 def numba_signature(spec: str) -> str:
@@ -232,7 +236,13 @@ class Kernel:
 
 
 def gemm_launcher(
-    kernel: Kernel, spec: str, arrays: Sequence[Any], grid: tuple, block: tuple, split: Any = None
+    kernel: Kernel,
+    spec: str,
+    arrays: Sequence[Any],
+    grid: tuple,
+    block: tuple,
+    split: Any = None,
+    maps: Any = None,
 ) -> Any:
     """``launch(a, b, c, alpha, beta, stream)`` for one stage kernel at one geometry: the hot path.
 
@@ -245,6 +255,8 @@ def gemm_launcher(
     ``a``, ``b``, ``c``: the data pointers of A, B and C (ints); ``stream``: a handle (int).
     ``split(stream) -> (W, L)`` gives a split-K plan's buffers of that stream (objects with
     ``ptr``); without it W and L stay null (a kernel with SPLITK == 1 never touches them).
+    ``maps(a, b) -> (ta, tb)``: for a TMA stage (spec ``...MMff``), the device pointers of A's
+    and B's tensor maps for these operand pointers.
 
     Context: the function must be launched in its device's context. With one visible GPU the
     only context in play is that GPU's primary context, so it is made current once per host
@@ -266,7 +278,9 @@ def gemm_launcher(
     # the byte offset of alpha, beta after them
     PA, PB, PC = lay.pointers[:3]
     PW, PL = lay.pointers[3:5] if len(lay.pointers) == 5 else (0, 0)
-    if split is not None and not PW:
+    if maps is not None and spec.count("M") != 2:
+        raise ValueError(f"TMA launch of {kernel.name}: spec {spec!r} has no tensor maps")
+    if split is not None and (not PW or "M" in spec):
         raise ValueError(f"split-K launch of {kernel.name}: spec {spec!r} has no workspace")
     SCALARS = lay.words * 8
     fixed = [
@@ -300,6 +314,8 @@ def gemm_launcher(
             W, L = split(stream)
             words[PW] = W.ptr
             words[PL] = L.ptr
+        elif maps is not None:
+            words[PW], words[PL] = maps(a, b)
         floats[0] = alpha
         floats[1] = beta
         s = streams.get(stream, False)
@@ -369,12 +385,13 @@ class _HostView:
 
 def strided_array(a: Any) -> Any:
     """An array object over ``a.ptr`` with ``a``'s ``shape``, byte ``strides`` (None:
-    C-contiguous; a batch stride of 0 repeats one matrix) and dtype (float32, float16 or int32;
+    C-contiguous; a batch stride of 0 repeats one matrix) and dtype (float32, float16, int32 or
+    int64 (a tensor map);
     float32 when ``a`` has none), for the Numba dispatcher: a view of the memory of the operand's
     object ``a.obj`` on the simulator, a CUDA Array Interface view on a GPU."""
     shape = tuple(a.shape)
     dtype = getattr(a, "dtype", None)
-    dtype = dtype if dtype in (np.float16, np.int32) else np.dtype(np.float32)
+    dtype = dtype if dtype in (np.float16, np.int32, np.int64) else np.dtype(np.float32)
     strides = getattr(a, "strides", None)
     if strides is None or len(strides) != len(shape):
         strides = tuple(
@@ -546,6 +563,8 @@ class Runner:
         st = plan.stage
         self._strided = st.batched  # kernel arguments: strided batches (spec S), else 2-D
         self._split_args = st.args == SPLIT_ARGS  # split-K's workspace and counters after C
+        self._maps = st.tensor_maps is not None  # TMA: A's and B's tensor maps after C
+        self._map_memo: dict = {}
         self._kernel: Any = None
         self._lock = threading.Lock()
         self._split_memo: dict = {}
@@ -589,8 +608,16 @@ class Runner:
             )
             if self._split_args:
                 shapes += list(self._buffers(0))
+            if self._maps:
+                shapes += [Operand(None, 0, (TENSOR_MAP_WORDS,), None, I64, 0)] * 2
             launch = gemm_launcher(
-                main, st.args, shapes, self.grid, p.block, self._buffers if p.split_k != 1 else None
+                main,
+                st.args,
+                shapes,
+                self.grid,
+                p.block,
+                self._buffers if p.split_k != 1 else None,
+                self._map_pointers if self._maps else None,
             )
             self.run_plain = launch
             self.run = lambda A, B, C, alpha, beta, stream: launch(
@@ -614,6 +641,40 @@ class Runner:
             self._split_memo.clear()
         self._split_memo[key] = (gen, res)
         return res
+
+    def _map_operands(self, a: int, b: int) -> tuple[Operand, Operand]:
+        """A's and B's tensor maps (``launch.tensormap``, as operands) for operands at data
+        pointers ``a`` and ``b``, memoized per pointer pair until the map store starts over
+        (``tensormap.generation``): this runs in every launch of a TMA stage."""
+        got = self._map_memo.get((a, b))
+        if got is not None and got[0] == tensormap.generation:
+            return got[1]
+        gen = tensormap.generation
+        p = self.plan
+        M, N, K, layout = p.M, p.N, p.K, p.geometry.layout
+        dtype, box_a, box_b = p.stage.tensor_maps(layout)
+        item = 4 if dtype == "float32" else 2
+        b_shape = (N, K) if layout[1] == "T" else (K, N)
+        dev = p.device.id
+        res = (
+            operand(
+                tensormap.device_map(tensormap.matrix_spec(dtype, (M, K), K * item, box_a, a), dev)
+            ),
+            operand(
+                tensormap.device_map(
+                    tensormap.matrix_spec(dtype, b_shape, b_shape[1] * item, box_b, b), dev
+                )
+            ),
+        )
+        if len(self._map_memo) >= 64:
+            self._map_memo.clear()
+        self._map_memo[(a, b)] = (gen, res)
+        return res
+
+    def _map_pointers(self, a: int, b: int) -> tuple[int, int]:
+        """The device pointers of :meth:`_map_operands` (the bound launcher's ``maps``)."""
+        ta, tb = self._map_operands(a, b)
+        return ta.ptr, tb.ptr
 
     def _find_buffers(self, stream: Any) -> tuple[Operand, Operand]:
         p = self.plan
@@ -647,6 +708,8 @@ class Runner:
             args = (A, B, C)
         if self._split_args:
             args = (*args, *self._buffers(stream))
+        if self._maps:
+            args = (*args, *self._map_operands(A.ptr, B.ptr))
         main.launch(self.grid, p.block, stream, args, (alpha, beta))
 
     def run_plain(self, a: int, b: int, c: int, alpha: float, beta: float, stream: Any) -> None:
@@ -722,6 +785,8 @@ class StagedRunner(Runner):
             copy.launch(
                 _pad_grid(b), block, stream, (_as3(b), _storage(B, *((N, K) if bt else (K, N)))), ()
             )
+            if bt:  # the inner plan takes B as the caller gives it: the (K, N) view of (N, K)
+                b = Operand(b.obj, b.ptr, b.shape[::-1], b.strides[::-1], F32, b.device)
         if c is not C and beta != 0.0:
             copy.launch(_pad_grid(c), block, stream, (_as3(c), _storage(C, M, N)), ())
         self.inner.run(a, b, c, alpha, beta, stream)

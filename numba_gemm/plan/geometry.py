@@ -134,12 +134,17 @@ class Geometry(NamedTuple):
 
 def serves(st: Stage, g: Geometry) -> str | None:
     """Why stage ``st`` cannot run geometry ``g`` (None: it can)."""
-    if g.is_plain:
+    if g.is_plain and "NN" in st.layouts:
         return None
     if not st.batched:
         dense = g.batch == 1 and g == Geometry.dense(g.M, g.N, g.K, g.layout)
         if dense and g.layout in st.layouts:
             return None  # a 2-D stage given the dense storage of a layout it takes (hgemm: NT)
+        if dense and "NN" not in st.layouts:
+            return (
+                f"stage {st.name!r} serves layouts {st.layouts} (2-D, dense), not {g.layout}: "
+                "use stage=None"
+            )
         others = [
             repr(s.name)
             for s in STAGES

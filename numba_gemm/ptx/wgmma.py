@@ -25,6 +25,9 @@ copying the next tiles) until they wait for the group. This module gives Numba k
 - ``mma_f16(acc, n, As, da, Bs, db, scale_d, trans_b)``: ``wgmma.mma_async.sync.aligned
   .m64n{n}k16.f32.f16.f16``: ``acc[0 : n // 2] (+)= A @ B`` with A 64x16 (K-major, descriptor
   ``da``), B 16 x n (descriptor ``db``; ``trans_b = 1``: MN-major, as a row-major B tile lies).
+- ``mma_bf16(...)``: the same for bfloat16 operands (``.f32.bf16.bf16``).
+- ``mma_tf32(acc, n, As, da, Bs, db, scale_d)``: ``.m64n{n}k8.f32.tf32.tf32`` with both operands
+  from SMEM, both K-major (``x @ W.T``: A and W both hold K along their rows).
 - ``mma_tf32_rs(acc, n, a0, a1, a2, a3, Bs, db, scale_d)``: ``.m64n{n}k8.f32.tf32.tf32`` with A
   from registers: each warp ``w`` of the group holds rows ``16 w .. 16 w + 15`` of A in the
   ``mma.m16n8k8`` TF32 fragment (``a0 = A[g, q]``, ``a1 = A[g+8, q]``, ``a2 = A[g, q+4]``,
@@ -54,8 +57,10 @@ sm_100 either).
 that decode the descriptors exactly as above (start, ``lbo``, ``sbo``, core matrices, K- or
 MN-major) to read the operands from the arrays passed with them, then update each thread's own
 accumulators by the ownership rule above; the register A operand is exchanged between the lanes
-of each warp (``numba_gemm.ptx.mma``'s warp exchange). Fences, commits and waits do nothing (the
-products are synchronous there). A wrong layout, descriptor or fragment map fails on the CPU.
+of each warp (``numba_gemm.ptx.mma``'s warp exchange). Fences and commits do nothing (the
+products are synchronous there); ``wait`` is a barrier of the warpgroup's 128 threads (each
+computed its own share: past the wait, all of them have). A wrong layout, descriptor or
+fragment map fails on the CPU.
 
 Sources: PTX ISA 8.x, "Asynchronous Warpgroup Level Matrix Multiply-Accumulate Instructions"
 (``wgmma.mma_async``, the matrix descriptor, shared memory matrix layouts, the register
@@ -169,10 +174,17 @@ def operand_offsets(desc: int, rows: int, k: int, itemsize: int, mn_major: bool)
 
 
 def read_operand(
-    arr: np.ndarray, desc: int, rows: int, k: int, mn_major: bool = False, tf32: bool = False
+    arr: np.ndarray,
+    desc: int,
+    rows: int,
+    k: int,
+    mn_major: bool = False,
+    tf32: bool = False,
+    bf16: bool = False,
 ) -> np.ndarray:
     """The ``(rows, k)`` operand (float64) the tensor cores read from ``arr`` (the array whose
-    element ``[0, 0]`` is address 0 of ``desc``); ``tf32``: float32 truncated to TF32.
+    element ``[0, 0]`` is address 0 of ``desc``); ``tf32``: float32 truncated to TF32;
+    ``bf16``: the 16-bit elements are bfloat16 bit patterns (whatever ``arr``'s dtype).
 
     Raises:
         IndexError: the descriptor reaches outside ``arr``.
@@ -185,9 +197,16 @@ def read_operand(
             f"of {flat.nbytes} bytes"
         )
     vals = flat[off // flat.itemsize]
+    if bf16:
+        return bf16_to_float(vals.view(np.uint16)).astype(np.float64)
     if tf32:
         vals = (vals.astype(np.float32).view(np.uint32) & np.uint32(0xFFFFE000)).view(np.float32)
     return vals.astype(np.float64)
+
+
+def bf16_to_float(bits: np.ndarray) -> np.ndarray:
+    """float32 values of bfloat16 bit patterns (uint16): the high half of a float32."""
+    return (np.asarray(bits, np.uint16).astype(np.uint32) << 16).view(np.float32)
 
 
 def owned(warp: int, lane: int, n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -248,8 +267,24 @@ if SIMULATOR:
     def commit():
         """Simulator path: nothing to group."""
 
+    #: Seconds a thread waits for the rest of its warpgroup in :func:`wait`.
+    GROUP_TIMEOUT = 120.0
+    _groups_lock = threading.Lock()
+
     def wait(n, acc, width):
-        """Simulator path: the products were synchronous."""
+        """Simulator model of :func:`wait`: the products were synchronous, but each thread
+        computed its own, so the warpgroup's threads meet here: past the wait, every product
+        of the group has read its operands (what a warp-specialized kernel's release of a
+        buffer relies on; ``.sync.aligned``: all 128 threads execute it)."""
+        me = threading.current_thread()
+        b = me.blockIdx
+        key = (b.x, b.y, b.z, me.thread_id // WARPGROUP)
+        with _groups_lock:
+            groups = me._manager.__dict__.setdefault("_numba_gemm_warpgroups", {})
+            barrier = groups.get(key)
+            if barrier is None:
+                barrier = groups[key] = threading.Barrier(WARPGROUP)
+        barrier.wait(GROUP_TIMEOUT)
 
     def fence_proxy_async():
         """Simulator path: one memory."""
@@ -259,6 +294,20 @@ if SIMULATOR:
         n = _check_n(n)
         A = read_operand(As, da, 64, 16)
         B = read_operand(Bs, db, n, 16, mn_major=bool(trans_b))  # (n, k)
+        _update(acc, n, A @ B.T, scale_d)
+
+    def mma_bf16(acc, n, As, da, Bs, db, scale_d, trans_b):
+        """Simulator model of :func:`mma_bf16` (operand bits read as bfloat16)."""
+        n = _check_n(n)
+        A = read_operand(As, da, 64, 16, bf16=True)
+        B = read_operand(Bs, db, n, 16, mn_major=bool(trans_b), bf16=True)
+        _update(acc, n, A @ B.T, scale_d)
+
+    def mma_tf32(acc, n, As, da, Bs, db, scale_d):
+        """Simulator model of :func:`mma_tf32` (both operands K-major, truncated to TF32)."""
+        n = _check_n(n)
+        A = read_operand(As, da, 64, 8, tf32=True)
+        B = read_operand(Bs, db, n, 8, tf32=True)
         _update(acc, n, A @ B.T, scale_d)
 
     def _rs_product(n, B):
@@ -406,42 +455,67 @@ else:
         for i, p in enumerate(ptrs):
             builder.store(builder.extract_value(res, i), p)
 
+    def _ss_typer(kind, k, transposable):
+        """Typer of ``wgmma.mma_async...m64n{n}k{k}.f32.{kind}.{kind}`` with both operands
+        from SMEM descriptors; 16-bit kinds take ``trans_b`` (a literal) after ``scale_d``."""
+
+        def typer(typingctx, acc, n, As, da, Bs, db, scale_d, *trans):
+            literals = (n, *trans)
+            if not all(isinstance(t, types.IntegerLiteral) for t in literals):
+                return None
+            if not _is_acc(acc):
+                raise TypeError(f"wgmma needs a 1-D float32 accumulator array, got {acc}")
+            nn = _check_n(n.literal_value)
+            tb = int(bool(trans[0].literal_value)) if transposable else 0
+            sig = types.void(acc, n, As, da, Bs, db, scale_d, *trans)
+            # 16-bit kinds: imm-scale-a, imm-scale-b, imm-trans-a (0: K-major), imm-trans-b
+            tail = f", p, 1, 1, 0, {tb};" if transposable else ", p, 1, 1;"
+
+            def codegen(context, builder, sig, args):
+                ops = [context.cast(builder, args[i], sig.args[i], types.int64) for i in (3, 5)]
+                scale = context.cast(builder, args[6], sig.args[6], types.int32)
+
+                def text(d, o):
+                    return (
+                        f"wgmma.mma_async.sync.aligned.m64n{nn}k{k}.f32.{kind}.{kind} {{{d}}}, "
+                        f"{o[0]}, {o[1]}" + tail
+                    )
+
+                _product(
+                    context,
+                    builder,
+                    sig.args[0],
+                    args[0],
+                    nn,
+                    ops,
+                    [(_I64, "l"), (_I64, "l")],
+                    text,
+                    scale,
+                )
+                return context.get_dummy_value()
+
+            return sig, codegen
+
+        return typer
+
     @intrinsic
     def mma_f16(typingctx, acc, n, As, da, Bs, db, scale_d, trans_b):
         """``wgmma.mma_async.sync.aligned.m64n{n}k16.f32.f16.f16`` with both operands from
         SMEM (see module); ``n`` and ``trans_b`` literal ints; ``As``/``Bs`` only for the
         simulator's model."""
-        if not (isinstance(n, types.IntegerLiteral) and isinstance(trans_b, types.IntegerLiteral)):
-            return None
-        if not _is_acc(acc):
-            raise TypeError(f"wgmma needs a 1-D float32 accumulator array, got {acc}")
-        nn, tb = _check_n(n.literal_value), trans_b.literal_value
-        sig = types.void(acc, n, As, da, Bs, db, scale_d, trans_b)
+        return _ss_typer("f16", 16, True)(typingctx, acc, n, As, da, Bs, db, scale_d, trans_b)
 
-        def codegen(context, builder, sig, args):
-            ops = [context.cast(builder, args[i], sig.args[i], types.int64) for i in (3, 5)]
-            scale = context.cast(builder, args[6], sig.args[6], types.int32)
+    @intrinsic
+    def mma_bf16(typingctx, acc, n, As, da, Bs, db, scale_d, trans_b):
+        """``wgmma.mma_async.sync.aligned.m64n{n}k16.f32.bf16.bf16``: as :func:`mma_f16` for
+        bfloat16 operands (the SMEM arrays hold their bits, any 16-bit dtype)."""
+        return _ss_typer("bf16", 16, True)(typingctx, acc, n, As, da, Bs, db, scale_d, trans_b)
 
-            def text(d, o):
-                return (
-                    f"wgmma.mma_async.sync.aligned.m64n{nn}k16.f32.f16.f16 {{{d}}}, "
-                    f"{o[0]}, {o[1]}, p, 1, 1, 0, {int(bool(tb))};"
-                )
-
-            _product(
-                context,
-                builder,
-                sig.args[0],
-                args[0],
-                nn,
-                ops,
-                [(_I64, "l"), (_I64, "l")],
-                text,
-                scale,
-            )
-            return context.get_dummy_value()
-
-        return sig, codegen
+    @intrinsic
+    def mma_tf32(typingctx, acc, n, As, da, Bs, db, scale_d):
+        """``wgmma.mma_async.sync.aligned.m64n{n}k8.f32.tf32.tf32`` with both operands from
+        SMEM, both K-major (TF32 has no transposed operand); ``n`` a literal int."""
+        return _ss_typer("tf32", 8, False)(typingctx, acc, n, As, da, Bs, db, scale_d)
 
     @intrinsic
     def mma_tf32_rs(typingctx, acc, n, a0, a1, a2, a3, Bs, db, scale_d):
@@ -496,7 +570,10 @@ __all__ = [
     "encode_desc",
     "fence",
     "fence_proxy_async",
+    "bf16_to_float",
+    "mma_bf16",
     "mma_f16",
+    "mma_tf32",
     "mma_tf32_rs",
     "operand_offsets",
     "owned",

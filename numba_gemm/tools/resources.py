@@ -225,9 +225,9 @@ def kernel_resources(stage: Any, kernel: Any, variant: str, layout: str = "NN") 
 def stage_resources(stage: Any, layouts: Sequence[str] = ("NN",)) -> list[KernelResources]:
     """Resources of every kernel variant of ``stage`` (vector first, then scalar fallback, then
     ``vector_loads`` with B stored transposed, where the plan runs it), for each of ``layouts``
-    that the stage serves."""
+    that the stage serves (none of them: its first layout, e.g. ``tf32_tma``'s NT)."""
     out = []
-    for layout in [lay for lay in layouts if lay in stage.layouts]:
+    for layout in [lay for lay in layouts if lay in stage.layouts] or [stage.layouts[0]]:
         out.append(
             kernel_resources(
                 stage,

@@ -17,7 +17,9 @@ Rows: ``race.csv`` (one per shape: cuBLAS, auto, best swept, ratios, GB/s of the
 ``--layout NT`` races ``x @ W.T`` (B the transpose of a row-major ``(N, K)``, as
 ``torch.nn.Linear`` computes; cuBLAS gets the same views) and sweeps the candidates that serve it.
 ``--compute tf32`` (or ``3xtf32``) races ``sgemm(compute=...)``, cuBLAS in TF32 (for 3xTF32: in
-FP32); ``--batch B`` races batches of B products against ``torch.bmm``.
+FP32); ``--compute fp16`` races ``hgemm`` on float16 operands with a float16 C against
+``torch.mm`` in FP16 (FP32 accumulation both); ``--batch B`` races batches of B products against
+``torch.bmm``.
 ``--fold`` records a sweep's fastest candidates per shape in a tuning file as measured shapes
 (``numba_gemm.plan.tuning.record_shape``), which the plan prices products near them from; it and
 ``--summarize`` need no GPU. The shape classes themselves are tuned by ``numba_gemm.tools.tune``.
@@ -43,7 +45,7 @@ import time
 from pathlib import Path
 
 from .. import device
-from ..api import explain, sgemm
+from ..api import explain, hgemm, sgemm
 from ..kernels import STAGES, get_stage
 from ..kernels._tunable import STREAM_K
 from ..kernels.stage import variant_key
@@ -325,9 +327,10 @@ def main(argv=None) -> int:
     p.add_argument(
         "--compute",
         default="fp32",
-        choices=["fp32", "tf32", "3xtf32"],
-        help="the arithmetic of sgemm(compute=...); cuBLAS runs TF32 for tf32 (same precision), "
-        "else FP32 (TF32 off); --sweep and --fold are for fp32",
+        choices=["fp32", "tf32", "3xtf32", "fp16"],
+        help="the arithmetic of sgemm(compute=...), or fp16: hgemm with float16 C; cuBLAS runs "
+        "TF32 for tf32 and FP16 for fp16 (same precision), else FP32 (TF32 off); --sweep and "
+        "--fold are for fp32",
     )
     p.add_argument(
         "--batch",
@@ -379,6 +382,8 @@ def main(argv=None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     if args.compute != "fp32" and (args.sweep or args.fold):
         p.error("--sweep and --fold are for --compute fp32")
+    if args.compute == "fp16" and (args.batch or args.layout[0] == "T"):
+        p.error("--compute fp16 races 2-D products with A row-major (hgemm: NN and NT)")
     if args.fold:
         if args.into is None:
             p.error("--fold needs --into TUNING_JSON")
@@ -424,29 +429,49 @@ def main(argv=None) -> int:
     if args.compile_only:
         return 0
     torch.backends.cuda.matmul.allow_tf32 = args.compute == "tf32"  # cuBLAS in the same precision
+    # FP16: FP32 accumulation throughout, as hgemm (no FP16 split-K sums)
+    torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = False
     batch = (args.batch,) if args.batch else ()
     gpu = torch.cuda.get_device_name()
     gen = torch.Generator(device="cuda").manual_seed(0)
     race, sweep = [], []
 
+    dt = torch.float16 if args.compute == "fp16" else torch.float32
+
     def run_shape(group, M, N, K):
         # a transposed operand: the transpose (a view) of a row-major (K, M) or (N, K) tensor
         a = (
-            torch.randn(*batch, M, K, device="cuda", generator=gen)
+            torch.randn(*batch, M, K, device="cuda", generator=gen, dtype=dt)
             if args.layout[0] == "N"
-            else torch.randn(*batch, K, M, device="cuda", generator=gen).mT
+            else torch.randn(*batch, K, M, device="cuda", generator=gen, dtype=dt).mT
         )
         b = (
-            torch.randn(*batch, K, N, device="cuda", generator=gen)
+            torch.randn(*batch, K, N, device="cuda", generator=gen, dtype=dt)
             if args.layout[1] == "N"
-            else torch.randn(*batch, N, K, device="cuda", generator=gen).mT
+            else torch.randn(*batch, N, K, device="cuda", generator=gen, dtype=dt).mT
         )
-        c = torch.empty(*batch, M, N, device="cuda")
+        c = torch.empty(*batch, M, N, device="cuda", dtype=dt)
         ref = a.double() @ b.double()
         ref_norm = torch.linalg.norm(ref).item()
         flop = 2.0 * M * N * K * max(args.batch, 1)
-        nbytes = 4.0 * (M * K + K * N + M * N) * max(args.batch, 1)
-        compute = None if args.compute == "fp32" else args.compute
+        nbytes = float(a.element_size()) * (M * K + K * N + M * N) * max(args.batch, 1)
+        compute = None if args.compute in ("fp32", "fp16") else args.compute
+        if args.compute == "fp16":
+
+            def call():
+                hgemm(a, b, out=c)
+
+            def plan_of_call():
+                g = None if args.layout == "NN" else Geometry.dense(M, N, K, args.layout)
+                return plan_for(M, N, K, geometry=g, compute="fp16", out_dtype="float16")
+
+        else:
+
+            def call():
+                sgemm(a, b, out=c, compute=compute)
+
+            def plan_of_call():
+                return explain(a, b, out=c, compute=compute)
 
         def err_of(run):
             c.fill_(float("nan"))
@@ -471,12 +496,12 @@ def main(argv=None) -> int:
         row["cublas_e2e_ms"] = None  # below: in turn with the public call's loops
         t0 = time.perf_counter()  # the first call: plan (autotuning on: time the bucket), load
         try:
-            sgemm(a, b, out=c, compute=compute)
+            call()
             torch.cuda.synchronize()
         except Exception as e:  # noqa: BLE001 - reported below, where the plan runs
             row["auto_note"] = f"first call FAILED {type(e).__name__}: {e}"
         row["first_call_s"] = time.perf_counter() - t0
-        plan = explain(a, b, out=c, compute=compute)
+        plan = plan_of_call()
         row["auto"] = f"{plan.stage.name} {dict(plan.stage.config)} split_k={plan.split_k}"
         row["auto_predicted_ms"] = plan.predicted_ms
         try:
@@ -485,9 +510,7 @@ def main(argv=None) -> int:
             row["auto_kernel_ms"] = time_kernel(run, reps=args.reps).median
             # end to end, cuBLAS's loops and the public call's in turn: the same host state for
             # both (a 10 us call's host time swings by 20-50 % from one second to the next)
-            cub, ours = time_calls_paired(
-                [mm, lambda: sgemm(a, b, out=c, compute=compute)], reps=args.reps
-            )
+            cub, ours = time_calls_paired([mm, call], reps=args.reps)
             row["cublas_e2e_ms"], row["auto_e2e_ms"] = cub.median, ours.median
         except Exception as e:  # noqa: BLE001 - a failing pick is reported
             row["auto_note"] = f"FAILED {type(e).__name__}: {e}"

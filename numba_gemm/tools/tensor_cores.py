@@ -38,7 +38,9 @@ from pathlib import Path
 
 from ..api import explain, hgemm, sgemm
 from ..kernels import STAGES, get_stage
+from ..kernels.stage import variant_key
 from ..plan.choose import plan_for
+from ..plan.geometry import Geometry
 from . import precompile
 from .check import time_kernel
 from .reference import rel_error
@@ -53,9 +55,9 @@ FP32, TF32, FP16, FP16_OUT16 = (
 )
 #: The tunable tensor-core stages ``--sweep`` times, by arithmetic.
 SWEPT = {
-    "tf32": ("tf32_mma_multistage", "tf32_wgmma"),
+    "tf32": ("tf32_mma_multistage", "tf32_wgmma", "tf32_tma"),
     "3xtf32": ("tf32x3_mma", "tf32x3_wgmma"),
-    "fp16": ("hgemm_mma", "hgemm_wgmma"),
+    "fp16": ("hgemm_mma", "hgemm_wgmma", "hgemm_tma"),
 }
 BASELINE_OF = {"tf32": TF32, "3xtf32": FP32, "fp16": FP16}
 
@@ -67,6 +69,12 @@ def _write(path: Path, rows: list[dict]) -> None:
         w = csv.DictWriter(f, fieldnames=list(rows[0]))
         w.writeheader()
         w.writerows(rows)
+
+
+def layout_of(name: str) -> str:
+    """The layout stage ``name`` is run in: ``NN``, or ``NT`` (B stored transposed: ``x @ W.T``)
+    for a stage that does not take row-major B (``tf32_tma``)."""
+    return "NN" if "NN" in get_stage(name).layouts else "NT"
 
 
 def swept(name: str, where: list[str]) -> list[dict]:
@@ -94,7 +102,7 @@ def precompile_sweep(jobs: int, where: list[str], only: list[str] | None) -> Non
 
     cc = torch.cuda.get_device_capability()
     todo = [
-        precompile.Job(n, tuple(sorted(c.items())), "vector", cc)
+        precompile.Job(n, tuple(sorted(c.items())), variant_key("vector", layout_of(n)), cc)
         for _, n in sweep_stages(only, cc)
         for c in swept(n, where)
     ]
@@ -232,16 +240,19 @@ def main(argv=None) -> int:
             for s in STAGES  # every FP32-input tensor-core stage by name
             if s.precision in ("tf32", "3xtf32") and s.runs_on(cc)
         ]
+        bt = b.t().contiguous().t()  # the same B stored transposed, for the NT-only stages
         for label, baseline, kw in calls:
-            plan = explain(a, b, out=c, **kw)
+            y = bt if "stage" in kw and layout_of(kw["stage"]) == "NT" else b
+            plan = explain(a, y, out=c, **kw)
             measure(
                 label,
                 baseline,
-                lambda plan=plan: plan.launch(a, b, c),
-                lambda kw=kw: sgemm(a, b, out=c, **kw),
+                lambda plan=plan, y=y: plan.launch(a, y, c),
+                lambda kw=kw, y=y: sgemm(a, y, out=c, **kw),
                 c,
                 ref,
-                f"{plan.stage.name} {dict(plan.stage.config)}",
+                f"{plan.stage.name} {dict(plan.stage.config)}"
+                + (" (B stored transposed)" if y is bt else ""),
             )
         for out, baseline in ((c, FP16), (c16, FP16_OUT16)):
             plan = plan_for(n, n, n, compute="fp16", out_dtype=str(out.dtype).replace("torch.", ""))
@@ -270,11 +281,19 @@ def main(argv=None) -> int:
         if args.sweep and n == args.sizes[0]:
             for mode, name in sweep_stages(args.stages, torch.cuda.get_device_capability()):
                 x, y, want = (a16, b16, ref16) if mode == "fp16" else (a, b, ref)
+                g = None
+                if layout_of(name) == "NT":
+                    y, g = y.t().contiguous().t(), Geometry.dense(n, n, n, "NT")
                 for cfg in swept(name, args.where):
                     st = get_stage(name).with_config(cfg)  # the space: valid ones
                     try:
                         plan = plan_for(
-                            n, n, n, stage=st, compute="fp16" if mode == "fp16" else None
+                            n,
+                            n,
+                            n,
+                            stage=st,
+                            geometry=g,
+                            compute="fp16" if mode == "fp16" else None,
                         )
                         run = lambda plan=plan, x=x, y=y: plan.launch(x, y, c)  # noqa: E731
                         err = err_of(run, c, want)

@@ -7,7 +7,8 @@ deep 1024 x 1024 x 16384, shallow 4096 x 4096 x 16) and each tunable FP32 stage 
 class's shape (warptiling, double_buffering, multistage; skinny and skinny_n in the classes of
 few rows or columns; by name, ``--stages tf32_wgmma tf32x3_wgmma``, the TF32 wgmma stages, whose
 class winners the plan weighs for ``compute="tf32"``/``"3xtf32"``: largest tiles first, then
-split-K 2 and 4 in the split-K classes):
+split-K 2 and 4 in the split-K classes; ``tf32_tma`` (tuned on ``x @ W.T``, the layout it takes)
+and ``hgemm_tma`` (on float16 copies of the operands), the TMA stages):
 
 1. tiles: the stage's ``SPACE`` (every configuration of a grid of BM, BN, BK, WM, WN, WNITER, TM,
    TN that passes the stage's own ``check_config``), most register reuse first, timed until the
@@ -44,7 +45,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from numba import cuda
 
+from ..kernels.stage import variant_key
 from ..launch.launcher import runner
 from ..plan import tuning
 from ..plan.geometry import Alignment
@@ -159,17 +162,61 @@ def _flop_shape(prob: check.Problem) -> tuple[int, int, int]:
     return prob.batch * M, N, K
 
 
+def layout_of(stage) -> str:
+    """The layout a stage is tuned in: row-major ``NN``, or for a stage that does not take it
+    (``tf32_tma``: both operands K-major) its first layout (``NT``: ``x @ W.T``)."""
+    return "NN" if "NN" in stage.layouts else stage.layouts[0]
+
+
 def plan_of(stage, prob: check.Problem, aligned: bool = True):
-    """The plan running ``stage`` on the problem's operands (a batch: C-contiguous 3-D)."""
+    """The plan running ``stage`` on the problem's operands (a batch: C-contiguous 3-D; B
+    stored transposed for a stage tuned in ``NT``, :func:`b_operand`)."""
     from ..plan.choose import plan_for
     from ..plan.geometry import Geometry
 
     M, N, K = prob.shape
     b = prob.batch
-    g = Geometry(b, M, N, K, "NN", K, N, N, M * K, K * N, M * N) if b > 1 else None
+    layout = layout_of(stage)
+    if b > 1:
+        g = Geometry(b, M, N, K, "NN", K, N, N, M * K, K * N, M * N)
+    else:
+        g = Geometry.dense(M, N, K, layout) if layout != "NN" else None
     return plan_for(
-        M, N, K, stage=stage, geometry=g, alignment=Alignment.ALL if aligned else Alignment.NONE
+        M,
+        N,
+        K,
+        stage=stage,
+        geometry=g,
+        alignment=Alignment.ALL if aligned else Alignment.NONE,
+        compute="fp16" if stage.precision == "fp16" else None,
     )
+
+
+def operands(prob: check.Problem, stage) -> tuple[Any, Any]:
+    """The problem's A and B as ``stage`` takes them: float16 copies for an FP16 stage (the
+    reference stays the FP32 product: the inputs' rounding is within FP16's tolerance), and B
+    stored transposed for a stage tuned in ``NT`` (the transpose, a zero-copy view, of a
+    row-major ``(N, K)`` copy); made once per problem and kind."""
+    f16 = stage.precision == "fp16"
+    nt = layout_of(stage)[1] == "T" and prob.batch == 1
+    if not (f16 or nt):
+        return prob.A, prob.B
+    memo = prob.__dict__.setdefault("_operands", {})
+    got = memo.get((f16, nt))
+    if got is None:
+        from numba.cuda.cudadrv.devicearray import DeviceNDArray  # GPU-only (tuning)
+
+        dt = np.float16 if f16 else np.float32
+        a = cuda.to_device(prob.a.astype(dt)) if f16 else prob.A
+        if nt:
+            d = cuda.to_device(np.ascontiguousarray(prob.b.T.astype(dt)))
+            b = DeviceNDArray(
+                prob.b.shape, (d.strides[1], d.strides[0]), d.dtype, gpu_data=d.gpu_data
+            )
+        else:
+            b = cuda.to_device(prob.b.astype(dt))
+        got = memo[(f16, nt)] = (a, b)
+    return got
 
 
 def evaluate(stage, prob: check.Problem, reps: int, warmup: int) -> dict:
@@ -179,7 +226,7 @@ def evaluate(stage, prob: check.Problem, reps: int, warmup: int) -> dict:
         plan = plan_of(stage, prob)
     except Exception as e:  # noqa: BLE001 - a config that does not fit the shape is skipped
         return dict(ok=False, error=check.error_note(e))
-    A, B, C = prob.A, prob.B, prob.C
+    (A, B), C = operands(prob, stage), prob.C
     res = check.evaluate(lambda: plan.launch(A, B, C), prob, stage.rtol, reps=reps, warmup=warmup)
     if not res.ok:
         return dict(ok=False, error=res.note)
@@ -335,10 +382,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     from ..kernels import STAGES, get_stage
 
     # the FP32 stages by default; by name also the TF32 wgmma stages, whose classes the plan
-    # weighs for compute="tf32"/"3xtf32" beside the FP32 ones (every stage is checked against
-    # cuBLAS FP32 within its own precision's tolerance)
+    # weighs for compute="tf32"/"3xtf32" beside the FP32 ones, and the TMA stages (FP16: the
+    # classes hgemm picks from); every stage is checked against cuBLAS FP32 within its own
+    # precision's tolerance (FP16 stages on float16 copies of the inputs)
     tunable = [s.name for s in STAGES if s.tunable and s.precision == "fp32"]
-    tensor = [s.name for s in STAGES if s.tunable and s.arch is not None and s.precision != "fp16"]
+    tensor = [
+        s.name
+        for s in STAGES
+        if s.tunable and s.arch is not None and (s.precision != "fp16" or s.tensor_maps is not None)
+    ]
     classes = [c.name for c in tuning.CLASSES]
     ap = argparse.ArgumentParser(
         prog="python -m numba_gemm.tools.tune",
@@ -463,7 +515,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             seen = set(map(str, first))
             cands = first + [c for c in _order(base.space) if str(c) not in seen]
             if args.jobs > 1:
-                compile_ahead(name, cands[: args.max_compile], cc, args.jobs, variant)
+                key = variant_key(variant, layout_of(base))
+                compile_ahead(name, cands[: args.max_compile], cc, args.jobs, key)
             t_end = time.monotonic() + 0.7 * share
             bar = tqdm(cands, desc=f"{cls} {name}", unit="cfg", leave=False)
             for cfg in bar:

@@ -1,0 +1,380 @@
+"""Stage 20, hgemm_tma: FP16 wgmma fed by the Tensor Memory Accelerator, warp-specialized.
+
+From ``hgemm_wgmma`` (stage 17: the same 128-byte-swizzled SMEM tiles and ``wgmma`` products):
+the copies no longer cost the multiplying warps anything. In stage 17 every thread issues
+16-byte ``cp.async`` copies and waits for its own, and every warpgroup stops at a block barrier
+each K tile. Here the block is *warp-specialized*: one **producer** warpgroup, of which a single
+thread asks the TMA (``numba_gemm.ptx.tma``) for each K tile's A and B boxes, and ``BM / 64``
+**consumer** warpgroups that only wait for a tile and multiply. The TMA writes each box already
+in the 128-byte swizzle the wgmma descriptors read, zero-filling rows and columns past the
+matrix (no clamps, no predicates). Two mbarriers per ring buffer carry the hand-off, as in
+CUTLASS's ``PipelineTmaAsync``: *full* (one arrival, the producer's ``expect_tx`` of the tile's
+bytes; its phase completes when the bytes have landed) and *empty* (one arrival per consumer
+warp once the products that read the buffer are done). No ``cuda.syncthreads`` after the
+barriers are made.
+
+Tile order: the blocks, in launch order, walk ``GROUP_M`` rows of C tiles column by column
+(Triton's and CUTLASS's grouped raster): the ones resident at a time share their A and B tiles
+in L2.
+
+Pipeline: ``NBUF`` buffers. The producer fills buffer ``s`` once its *empty* phase completes
+(immediately in the first pass); a consumer waits for *full*, issues tile t's ``BK / 16``
+products, leaves them running and, once tile t - 1's are done (``wgmma.wait_group 1``), releases
+tile t - 1's buffer. So up to ``NBUF - 2`` tiles are in flight while two are multiplied.
+
+Shapes: A ``(M, K)`` float16 row-major; B ``(K, N)`` row-major (``NN``, read with the product's
+``trans-b``) or stored ``(N, K)`` (``NT``: ``x @ W.T``, K-major like A); C ``(M, N)`` float32 or
+float16, row-major. Every operand row 16-byte aligned (``K % 8 == 0``, ``N % 8 == 0``: the
+tensor maps' strides) and C's rows 8-byte aligned. Computes ``C = alpha * A @ B + beta * C``
+with FP32 products and sums; C is not read when ``beta == 0``. The kernel takes the operands'
+tensor maps after C (``launch.tensormap``: A's box ``(64, BM)``, B's ``(64, BN)`` for NT or
+``(64, BK)`` for NN, 128-byte swizzle). Compute capability 9.0 exactly (``sm_90a``).
+
+Source: PTX ISA 8.x, "cp.async.bulk.tensor", "mbarrier", "wgmma.mma_async"; NVIDIA CUTLASS sm_90
+``KernelTmaWarpSpecializedCooperative`` (one producer warp issuing TMA, two consumer
+warpgroups sharing a 128 x 256 tile) and ``PipelineTmaAsync``.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping
+
+from numba import cuda, float32, int64
+from numba.core.types import float16
+
+from ..device import SIMULATOR, SMEM_OPTIN_LIMIT, tile_grid
+from ..ptx import tma
+from ..ptx.vecmem import tile_view
+from ..ptx.wgmma import (
+    CORE_BYTES,
+    SW_ATOM,
+    SW_ROW,
+    SWIZZLE_128B,
+    WARPGROUP,
+    commit,
+    fence,
+    mma_bf16,
+    mma_f16,
+    mma_tf32,
+    smem_desc,
+    wait,
+)
+from ._common import device_jit, kernel_jit, store_c2, unroll, zero_at
+from ._tunable import check_keys, check_rules, valid_configs
+from .k17_hgemm_wgmma import accumulators_fit
+from .stage import Stage
+
+WG_M = 64  # rows of C per warpgroup product
+ROW_CHUNKS = SW_ROW // CORE_BYTES  # 16-byte chunks per 128-byte swizzled row (8)
+STEP_BYTES = 32  # bytes of K per product step: 16 halves or 8 TF32 values
+#: The swizzle repeats every 1024 bytes of SMEM address: the tiles start on such a boundary.
+SW_ALIGN = None if SIMULATOR else SW_ATOM
+#: Threads of the producer warpgroup (one of which issues the copies).
+PRODUCER_THREADS = WARPGROUP
+#: Element type of the operands, per kind: (bytes, product K, the product, SMEM element type).
+KINDS = {
+    "f16": (2, 16, mma_f16, float16),
+    "bf16": (2, 16, mma_bf16, float16),  # SMEM holds the bits; the product reads them as bf16
+    "tf32": (4, 8, mma_tf32, float32),
+}
+#: The tensor-map element type of each kind's operands.
+MAP_DTYPE = {"f16": "float16", "bf16": "bfloat16", "tf32": "float32"}
+#: Tile rows a group of blocks walks column by column (the launch order of the C tiles): at
+#: 8192^3 on an H200 FP16 0.88 -> 0.95 and TF32 0.80 -> 0.96 of cuBLAS, 4096^3 within 1.5 %
+#: (docs/design.md §5.2).
+GROUP_M = 8
+
+#: 128x256x64: two consumer warpgroups of 64 x 256 (128 FP32 accumulators per thread) and a
+#: producer warpgroup; four buffers (192 KB of SMEM). CUTLASS's sm_90 FP16 cooperative tile.
+DEFAULT_CONFIG = dict(BM=128, BN=256, BK=64, NBUF=4)
+KEYS = tuple(DEFAULT_CONFIG)
+
+
+def derived(cfg: Mapping[str, int], kind: str = "f16") -> dict:
+    """Constants that follow from a configuration: consumer warpgroups, threads, elements per
+    128-byte row (``W``), 16-byte chunks per tile, bytes a stage's copies land, SMEM."""
+    BM, BN, BK, NBUF = (cfg[k] for k in KEYS)
+    item = KINDS[kind][0]
+    t = CORE_BYTES // item
+    return dict(
+        CONSUMERS=BM // WG_M,
+        NUM_THREADS=PRODUCER_THREADS + BM // WG_M * WARPGROUP,
+        W=SW_ROW // item,
+        T=t,
+        A_CHUNKS=BM * BK // t,
+        B_CHUNKS=BK * BN // t,
+        STAGE_BYTES=(BM + BN) * BK * item,
+        SMEM_BYTES=NBUF * (BM + BN) * BK * item,
+    )
+
+
+def check_config(cfg: Mapping[str, int], kind: str = "f16") -> None:
+    """Raise ``ValueError`` naming the violated constraint."""
+    check_keys(cfg, KEYS)
+    BM, BN, BK, NBUF = (cfg[k] for k in KEYS)
+    item = KINDS[kind][0]
+    check_rules(
+        cfg,
+        [
+            (
+                BM in (64, 128, 192, 256),
+                "BM must be 64, 128, 192 or 256 (one consumer warpgroup per 64 rows)",
+            ),
+            (
+                BN % 64 == 0 and 64 <= BN <= 256,
+                "BN in 64..256 by 64 (whole 128-byte rows of a column block; N of one product)",
+            ),
+            (
+                BK > 0 and BK * item % SW_ROW == 0,
+                f"BK a multiple of {SW_ROW // item} (whole 128-byte swizzled rows of K)",
+            ),
+            (2 <= NBUF <= 8, "NBUF in 2..8"),
+        ],
+    )
+    d = derived(cfg, kind)
+    check_rules(
+        cfg,
+        [
+            accumulators_fit(BN // 2, d["NUM_THREADS"]),
+            (
+                d["SMEM_BYTES"] + 16 * NBUF <= SMEM_OPTIN_LIMIT,
+                f"{d['SMEM_BYTES']} B of SMEM > {SMEM_OPTIN_LIMIT}",
+            ),
+        ],
+    )
+
+
+def space(kind: str) -> tuple[dict, ...]:
+    """Candidates: 1-4 consumer warpgroups x BN x BK x NBUF, the valid ones."""
+    bks = (64, 128) if KINDS[kind][0] == 2 else (32, 64)
+    return valid_configs(
+        lambda c: check_config(c, kind),
+        (
+            dict(BM=bm, BN=bn, BK=bk, NBUF=nbuf)
+            for bm in (64, 128, 192, 256)
+            for bn in (64, 128, 192, 256)
+            for bk in bks
+            for nbuf in (3, 4, 5, 6)
+        ),
+    )
+
+
+def boxes(cfg: Mapping[str, int], layout: str, kind: str = "f16") -> tuple[tuple, tuple]:
+    """``(A's box, B's box)`` of the tensor maps, ``(cols, rows)`` of the stored matrices:
+    A ``(W, BM)``; B stored ``(N, K)`` (NT): ``(W, BN)``; B ``(K, N)`` (NN): ``(W, BK)``."""
+    w = derived(cfg, kind)["W"]
+    b = (w, cfg["BN"]) if layout[1] == "T" else (w, cfg["BK"])
+    return (w, cfg["BM"]), b
+
+
+@functools.cache
+def make_kernel(items: tuple, layout: str = "NN", kind: str = "f16"):
+    """The kernel for one configuration, layout (``"NN"`` or ``"NT"``) and operand kind
+    (``"f16"``, ``"bf16"``, ``"tf32"``: TF32 operands must both be K-major, so NT only)."""
+    cfg = dict(items)
+    BM, BN, BK, NBUF = (cfg[k] for k in KEYS)
+    d = derived(cfg, kind)
+    CONSUMERS, NUM_THREADS, W, T = (d[k] for k in ("CONSUMERS", "NUM_THREADS", "W", "T"))
+    A_CHUNKS, B_CHUNKS, STAGE_BYTES = d["A_CHUNKS"], d["B_CHUNKS"], d["STAGE_BYTES"]
+    item, MMA_K, product, smem_type = KINDS[kind]
+    B_T = layout == "NT"  # B stored (N, K): K-major like A
+    if not B_T and kind == "tf32":
+        raise ValueError("TF32 wgmma reads both operands K-major from SMEM: layout NT only")
+    STEPS = BK // MMA_K
+    STEPS_PER_ROW = SW_ROW // STEP_BYTES  # product steps per 128-byte row (4)
+    ACC = BN // 2  # FP32 accumulators per thread: the 64 x BN product in BN / 8 fragments
+    A_BOXES = BK // W
+    B_BOXES = BK // W if B_T else BN // W
+    B_ROWS = BN if B_T else BK  # rows of one B box in SMEM
+    LBO_B = CORE_BYTES if B_T else BK * SW_ROW  # N-major: bytes between 64-column blocks
+    CONSUMER_ARRIVALS = CONSUMERS * 4  # lane 0 of every consumer warp releases a buffer
+
+    @device_jit
+    def _load_a(j, As, TA, A, full, s, k0, row0):
+        tma.tma_load(As, j * BM * ROW_CHUNKS, TA, A, full, s, k0 + j * W, row0)
+
+    @device_jit
+    def _load_b(j, Bs, TB, B, full, s, k0, col0):
+        if B_T:  # boxes of W values of K x BN rows
+            tma.tma_load(Bs, j * B_ROWS * ROW_CHUNKS, TB, B, full, s, k0 + j * W, col0)
+        else:  # boxes of W columns x BK rows of K
+            tma.tma_load(Bs, j * B_ROWS * ROW_CHUNKS, TB, B, full, s, col0 + j * W, k0)
+
+    load_a = unroll(A_BOXES, _load_a)
+    load_b = unroll(B_BOXES, _load_b)
+
+    if kind == "tf32":  # (no trans-b operand)
+
+        @device_jit
+        def mma(acc, As, da, Bs, db):
+            product(acc, BN, As, da, Bs, db, 1)
+
+    else:
+        TRANS_B = 0 if B_T else 1  # N-major B: the product's trans-b
+
+        @device_jit
+        def mma(acc, As, da, Bs, db):
+            product(acc, BN, As, da, Bs, db, 1, TRANS_B)
+
+    @device_jit
+    def _product(s, acc, As, da, Bs, db):
+        # step s: 32 bytes along the 128-byte rows, the next column block every 4 steps
+        a_off = ((s // STEPS_PER_ROW) * BM * SW_ROW + (s % STEPS_PER_ROW) * STEP_BYTES) // 16
+        if B_T:
+            b_off = ((s // STEPS_PER_ROW) * BN * SW_ROW + (s % STEPS_PER_ROW) * STEP_BYTES) // 16
+        else:  # B N-major: 16 rows of K (128 bytes each) per step
+            b_off = s * MMA_K * SW_ROW // 16
+        mma(acc, As, da + a_off, Bs, db + b_off)
+
+    products = unroll(STEPS, _product)
+    zero_all = unroll(ACC, zero_at)
+
+    @device_jit
+    def _store(i, C, acc, r, c0, alpha, beta, M, N, vec):
+        # columns c, c + 1 of rows r and r + 8 (the wgmma D fragment, once per 8 columns)
+        c = c0 + 8 * i
+        store_c2(C, r, c, acc[4 * i], acc[4 * i + 1], alpha, beta, M, N, vec)
+        store_c2(C, r + 8, c, acc[4 * i + 2], acc[4 * i + 3], alpha, beta, M, N, vec)
+
+    store_all = unroll(BN // 8, _store)
+
+    @kernel_jit(launch_bounds=(NUM_THREADS, 1))
+    def hgemm_tma(A, B, C, TA, TB, alpha, beta):
+        M, K = A.shape
+        N = B.shape[0] if B_T else B.shape[1]
+        # dynamic SMEM: NBUF A tiles, then NBUF B tiles, 16-byte chunks in the 128-byte swizzle
+        smem = cuda.shared.array(0, smem_type, alignment=SW_ALIGN)
+        As = tile_view(smem, 0, (NBUF, A_CHUNKS, T))
+        Bs = tile_view(smem, NBUF * A_CHUNKS * T, (NBUF, B_CHUNKS, T))
+        full = cuda.shared.array(NBUF, int64)  # phase done: the buffer's tiles have landed
+        empty = cuda.shared.array(NBUF, int64)  # phase done: its products have read it
+        tid = cuda.threadIdx.x
+        wg = tid // WARPGROUP
+        # grouped tile order: blocks in launch order walk GROUP_M tile rows column by column,
+        # so the blocks resident together share their A and B tiles in L2 (one tile row: the
+        # same order, without the divisions)
+        if cuda.gridDim.y == 1:
+            row0 = 0
+            col0 = cuda.blockIdx.x * BN
+        else:
+            gx = cuda.gridDim.x
+            bid = cuda.blockIdx.y * gx + cuda.blockIdx.x
+            first = (bid // (GROUP_M * gx)) * GROUP_M
+            rows = min(cuda.gridDim.y - first, GROUP_M)
+            row0 = (first + (bid % (GROUP_M * gx)) % rows) * BM
+            col0 = ((bid % (GROUP_M * gx)) // rows) * BN
+        k_tiles = (K + BK - 1) // BK
+        if tid == 0:
+            for s in range(NBUF):
+                tma.mbar_init(full, s, 1)
+                tma.mbar_init(empty, s, CONSUMER_ARRIVALS)
+            tma.mbar_fence_init()
+        cuda.syncthreads()  # every barrier is initialised before anyone arrives or waits
+
+        if wg == 0:
+            # --- producer: one thread asks the TMA for each tile (GMEM -> SMEM)
+            if tid == 0:
+                s = 0
+                phase = 0
+                for kt in range(k_tiles):
+                    tma.mbar_wait(empty, s, phase ^ 1)  # the consumers are done with buffer s
+                    tma.mbar_expect_tx(full, s, STAGE_BYTES)
+                    load_a(As[s], TA, A, full, s, kt * BK, row0)
+                    load_b(Bs[s], TB, B, full, s, kt * BK, col0)
+                    s += 1
+                    if s == NBUF:
+                        s = 0
+                        phase ^= 1
+        else:
+            # --- consumers: SMEM -> tensor cores, BK / MMA_K products of 64 x BN per tile
+            lane = tid % 32
+            acc = cuda.local.array(ACC, float32)
+            zero_all(acc)
+            a_chunk = (wg - 1) * WG_M * ROW_CHUNKS  # this warpgroup's 64 rows of the A tile
+            s = 0
+            phase = 0
+            prev = 0
+            for kt in range(k_tiles):
+                tma.mbar_wait(full, s, phase)  # tile kt has landed in buffer s
+                fence()
+                # (A's lbo is unused by a K-major swizzled operand; 16, the smallest, is passed)
+                products(
+                    acc,
+                    As[s],
+                    smem_desc(As[s], a_chunk, 0, CORE_BYTES, SW_ATOM) | SWIZZLE_128B,
+                    Bs[s],
+                    smem_desc(Bs[s], 0, 0, LBO_B, SW_ATOM) | SWIZZLE_128B,
+                )
+                commit()
+                wait(1, acc, BN)  # tile kt - 1's products are done: release its buffer
+                if kt > 0 and lane == 0:
+                    tma.mbar_arrive(empty, prev)
+                prev = s
+                s += 1
+                if s == NBUF:
+                    s = 0
+                    phase ^= 1
+            wait(0, acc, BN)
+
+            # --- epilogue: write C (lane (g, q) of warp w: rows 16 w + g (+ 8), columns 2 q
+            # (+ 1) of each 8-column fragment)
+            r = row0 + (wg - 1) * WG_M + ((tid // 32) % 4) * 16 + (lane >> 2)
+            store_all(C, acc, r, col0 + 2 * (lane & 3), alpha, beta, M, N, N % 2 == 0)
+
+    return hgemm_tma
+
+
+#: Per kind: stage name, ladder label, precision, layouts, kernel argument spec.
+STAGE_OF = {
+    "f16": (
+        "hgemm_tma",
+        "20: FP16 wgmma fed by TMA, warp-specialized",
+        "fp16",
+        ("NN", "NT"),
+        "HHAMMff",
+    ),
+    "tf32": (
+        "tf32_tma",
+        "21: TF32 wgmma fed by TMA, warp-specialized (x @ W.T)",
+        "tf32",
+        ("NT",),
+        "AAAMMff",
+    ),
+}
+
+
+def make_stage(config: Mapping[str, int], kind: str = "f16") -> Stage:
+    """The stage for one configuration (validated by :func:`check_config`) and operand kind."""
+    check_config(config, kind)
+    cfg = {k: config[k] for k in KEYS}
+    d = derived(cfg, kind)
+    name, label, precision, layouts, args = STAGE_OF[kind]
+
+    def launch_config(M, N, K):
+        return tile_grid(M, N, cfg["BM"], cfg["BN"]), (d["NUM_THREADS"],)
+
+    items = tuple(sorted(cfg.items()))
+    return Stage(
+        name=name,
+        label=label,
+        kernel=make_kernel(items, layouts[0], kind),
+        layouts=layouts,
+        layout_kernel=lambda vec, layout: make_kernel(items, layout, kind),
+        launch_config=launch_config,
+        precision=precision,
+        config=cfg,
+        factory=functools.partial(make_stage, kind=kind),
+        space=space(kind),
+        check_config=functools.partial(check_config, kind=kind),
+        dynamic_smem=d["SMEM_BYTES"],
+        min_cc=(9, 0),
+        arch=(9, 0),
+        tile=(cfg["BM"], cfg["BN"]),
+        args=args,
+        threads_of=lambda c: derived(c, kind)["NUM_THREADS"],
+        tensor_maps=lambda layout: (MAP_DTYPE[kind], *boxes(cfg, layout, kind)),
+    )
+
+
+STAGE = make_stage(DEFAULT_CONFIG)

@@ -1,0 +1,198 @@
+"""The Tensor Memory Accelerator and mbarriers (``numba_gemm.ptx.tma``, ``launch.tensormap``).
+
+The copy kernel here asks for one box through a tensor map and writes SMEM out byte for byte, so
+the test compares the landed layout with the model's (:func:`tma.box_offsets`, the 128-byte
+swizzle): on the simulator that checks the kernels' use of the model, on an H100/H200 the model
+itself against the hardware. A GEMM whose maps carry a wrong swizzle must then give a wrong
+product on both; a barrier protocol that never completes a phase must fail on the simulator
+(on a GPU it would hang).
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import pytest
+from numba import cuda, float32, int64
+
+from numba_gemm import device
+from numba_gemm.kernels import k20_hgemm_tma as k20
+from numba_gemm.launch import tensormap
+from numba_gemm.ptx import tma, wgmma
+from numba_gemm.ptx.vecmem import tile_view
+from numba_gemm.tools.reference import rel_error
+
+#: The box of the copy test: 32 floats (128 bytes, one swizzled row) x 16 rows.
+BOX = (32, 16)
+
+
+def _needs_hopper():
+    if not device.SIMULATOR and device.info().cc != (9, 0):
+        pytest.skip("the TMA needs compute capability 9.0")
+
+
+def _spec(**change):
+    base = dict(dtype="float32", dims=(64, 40), strides=(256,), box=BOX, swizzle=128, address=0)
+    return tma.TensorMapSpec(**dict(base, **change))
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (dict(dtype="float64"), "dtype"),
+        (dict(strides=(250,)), "multiple of 16"),
+        (dict(strides=(128,)), "shorter than a row"),
+        (dict(box=(32, 300)), "box dimension 1 of 300"),
+        (dict(box=(64, 16)), "at most the 128-byte swizzle span"),
+        (dict(box=(3, 16), swizzle=0), "multiple of 16"),
+        (dict(address=8), "16-byte aligned"),
+        (dict(swizzle=256), "swizzle 256"),
+        (dict(dims=(64, 40, 2), strides=(256,)), "one stride fewer"),
+    ],
+)
+def test_tensor_map_rules_name_the_field(change, message):
+    """Every rule of ``cuTensorMapEncodeTiled`` is checked before the driver (or the simulator's
+    record) sees the map, with a message naming the field."""
+    with pytest.raises(ValueError, match=message):
+        tensormap.encode(_spec(**change))
+
+
+def test_record_round_trip_and_row_major_spec():
+    spec = tensormap.matrix_spec("float16", (40, 64), 128, (64, 8))
+    assert spec.dims == (64, 40) and spec.strides == (128,) and spec.box == (64, 8)
+    assert tma.decode_record(tma.encode_record(spec)) == spec
+    batch = tensormap.matrix_spec("float32", (3, 40, 64), 256, (32, 8), batch_stride=40 * 256)
+    assert batch.dims == (64, 40, 3) and batch.box == (32, 8, 1)
+    assert tma.decode_record(tma.encode_record(batch)) == batch
+    with pytest.raises(ValueError, match="not a simulator tensor-map record"):
+        tma.decode_record(np.zeros(16, np.int64))
+
+
+def test_box_offsets_are_the_wgmma_swizzle():
+    """The TMA's 128-byte swizzle is the one the wgmma descriptors read (``SWIZZLE_128B``)."""
+    off = tma.box_offsets(_spec()).reshape(-1)
+    linear = np.arange(off.size) * 4
+    assert np.array_equal(off, wgmma.swizzle_128b(linear))
+    assert np.array_equal(tma.box_offsets(_spec(swizzle=0)).reshape(-1), linear)
+    assert sorted(off) == list(linear)  # a permutation: every byte lands once
+
+
+def test_read_box_zero_fills_outside():
+    x = np.arange(40 * 64, dtype=np.float32).reshape(40, 64)
+    got = tma.read_box(_spec(), x, (48, 30))  # columns 48..79, rows 30..45
+    assert got.shape == (16, 32)
+    assert np.array_equal(got[:10, :16], x[30:40, 48:64])
+    assert not got[10:].any() and not got[:, 16:].any()
+
+
+@functools.cache
+def _copy_kernel(chunks: int):
+    align = None if device.SIMULATOR else 1024
+
+    @cuda.jit
+    def copy_box(X, T, out, c0, c1, nbytes):
+        smem = cuda.shared.array(0, float32, alignment=align)
+        tiles = tile_view(smem, 0, (chunks, 4))
+        bars = cuda.shared.array(1, int64)
+        tid = cuda.threadIdx.x
+        if tid == 0:
+            tma.mbar_init(bars, 0, 1)
+            tma.mbar_fence_init()
+        cuda.syncthreads()  # the barrier exists before anyone waits on it
+        if tid == 0:
+            tma.mbar_expect_tx(bars, 0, nbytes)
+            tma.tma_load(tiles, 0, T, X, bars, 0, c0, c1)
+        tma.mbar_wait(bars, 0, 0)  # the box has landed
+        for i in range(tid, chunks * 4, cuda.blockDim.x):
+            out[i] = smem[i]
+
+    return copy_box
+
+
+@pytest.mark.parametrize("coords", [(0, 0), (32, 8), (48, 30)], ids=["origin", "inner", "edge"])
+@pytest.mark.parametrize("swizzle", [128, 0])
+def test_tma_lands_the_box_as_modelled(coords, swizzle, rng):
+    """One box through a tensor map: SMEM holds exactly the model's bytes (swizzled rows, zeros
+    past the matrix's edge)."""
+    _needs_hopper()
+    x = rng.standard_normal((40, 64), dtype=np.float32)
+    d_x = cuda.to_device(x)
+    addr = 0 if device.SIMULATOR else d_x.device_ctypes_pointer.value
+    spec = tensormap.matrix_spec("float32", x.shape, 256, BOX, addr, swizzle=swizzle)
+    n = BOX[0] * BOX[1]
+    out = cuda.to_device(np.full(n, np.nan, np.float32))
+    _copy_kernel(n // 4)[1, 64, 0, 4 * n](
+        d_x, tensormap.device_map(spec), out, coords[0], coords[1], spec.box_bytes
+    )
+    want = np.full(n, np.nan, np.float32)
+    want[tma.box_offsets(spec).reshape(-1) // 4] = tma.read_box(spec, x, coords).reshape(-1)
+    assert np.array_equal(out.copy_to_host(), want)
+
+
+def test_gemm_with_a_wrong_swizzle_fails(rng):
+    """``hgemm_tma``'s kernel given maps that land the tiles unswizzled (a valid map, the wrong
+    one for its descriptors) computes a wrong product; with the right maps, the right one."""
+    _needs_hopper()
+    cfg = dict(BM=64, BN=64, BK=64, NBUF=2)
+    kern = k20.make_kernel(tuple(sorted(cfg.items())), "NN")
+    a = rng.standard_normal((64, 128)).astype(np.float16)
+    b = rng.standard_normal((128, 64)).astype(np.float16)
+    want = a.astype(np.float64) @ b.astype(np.float64)
+    d_a, d_b = cuda.to_device(a), cuda.to_device(b)
+    box_a, box_b = k20.boxes(cfg, "NN")
+    d = k20.derived(cfg)
+
+    def run(swizzle):
+        def ptr(x):
+            return 0 if device.SIMULATOR else x.device_ctypes_pointer.value
+
+        ta = tensormap.matrix_spec("float16", a.shape, 256, box_a, ptr(d_a), swizzle=swizzle)
+        tb = tensormap.matrix_spec("float16", b.shape, 128, box_b, ptr(d_b), swizzle=swizzle)
+        c = cuda.to_device(np.full((64, 64), np.nan, np.float32))
+        kern[(1, 1), d["NUM_THREADS"], 0, d["SMEM_BYTES"]](
+            d_a,
+            d_b,
+            c,
+            tensormap.device_map(ta),
+            tensormap.device_map(tb),
+            np.float32(1),
+            np.float32(0),
+        )
+        return rel_error(c.copy_to_host(), want)
+
+    assert run(128) <= 1e-2
+    assert not run(0) <= 0.1  # NaN or far off, never close
+
+
+@pytest.mark.skipif(not device.SIMULATOR, reason="on a GPU a phase that never completes hangs")
+def test_a_phase_that_never_completes_fails(monkeypatch):
+    """A barrier waiting for two arrivals that gets one: the simulator raises (a deadlock on the
+    GPU); and an arrival past a phase's count is an error."""
+    monkeypatch.setattr(tma, "SIM_DEADLOCK_S", 0.5)
+
+    @cuda.jit
+    def one_short(out):
+        bars = cuda.shared.array(1, int64)
+        if cuda.threadIdx.x == 0:
+            tma.mbar_init(bars, 0, 2)
+        cuda.syncthreads()
+        if cuda.threadIdx.x == 0:
+            tma.mbar_arrive(bars, 0)
+        tma.mbar_wait(bars, 0, 0)
+        out[cuda.threadIdx.x] = 1
+
+    with pytest.raises(RuntimeError, match="never completed"):
+        one_short[1, 2](cuda.to_device(np.zeros(2, np.int32)))
+
+    @cuda.jit
+    def too_many(out):
+        bars = cuda.shared.array(1, int64)
+        if cuda.threadIdx.x == 0:
+            tma.mbar_init(bars, 0, 1)
+            tma.mbar_expect_tx(bars, 0, 64)  # the phase waits for 64 bytes: no flip yet
+            tma.mbar_arrive(bars, 0)
+        out[0] = 1
+
+    with pytest.raises(RuntimeError, match="more arrivals than its count"):
+        too_many[1, 1](cuda.to_device(np.zeros(1, np.int32)))
