@@ -196,3 +196,22 @@ def test_a_phase_that_never_completes_fails(monkeypatch):
 
     with pytest.raises(RuntimeError, match="more arrivals than its count"):
         too_many[1, 1](cuda.to_device(np.zeros(1, np.int32)))
+
+
+def test_unaligned_rows_never_reach_a_tma_stage(rng):
+    """A TMA stage needs A's and B's rows 16-byte aligned (its tensor maps' strides): with K = 13
+    the automatic TF32 plan of ``x @ W.T`` takes another stage (or copies the rows), and the TMA
+    stage by name is refused before anything runs."""
+    from helpers import transposed_on_device
+
+    import numba_gemm
+
+    a = rng.standard_normal((8, 13), np.float32)
+    w = rng.standard_normal((13, 24), np.float32)
+    d_a, d_w = cuda.to_device(a), transposed_on_device(w)
+    plan = numba_gemm.explain(d_a, d_w, compute="tf32")
+    assert plan.stage.tensor_maps is None or plan.staging is not None
+    out = numba_gemm.sgemm(d_a, d_w, compute="tf32")
+    assert rel_error(out.copy_to_host(), a.astype(np.float64) @ w) <= 5e-3
+    with pytest.raises(ValueError, match="tensor maps, whose rows must be 16-byte aligned"):
+        numba_gemm.sgemm(d_a, d_w, stage="tf32_tma", compute="tf32")

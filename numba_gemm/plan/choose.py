@@ -239,7 +239,12 @@ def ranked(
             continue
         seen.add(key)
         built = _configured(get_stage(name), cfg)
-        if built is not None and built.supports(g.M, g.N, g.K) and serves(built, g) is None:
+        if (
+            built is not None
+            and built.supports(g.M, g.N, g.K)
+            and serves(built, g) is None
+            and (aligned or built.tensor_maps is None)
+        ):
             out.append((ms, built, where))
     for s in reversed(usable):
         key = (s.name, tuple(sorted(dict(s.config).items())))
@@ -249,6 +254,7 @@ def ranked(
             and key not in seen
             and s.supports(g.M, g.N, g.K)
             and serves(s, g) is None
+            and (aligned or s.tensor_maps is None)
         ):
             out.append((None, s, "its default tiles"))
             break
@@ -256,14 +262,20 @@ def ranked(
 
 
 def _choose(
-    g: Geometry, stage: str | Stage | None, aligned: bool, dev: DeviceInfo, compute: str = "fp32"
+    g: Geometry,
+    stage: str | Stage | None,
+    aligned: bool,
+    dev: DeviceInfo,
+    compute: str = "fp32",
+    tma_ok: bool = True,
 ) -> tuple[Stage, float | None, str]:
-    """(configured stage, predicted ms or None, reason)."""
+    """(configured stage, predicted ms or None, reason); ``tma_ok``: whether A's and B's rows
+    are 16-byte aligned, as the TMA stages' tensor maps need."""
     M, N, K = g.M, g.N, g.K
     src = tuning.source(dev) or "no tuning file"
 
     def ok(st: Stage) -> bool:
-        return st.supports(M, N, K) and serves(st, g) is None
+        return st.supports(M, N, K) and serves(st, g) is None and (tma_ok or st.tensor_maps is None)
 
     if isinstance(stage, Stage):
         return stage, None, "the Stage object passed by the caller"
@@ -529,10 +541,11 @@ def plan_for(
     aligned = rows == Alignment.ALL
     # only C unaligned: the vector_loads variant, where the stage has it for this layout
     loads = rows == Alignment.AB  # (the tensor-core stages have no such variant)
+    tma_ok = rows in (Alignment.ALL, Alignment.AB)  # A's and B's rows: tensor maps' strides
     if stage is None:
-        st, predicted, reason = _choose(g, None, aligned, dev, compute or "fp32")
+        st, predicted, reason = _choose(g, None, aligned, dev, compute or "fp32", tma_ok)
     else:
-        st, predicted, reason = _choose(g, stage, aligned, dev)
+        st, predicted, reason = _choose(g, stage, aligned, dev, tma_ok=tma_ok)
         if compute is not None and st.precision != compute:
             raise ValueError(
                 f"stage {st.name!r} computes {st.precision!r}, not compute="
@@ -558,6 +571,12 @@ def plan_for(
     why_not = serves(st, g)
     if why_not is not None:
         raise ValueError(why_not)
+    if st.tensor_maps is not None and not tma_ok:
+        raise ValueError(
+            f"stage {st.name!r} reads A and B through TMA tensor maps, whose rows must be "
+            "16-byte aligned (K, and N for row-major B, multiples of 16 bytes of elements; "
+            "base pointers 16-byte aligned): use stage=None (the plan copies unaligned rows)"
+        )
     if not st.runs_on(dev.cc):
         raise ValueError(
             f"stage {st.name!r} needs {st.needs()}, this GPU ({dev.name}) is "
