@@ -24,9 +24,10 @@ tile t - 1's buffer. So up to ``NBUF - 2`` tiles are in flight while two are mul
 
 Shapes: A ``(M, K)`` float16 row-major; B ``(K, N)`` row-major (``NN``, read with the product's
 ``trans-b``) or stored ``(N, K)`` (``NT``: ``x @ W.T``, K-major like A); C ``(M, N)`` float32 or
-float16, row-major. Every operand row 16-byte aligned (``K % 8 == 0``, ``N % 8 == 0``: the
-tensor maps' strides) and C's rows 8-byte aligned. Computes ``C = alpha * A @ B + beta * C``
-with FP32 products and sums; C is not read when ``beta == 0``. The kernel takes the operands'
+float16, row-major. A's and B's rows 16-byte aligned (``K % 8 == 0``, ``N % 8 == 0``: the
+tensor maps' strides); C's column pairs are stored together when N is even (C then aligned to
+a pair), element by element when it is odd. Computes ``C = alpha * A @ B + beta * C`` with FP32
+products and sums; C is not read when ``beta == 0``. The kernel takes the operands'
 tensor maps after C (``launch.tensormap``: A's box ``(64, BM)``, B's ``(64, BN)`` for NT or
 ``(64, BK)`` for NN, 128-byte swizzle). Compute capability 9.0 exactly (``sm_90a``).
 

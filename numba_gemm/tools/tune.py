@@ -170,7 +170,7 @@ def layout_of(stage) -> str:
 
 def plan_of(stage, prob: check.Problem, aligned: bool = True):
     """The plan running ``stage`` on the problem's operands (a batch: C-contiguous 3-D; B
-    stored transposed for a stage tuned in ``NT``, :func:`b_operand`)."""
+    stored transposed for a stage tuned in ``NT``, :func:`operands`)."""
     from ..plan.choose import plan_for
     from ..plan.geometry import Geometry
 
