@@ -541,10 +541,7 @@ def plan_for(
     aligned = rows == Alignment.ALL
     # only C unaligned: the vector_loads variant, where the stage has it for this layout
     loads = rows == Alignment.AB  # (the tensor-core stages have no such variant)
-    # the TMA stages: A's and B's rows 16-byte aligned (the tensor maps' strides), and C's
-    # pairs stored 64 bits at a time when N is even (so an unaligned C only with N odd, where
-    # they store single elements)
-    tma_ok = rows == Alignment.ALL or (rows == Alignment.AB and N % 2 == 1)
+    tma_ok = rows in (Alignment.ALL, Alignment.AB)  # A's and B's rows: tensor maps' strides
     if stage is None:
         st, predicted, reason = _choose(g, None, aligned, dev, compute or "fp32", tma_ok)
     else:
