@@ -41,7 +41,7 @@ from ..kernels import STAGES, get_stage
 from ..kernels.stage import variant_key
 from ..plan.choose import plan_for
 from ..plan.geometry import Geometry
-from . import precompile
+from . import precompile, tune
 from .check import time_kernel
 from .reference import rel_error
 from .timing import time_calls
@@ -72,9 +72,9 @@ def _write(path: Path, rows: list[dict]) -> None:
 
 
 def layout_of(name: str) -> str:
-    """The layout stage ``name`` is run in: ``NN``, or ``NT`` (B stored transposed: ``x @ W.T``)
-    for a stage that does not take row-major B (``tf32_tma``)."""
-    return "NN" if "NN" in get_stage(name).layouts else "NT"
+    """The layout stage ``name`` is run in (``tune.layout_of``: ``NN``, or ``NT`` for a stage
+    that does not take row-major B, ``tf32_tma``)."""
+    return tune.layout_of(get_stage(name))
 
 
 def swept(name: str, where: list[str]) -> list[dict]:
