@@ -30,7 +30,7 @@ from numba import config as numba_config
 from numba import cuda
 
 from ..arrays import F32, Operand, operand
-from ..device import SIMULATOR, SMEM_STATIC_LIMIT, DeviceInfo, cdiv
+from ..device import SIMULATOR, DeviceInfo, cdiv
 from ..kernels import _pad, _scale, _splitk, _streamk
 from ..kernels._tunable import SPLIT_ARGS, STREAM_K
 from ..kernels.stage import variant_key
@@ -351,7 +351,7 @@ class NumbaKernel:
     def launch(self, grid, block, stream, arrays, scalars) -> None:
         args = [strided_array(a) for a in arrays]
         args += [np.float32(s) for s in scalars]
-        if not SIMULATOR and self.smem > SMEM_STATIC_LIMIT:
+        if not SIMULATOR and self.smem > 0:
             allow_dynamic_smem(self.dispatcher, tuple(args), self.smem)
         if not SIMULATOR and isinstance(stream, int):
             stream = cuda.external_stream(stream) if stream else 0
@@ -477,7 +477,7 @@ def load_kernel(
                 f"{label}: the driver reports parameters (offset, size) {got}, "
                 f"numba_gemm packs {want}"
             )
-        if smem > SMEM_STATIC_LIMIT:
+        if smem > 0:  # (static SMEM counts against the 48 KB a launch gets without it)
             _driver.set_max_dynamic_smem(fn, smem)
         k = _loaded[(compiled.key, device.id, smem)] = Kernel(
             label, device, spec, smem, compiled, fn, ctx
@@ -499,12 +499,14 @@ _smem_opted_in: set = set()
 def allow_dynamic_smem(kernel: Any, args: tuple, nbytes: int) -> None:
     """Let the Numba dispatcher ``kernel`` (for the types of ``args``) launch with ``nbytes`` of
     dynamic SMEM: sets ``CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES`` once per (kernel,
-    signature, device). No-op up to 48 KB and on the simulator.
+    signature, device), for any ``nbytes`` > 0: a kernel's static SMEM (e.g. its mbarriers)
+    counts against the 48 KB a launch gets without the attribute, so 48 KB of dynamic SMEM may
+    already need it. No-op on the simulator.
 
     Raises:
         numba.cuda.cudadrv.driver.CudaAPIError: ``nbytes`` exceeds the device's limit.
     """
-    if SIMULATOR or nbytes <= SMEM_STATIC_LIMIT:
+    if SIMULATOR or nbytes <= 0:
         return
     from numba.cuda.cudadrv import driver  # GPU-only internal (absent on the simulator)
 
