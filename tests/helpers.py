@@ -68,8 +68,9 @@ def fp16_shape(N, K):
 
 def check_sgemm(stage, rng, M, N, K, *, alpha=1.0, beta=0.0, poison=True, out_dtype=None):
     """Run ``sgemm`` with ``stage`` on fresh random inputs; return (rel. error, output).
-    A stage that does not take row-major B (``tf32_tma``) gets B stored transposed, K rounded
-    up to a multiple of 4.
+    A stage that does not take row-major B (``tf32_tma``) gets B stored transposed. A TMA stage
+    in FP32 gets K (and, B row-major, N) rounded up to a multiple of 4: its tensor maps need
+    16-byte aligned rows.
 
     C is NaN-poisoned when ``beta == 0`` (an unwritten element, or a kernel that reads C when it
     must not, shows as NaN) and random otherwise. An FP16 stage runs through ``hgemm`` on FP16
@@ -79,8 +80,10 @@ def check_sgemm(stage, rng, M, N, K, *, alpha=1.0, beta=0.0, poison=True, out_dt
     f16 = stage.precision == "fp16"
     if f16:
         N, K = fp16_shape(N, K)
-    if "NN" not in stage.layouts:  # B stored transposed (x @ W.T): rows of K 16-byte aligned
+    if stage.tensor_maps is not None and not f16:  # TMA: A's and B's rows 16-byte aligned
         K = -(-K // 4) * 4
+        if "NN" in stage.layouts:  # B row-major: rows of N
+            N = -(-N // 4) * 4
     a, b = randn(rng, (M, K)), randn(rng, (K, N))
     c0 = np.full((M, N), np.nan, np.float32) if (poison and beta == 0) else randn(rng, (M, N))
     if f16:

@@ -215,3 +215,74 @@ def test_unaligned_rows_never_reach_a_tma_stage(rng):
     assert rel_error(out.copy_to_host(), a.astype(np.float64) @ w) <= 5e-3
     with pytest.raises(ValueError, match="tensor maps, whose rows must be 16-byte aligned"):
         numba_gemm.sgemm(d_a, d_w, stage="tf32_tma", compute="tf32")
+
+
+def test_rs_fragment_loads_are_bank_conflict_free():
+    """Stage 22's choice of columns per lane (``k22.lane_chunk``): each half-warp's 64-bit
+    fragment loads from a 128-byte-swizzled B box (rows k = q and k = q + 4) touch 16 different
+    8-byte bank pairs, and the four warps of a warpgroup cover its 64 columns once each."""
+    from numba_gemm.kernels import k22_tf32_tma_rs as k22
+
+    for w in range(4):
+        for half in (range(4), range(4, 8)):
+            for dk in (0, 4):
+                pairs = set()
+                for g in half:
+                    for q in range(4):
+                        k, ch = q + dk, k22.lane_chunk(w, g)
+                        byte = k * 128 + (ch ^ (k % 8)) * 16 + 8 * (g & 1)
+                        pairs.add(byte // 8 % 16)
+                assert len(pairs) == 16, (w, list(half), dk)
+    cols = sorted(
+        32 * (w >> 1) + 4 * k22.lane_chunk(w, g) + 2 * (g & 1) + i
+        for w in range(4)
+        for g in range(8)
+        for i in (0, 1)
+    )
+    assert cols == list(range(64))
+
+
+def test_setmaxnreg_stays_within_the_launch_allocation():
+    """A block's registers never grow: the consumers' ``setmaxnreg.inc`` must fit what the launch
+    gave one warp of each warpgroup, less the producer's (a BN = 256 tile asking for 112 per
+    consumer thread of the 4 x 96 + 96 hung on an H200); and every configuration's accumulators
+    and fragments fit what its consumers get."""
+    from numba_gemm.kernels import k22_tf32_tma_rs as k22
+
+    for mode in ("tf32", "3xtf32"):
+        for cfg in k22.space(mode):
+            d = k22.derived(cfg, mode)
+            launch = min(255, 65536 // d["NUM_THREADS"]) // 8 * 8
+            c = d["CONSUMERS"]
+            assert c * d["CONSUMER_REGS"] + k22.PRODUCER_REGS <= (c + 1) * launch, cfg
+            assert d["REGS"] <= d["CONSUMER_REGS"] and d["CONSUMER_REGS"] % 8 == 0, cfg
+    assert k22.derived(dict(BM=64, BN=256, BK=32, NBUF=3))["CONSUMER_REGS"] == 104
+
+
+@pytest.mark.parametrize("name", ["tf32_tma", "hgemm_tma"])
+def test_c_off_its_alignment_runs_the_element_stores(name, rng):
+    """``x @ W.T`` into a C one float off its allocation (its rows not 16-byte aligned, N even):
+    the plan runs the TMA stage's scalar variant, which stores C element by element (the vector
+    one stores column pairs 64 bits at a time, which would fault there); the product is right."""
+    from helpers import sim_sized, transposed_on_device
+
+    import numba_gemm
+    from numba_gemm.plan.choose import plan_for
+    from numba_gemm.plan.geometry import Alignment, Geometry
+
+    st = sim_sized(numba_gemm.get_stage(name))
+    f16 = st.precision == "fp16"
+    M, N, K = 40, 64, 64
+    plan = plan_for(
+        M, N, K, stage=st, geometry=Geometry.dense(M, N, K, "NT"), alignment=Alignment.AB,
+        compute=st.precision,
+    )  # fmt: skip
+    assert plan.variant == "scalar"
+    a = rng.standard_normal((M, K)).astype(np.float16 if f16 else np.float32)
+    w = rng.standard_normal((N, K)).astype(a.dtype)
+    buf = cuda.to_device(np.full(M * N + 1, np.nan, np.float32))
+    c = buf[1:].reshape(M, N)
+    gemm = numba_gemm.hgemm if f16 else numba_gemm.sgemm
+    gemm(cuda.to_device(a), transposed_on_device(w.T), out=c, stage=st)
+    want = a.astype(np.float64) @ w.T.astype(np.float64)
+    assert rel_error(c.copy_to_host(), want) <= st.rtol

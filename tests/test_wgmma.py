@@ -320,7 +320,8 @@ def test_wgmma_stages_run_on_hopper_only(fake_gpu):
             with pytest.raises(ValueError, match=r"9\.0 exactly"):  # ...and refuses wgmma's
                 plan_for(256, 256, 256, stage=name, compute=compute)
     fake_gpu("Fake H100", (9, 0))
-    auto = dict(wgmma, fp16="hgemm_tma")  # FP16's default: the TMA-fed stage (no tuning data)
+    # each arithmetic's default without tuning data: its TMA-fed stage for row-major B
+    auto = {"fp16": "hgemm_tma", "tf32": "tf32_tma_rs", "3xtf32": "tf32x3_tma"}
     for compute, name in auto.items():
         assert plan_for(256, 256, 256, compute=compute).stage.name == name
 
@@ -410,9 +411,9 @@ def test_tf32_with_a_transposed_copies_a_row_major(layout, rng):
     da, db = stored(a, True), stored(b, layout[1] == "T")
     plan = numba_gemm.explain(da, db, compute="tf32")
     assert plan.geometry.layout == layout and plan.staging.at and plan.staging.a
-    # B K-major: both operands are, what the TMA-fed stage takes (the simulator, with no tuning
-    # data, plans it; a GPU prices it against stage 18)
-    inner = ("tf32_wgmma",) if layout[1] == "N" else ("tf32_tma", "tf32_wgmma")
+    # the TMA-fed stage of the inner layout (the simulator, with no tuning data, plans it; a
+    # GPU prices it against stage 18)
+    inner = ("tf32_tma_rs" if layout[1] == "N" else "tf32_tma", "tf32_wgmma")
     assert plan.inner.geometry.layout == "N" + layout[1] and plan.inner.stage.name in inner
     assert "A stored transposed" in plan.reason
     c0 = rng.standard_normal((M, N), np.float32)
@@ -439,10 +440,12 @@ def test_tf32_served_in_every_layout_on_hopper_only(fake_gpu, rng):
     fake_gpu("Fake H100", (9, 0))
     for layout in ("NN", "NT", "TN", "TT"):
         da, db = stored(a, layout[0] == "T"), stored(b, layout[1] == "T")
-        # B stored transposed (NT, and TT through a row-major copy of A): both operands
-        # K-major, what the TMA-fed TF32 stage takes
-        tf32 = "tf32_tma" if layout[1] == "T" else "tf32_wgmma"
-        for compute, name in (("tf32", tf32), ("3xtf32", "tf32x3_wgmma")):
+        # the TMA-fed stages: B stored transposed (NT, and TT through a row-major copy of A)
+        # both operands K-major; row-major B (NN, TN after the copy) from registers, in TF32
+        # and 3xTF32
+        tf32 = "tf32_tma" if layout[1] == "T" else "tf32_tma_rs"
+        tf32x3 = "tf32x3_wgmma" if layout[1] == "T" else "tf32x3_tma"
+        for compute, name in (("tf32", tf32), ("3xtf32", tf32x3)):
             plan = numba_gemm.explain(da, db, compute=compute)
             assert (plan.stage.name, plan.geometry.layout) == (name, layout)
     batch = cuda.to_device(rng.standard_normal((4, 96, 80), np.float32))
@@ -456,9 +459,10 @@ def test_tf32_served_in_every_layout_on_hopper_only(fake_gpu, rng):
 def test_tf32_allows_fp32_and_stages_unaligned_rows(fake_gpu):
     """compute="tf32" *allows* TF32 (as cuBLAS's FAST_TF32 does): with the committed H200 classes
     the plan takes the FP32 skinny_n stage for a matrix-vector product (bandwidth-bound: no
-    tensor core helps), tf32_wgmma split along K for a few rows and whole for a large product,
-    and for rows not 16-byte aligned the aligned TF32 plan between zero-padded copies (its
-    scalar 4-byte copies run at a fifth of the speed)."""
+    tensor core helps), tf32_wgmma split along K for a few rows, the TMA-fed tf32_tma_rs for a
+    large product, and for rows not 16-byte aligned the aligned TF32 plan between zero-padded
+    copies (stage 18's scalar 4-byte copies run at a fifth of the speed; the TMA needs aligned
+    rows)."""
     fake_gpu("NVIDIA H200", (9, 0))
     gemv = plan_for(4096, 1, 4096, compute="tf32")
     assert gemv.stage.name == "skinny_n" and gemv.stage.precision == "fp32"
@@ -466,11 +470,11 @@ def test_tf32_allows_fp32_and_stages_unaligned_rows(fake_gpu):
     few = plan_for(8, 4096, 4096, compute="tf32")  # the TF32 stage split along K
     assert few.stage.name == "tf32_wgmma" and few.split_k > 1
     big = plan_for(4096, 4096, 4096, compute="tf32")
-    assert big.stage.name == "tf32_wgmma" and big.staging is None
+    assert big.stage.name == "tf32_tma_rs" and big.staging is None
     ragged = plan_for(4095, 4095, 4095, compute="tf32")
-    assert ragged.staging is not None and ragged.inner.stage.name == "tf32_wgmma"
+    assert ragged.staging is not None and ragged.inner.stage.name == "tf32_tma_rs"
     assert ragged.inner.variant == "vector"
-    assert plan_for(4096, 4096, 4096, compute="3xtf32").stage.name == "tf32x3_wgmma"
+    assert plan_for(4096, 4096, 4096, compute="3xtf32").stage.name == "tf32x3_tma"
 
 
 @pytest.mark.parametrize(

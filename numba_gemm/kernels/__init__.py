@@ -22,6 +22,8 @@ from . import (
     k19_tf32x3_wgmma,
     k20_hgemm_tma,
     k21_tf32_tma,
+    k22_tf32_tma_rs,
+    k23_tf32x3_tma,
 )
 
 #: Every stage, slowest first. Adding a stage = one module + one line here.
@@ -47,6 +49,8 @@ STAGES = (
     k19_tf32x3_wgmma.STAGE,
     k20_hgemm_tma.STAGE,
     k21_tf32_tma.STAGE,
+    k22_tf32_tma_rs.STAGE,
+    k23_tf32x3_tma.STAGE,
 )
 
 

@@ -25,9 +25,10 @@ tile t - 1's buffer. So up to ``NBUF - 2`` tiles are in flight while two are mul
 Shapes: A ``(M, K)`` float16 row-major; B ``(K, N)`` row-major (``NN``, read with the product's
 ``trans-b``) or stored ``(N, K)`` (``NT``: ``x @ W.T``, K-major like A); C ``(M, N)`` float32 or
 float16, row-major. A's and B's rows 16-byte aligned (``K % 8 == 0``, ``N % 8 == 0``: the
-tensor maps' strides); C's column pairs are stored together when N is even (C then aligned to
-a pair), element by element when it is odd. Computes ``C = alpha * A @ B + beta * C`` with FP32
-products and sums; C is not read when ``beta == 0``. The kernel takes the operands'
+tensor maps' strides); C's column pairs are stored together when N is even and C's rows are
+16-byte aligned (the vector variant), element by element otherwise (the scalar variant, which
+the plan runs for a C whose rows or base are not). Computes ``C = alpha * A @ B + beta * C``
+with FP32 products and sums; C is not read when ``beta == 0``. The kernel takes the operands'
 tensor maps after C (``launch.tensormap``: A's box ``(64, BM)``, B's ``(64, BN)`` for NT or
 ``(64, BK)`` for NN, 128-byte swizzle). Compute capability 9.0 exactly (``sm_90a``).
 
@@ -169,27 +170,36 @@ def boxes(cfg: Mapping[str, int], layout: str, kind: str = "f16") -> tuple[tuple
     return (w, cfg["BM"]), b
 
 
-@functools.cache
-def make_kernel(items: tuple, layout: str = "NN", kind: str = "f16"):
-    """The kernel for one configuration, layout (``"NN"`` or ``"NT"``) and operand kind
-    (``"f16"``, ``"bf16"``, ``"tf32"``: TF32 operands must both be K-major, so NT only)."""
-    cfg = dict(items)
+def make_tile_origin(BM: int, BN: int):
+    """Device function ``() -> (row0, col0)``: the first row and column of this block's C tile,
+    in the grouped order (blocks in launch order walk ``GROUP_M`` tile rows column by column,
+    so the blocks resident together share their A and B tiles in L2; one tile row: the same
+    order without the divisions)."""
+
+    @device_jit
+    def tile_origin():
+        if cuda.gridDim.y == 1:
+            return 0, cuda.blockIdx.x * BN
+        gx = cuda.gridDim.x
+        bid = cuda.blockIdx.y * gx + cuda.blockIdx.x
+        first = (bid // (GROUP_M * gx)) * GROUP_M
+        rows = min(cuda.gridDim.y - first, GROUP_M)
+        return (first + (bid % (GROUP_M * gx)) % rows) * BM, ((bid % (GROUP_M * gx)) // rows) * BN
+
+    return tile_origin
+
+
+def make_producer(cfg: Mapping[str, int], layout: str, kind: str):
+    """Device function ``produce(As, Bs, TA, A, TB, B, full, empty, k_tiles, row0, col0)``: the
+    producer thread's loop. For each K tile it waits until the consumers have released ring
+    buffer ``s`` (its *empty* phase), announces the tile's bytes on *full* and asks the TMA for
+    A's boxes (``W`` values of K x BM rows each) and B's (stored ``(N, K)``: ``W`` of K x BN
+    rows; ``(K, N)``: ``W`` columns x BK rows of K)."""
     BM, BN, BK, NBUF = (cfg[k] for k in KEYS)
     d = derived(cfg, kind)
-    CONSUMERS, NUM_THREADS, W, T = (d[k] for k in ("CONSUMERS", "NUM_THREADS", "W", "T"))
-    A_CHUNKS, B_CHUNKS, STAGE_BYTES = d["A_CHUNKS"], d["B_CHUNKS"], d["STAGE_BYTES"]
-    item, MMA_K, product, smem_type = KINDS[kind]
-    B_T = layout == "NT"  # B stored (N, K): K-major like A
-    if not B_T and kind == "tf32":
-        raise ValueError("TF32 wgmma reads both operands K-major from SMEM: layout NT only")
-    STEPS = BK // MMA_K
-    STEPS_PER_ROW = SW_ROW // STEP_BYTES  # product steps per 128-byte row (4)
-    ACC = BN // 2  # FP32 accumulators per thread: the 64 x BN product in BN / 8 fragments
-    A_BOXES = BK // W
-    B_BOXES = BK // W if B_T else BN // W
+    W, STAGE_BYTES = d["W"], d["STAGE_BYTES"]
+    B_T = layout[1] == "T"
     B_ROWS = BN if B_T else BK  # rows of one B box in SMEM
-    LBO_B = CORE_BYTES if B_T else BK * SW_ROW  # N-major: bytes between 64-column blocks
-    CONSUMER_ARRIVALS = CONSUMERS * 4  # lane 0 of every consumer warp releases a buffer
 
     @device_jit
     def _load_a(j, As, TA, A, full, s, k0, row0):
@@ -202,8 +212,49 @@ def make_kernel(items: tuple, layout: str = "NN", kind: str = "f16"):
         else:  # boxes of W columns x BK rows of K
             tma.tma_load(Bs, j * B_ROWS * ROW_CHUNKS, TB, B, full, s, col0 + j * W, k0)
 
-    load_a = unroll(A_BOXES, _load_a)
-    load_b = unroll(B_BOXES, _load_b)
+    load_a = unroll(BK // W, _load_a)
+    load_b = unroll(BK // W if B_T else BN // W, _load_b)
+
+    @device_jit
+    def produce(As, Bs, TA, A, TB, B, full, empty, k_tiles, row0, col0):
+        s = 0
+        phase = 0
+        for kt in range(k_tiles):
+            tma.mbar_wait(empty, s, phase ^ 1)  # the consumers are done with buffer s
+            tma.mbar_expect_tx(full, s, STAGE_BYTES)
+            load_a(As[s], TA, A, full, s, kt * BK, row0)
+            load_b(Bs[s], TB, B, full, s, kt * BK, col0)
+            s += 1
+            if s == NBUF:
+                s = 0
+                phase ^= 1
+
+    return produce
+
+
+@functools.cache
+def make_kernel(items: tuple, layout: str = "NN", kind: str = "f16", pairs: bool = True):
+    """The kernel for one configuration, layout (``"NN"`` or ``"NT"``) and operand kind
+    (``"f16"``, ``"bf16"``, ``"tf32"``: TF32 operands must both be K-major, so NT only).
+    ``pairs``: C's column pairs stored together when N is even (the ``"vector"`` variant, for C
+    rows 16-byte aligned); else element by element (``"scalar"``: any C)."""
+    cfg = dict(items)
+    BM, BN, BK, NBUF = (cfg[k] for k in KEYS)
+    d = derived(cfg, kind)
+    CONSUMERS, NUM_THREADS, W, T = (d[k] for k in ("CONSUMERS", "NUM_THREADS", "W", "T"))
+    A_CHUNKS, B_CHUNKS = d["A_CHUNKS"], d["B_CHUNKS"]
+    item, MMA_K, product, smem_type = KINDS[kind]
+    B_T = layout == "NT"  # B stored (N, K): K-major like A
+    PAIRS = pairs
+    if not B_T and kind == "tf32":
+        raise ValueError("TF32 wgmma reads both operands K-major from SMEM: layout NT only")
+    STEPS = BK // MMA_K
+    STEPS_PER_ROW = SW_ROW // STEP_BYTES  # product steps per 128-byte row (4)
+    ACC = BN // 2  # FP32 accumulators per thread: the 64 x BN product in BN / 8 fragments
+    LBO_B = CORE_BYTES if B_T else BK * SW_ROW  # N-major: bytes between 64-column blocks
+    CONSUMER_ARRIVALS = CONSUMERS * 4  # lane 0 of every consumer warp releases a buffer
+    produce = make_producer(cfg, layout, kind)
+    tile_origin = make_tile_origin(BM, BN)
 
     if kind == "tf32":  # (no trans-b operand)
 
@@ -252,19 +303,7 @@ def make_kernel(items: tuple, layout: str = "NN", kind: str = "f16"):
         empty = cuda.shared.array(NBUF, int64)  # phase done: its products have read it
         tid = cuda.threadIdx.x
         wg = tid // WARPGROUP
-        # grouped tile order: blocks in launch order walk GROUP_M tile rows column by column,
-        # so the blocks resident together share their A and B tiles in L2 (one tile row: the
-        # same order, without the divisions)
-        if cuda.gridDim.y == 1:
-            row0 = 0
-            col0 = cuda.blockIdx.x * BN
-        else:
-            gx = cuda.gridDim.x
-            bid = cuda.blockIdx.y * gx + cuda.blockIdx.x
-            first = (bid // (GROUP_M * gx)) * GROUP_M
-            rows = min(cuda.gridDim.y - first, GROUP_M)
-            row0 = (first + (bid % (GROUP_M * gx)) % rows) * BM
-            col0 = ((bid % (GROUP_M * gx)) // rows) * BN
+        row0, col0 = tile_origin()  # the grouped tile order
         k_tiles = (K + BK - 1) // BK
         if tid == 0:
             for s in range(NBUF):
@@ -276,17 +315,7 @@ def make_kernel(items: tuple, layout: str = "NN", kind: str = "f16"):
         if wg == 0:
             # --- producer: one thread asks the TMA for each tile (GMEM -> SMEM)
             if tid == 0:
-                s = 0
-                phase = 0
-                for kt in range(k_tiles):
-                    tma.mbar_wait(empty, s, phase ^ 1)  # the consumers are done with buffer s
-                    tma.mbar_expect_tx(full, s, STAGE_BYTES)
-                    load_a(As[s], TA, A, full, s, kt * BK, row0)
-                    load_b(Bs[s], TB, B, full, s, kt * BK, col0)
-                    s += 1
-                    if s == NBUF:
-                        s = 0
-                        phase ^= 1
+                produce(As, Bs, TA, A, TB, B, full, empty, k_tiles, row0, col0)
         else:
             # --- consumers: SMEM -> tensor cores, BK / MMA_K products of 64 x BN per tile
             lane = tid % 32
@@ -321,7 +350,7 @@ def make_kernel(items: tuple, layout: str = "NN", kind: str = "f16"):
             # --- epilogue: write C (lane (g, q) of warp w: rows 16 w + g (+ 8), columns 2 q
             # (+ 1) of each 8-column fragment)
             r = row0 + (wg - 1) * WG_M + ((tid // 32) % 4) * 16 + (lane >> 2)
-            store_all(C, acc, r, col0 + 2 * (lane & 3), alpha, beta, M, N, N % 2 == 0)
+            store_all(C, acc, r, col0 + 2 * (lane & 3), alpha, beta, M, N, PAIRS and N % 2 == 0)
 
     return hgemm_tma
 
@@ -360,8 +389,9 @@ def make_stage(config: Mapping[str, int], kind: str = "f16") -> Stage:
         name=name,
         label=label,
         kernel=make_kernel(items, layouts[0], kind),
+        scalar_kernel=make_kernel(items, layouts[0], kind, False),
         layouts=layouts,
-        layout_kernel=lambda vec, layout: make_kernel(items, layout, kind),
+        layout_kernel=lambda vec, layout: make_kernel(items, layout, kind, bool(vec)),
         launch_config=launch_config,
         precision=precision,
         config=cfg,

@@ -243,8 +243,11 @@ if SIMULATOR:
     def _me():
         """(warp in its warpgroup, lane) of the calling simulated thread."""
         me = threading.current_thread()
-        if int(np.prod(me._manager._block_dim)) % WARPGROUP:
-            raise ValueError("wgmma needs whole warpgroups (threads per block % 128 == 0)")
+        if (me.thread_id // WARPGROUP + 1) * WARPGROUP > int(np.prod(me._manager._block_dim)):
+            raise ValueError(
+                "wgmma needs a whole warpgroup: 128 threads from a multiple of 128 (thread "
+                f"{me.thread_id} is in a partial one)"
+            )
         return (me.thread_id // 32) % 4, me.thread_id % 32
 
     def _update(acc, n, D, scale_d):

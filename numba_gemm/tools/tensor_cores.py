@@ -55,8 +55,8 @@ FP32, TF32, FP16, FP16_OUT16 = (
 )
 #: The tunable tensor-core stages ``--sweep`` times, by arithmetic.
 SWEPT = {
-    "tf32": ("tf32_mma_multistage", "tf32_wgmma", "tf32_tma"),
-    "3xtf32": ("tf32x3_mma", "tf32x3_wgmma"),
+    "tf32": ("tf32_mma_multistage", "tf32_wgmma", "tf32_tma", "tf32_tma_rs"),
+    "3xtf32": ("tf32x3_mma", "tf32x3_wgmma", "tf32x3_tma"),
     "fp16": ("hgemm_mma", "hgemm_wgmma", "hgemm_tma"),
 }
 BASELINE_OF = {"tf32": TF32, "3xtf32": FP32, "fp16": FP16}

@@ -187,7 +187,13 @@ def plan_of(stage, prob: check.Problem, aligned: bool = True):
         K,
         stage=stage,
         geometry=g,
-        alignment=Alignment.ALL if aligned else Alignment.NONE,
+        # (a TMA stage's scalar variant is for a C whose rows are not 16-byte aligned: A's and
+        # B's must be, for its tensor maps)
+        alignment=Alignment.ALL
+        if aligned
+        else Alignment.AB
+        if stage.tensor_maps is not None
+        else Alignment.NONE,
         compute="fp16" if stage.precision == "fp16" else None,
     )
 
@@ -318,7 +324,9 @@ def _alternatives(
         alt = dict(config=cfg, ms=res["ms"], shape=res["shape"], **occ)
         if "batch" in res:
             alt["batch"] = res["batch"]
-        if twin is not None:  # the scalar kernel on the unaligned twin shape (same tile counts)
+        if twin is not None and stage.tensor_maps is None:
+            # the scalar kernel on the unaligned twin shape (same tile counts; a TMA stage
+            # never runs one: the plan copies such rows)
             t = evaluate(st, twin, reps, warmup)
             if t["ok"]:
                 alt["ms_scalar"] = t["ms"]
