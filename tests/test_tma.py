@@ -245,18 +245,19 @@ def test_rs_fragment_loads_are_bank_conflict_free():
 def test_setmaxnreg_stays_within_the_launch_allocation():
     """A block's registers never grow: the consumers' ``setmaxnreg.inc`` must fit what the launch
     gave one warp of each warpgroup, less the producer's (a BN = 256 tile asking for 112 per
-    consumer thread of the 4 x 96 + 96 hung on an H200); and every configuration's accumulators
-    and fragments fit what its consumers get."""
+    consumer thread of the 4 x 96 + 96 hung on an H200); and every configuration of the
+    register-operand stages fits its accumulators and fragments in what its consumers get."""
     from numba_gemm.kernels import k22_tf32_tma_rs as k22
 
+    for c in range(1, 5):
+        launch = min(255, 65536 // ((c + 1) * 128)) // 8 * 8
+        regs = k20.consumer_registers(c)
+        assert regs % 8 == 0 and c * regs + k20.PRODUCER_REGS <= (c + 1) * launch, c
+    assert [k20.consumer_registers(c) for c in range(1, 5)] == [240, 232, 152, 104]
     for mode in ("tf32", "3xtf32"):
         for cfg in k22.space(mode):
             d = k22.derived(cfg, mode)
-            launch = min(255, 65536 // d["NUM_THREADS"]) // 8 * 8
-            c = d["CONSUMERS"]
-            assert c * d["CONSUMER_REGS"] + k22.PRODUCER_REGS <= (c + 1) * launch, cfg
-            assert d["REGS"] <= d["CONSUMER_REGS"] and d["CONSUMER_REGS"] % 8 == 0, cfg
-    assert k22.derived(dict(BM=64, BN=256, BK=32, NBUF=3))["CONSUMER_REGS"] == 104
+            assert d["REGS"] <= d["CONSUMER_REGS"] == k20.consumer_registers(d["CONSUMERS"]), cfg
 
 
 @pytest.mark.parametrize("name", ["tf32_tma", "hgemm_tma"])

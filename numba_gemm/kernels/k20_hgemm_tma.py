@@ -13,9 +13,12 @@ bytes; its phase completes when the bytes have landed) and *empty* (one arrival 
 warp once the products that read the buffer are done). No ``cuda.syncthreads`` after the
 barriers are made.
 
-Tile order: the blocks, in launch order, walk ``GROUP_M`` rows of C tiles column by column
-(Triton's and CUTLASS's grouped raster): the ones resident at a time share their A and B tiles
-in L2.
+Persistent blocks: at most one block per SM, each taking C tiles ``gridDim.x`` apart in the
+grouped order (``GROUP_M`` rows of tiles column by column, Triton's and CUTLASS's raster: the
+tiles in flight together share their A and B tiles in L2). The ring's buffers and phases run on
+from tile to tile, so while the consumers write one tile's C the producer already loads the
+next tile's first K tiles. The producer warpgroup hands its registers to the consumers
+(``setmaxnreg``, :func:`consumer_registers`).
 
 Pipeline: ``NBUF`` buffers. The producer fills buffer ``s`` once its *empty* phase completes
 (immediately in the first pass); a consumer waits for *full*, issues tile t's ``BK / 16``
@@ -45,7 +48,7 @@ from collections.abc import Mapping
 from numba import cuda, float32, int64
 from numba.core.types import float16
 
-from ..device import SIMULATOR, SMEM_OPTIN_LIMIT, tile_grid
+from ..device import SIMULATOR, SMEM_OPTIN_LIMIT, cdiv, gpu_available, sm_count
 from ..ptx import tma
 from ..ptx.vecmem import tile_view
 from ..ptx.wgmma import (
@@ -74,6 +77,11 @@ STEP_BYTES = 32  # bytes of K per product step: 16 halves or 8 TF32 values
 SW_ALIGN = None if SIMULATOR else SW_ATOM
 #: Threads of the producer warpgroup (one of which issues the copies).
 PRODUCER_THREADS = WARPGROUP
+#: Registers the producer warpgroup keeps (``setmaxnreg.dec``; CUTLASS's sm_90 producers: 40).
+PRODUCER_REGS = 40
+#: Most registers ``setmaxnreg.inc`` asks for per consumer thread (below the 255 an instruction
+#: can name).
+MAX_CONSUMER_REGS = 240
 #: Element type of the operands, per kind: (bytes, product K, the product, SMEM element type).
 KINDS = {
     "f16": (2, 16, mma_f16, float16),
@@ -93,6 +101,18 @@ DEFAULT_CONFIG = dict(BM=128, BN=256, BK=64, NBUF=4)
 KEYS = tuple(DEFAULT_CONFIG)
 
 
+def consumer_registers(consumers: int) -> int:
+    """Registers per thread ``setmaxnreg.inc`` may give each of ``consumers`` consumer
+    warpgroups beside a producer warpgroup keeping :data:`PRODUCER_REGS`. A block never gets
+    more registers than its launch allocated (the launch bounds' share of the 65536, 8 at a
+    time), and each SM sub-partition holds one warp of every warpgroup: the consumers share
+    that warp-slice's allocation less the producer's (asking for more waits forever: a
+    four-consumer tile asking for 112 of 5 x 96 hung on an H200)."""
+    launch = min(255, 65536 // ((consumers + 1) * WARPGROUP)) // 8 * 8
+    pool = (consumers + 1) * launch - PRODUCER_REGS
+    return min(MAX_CONSUMER_REGS, pool // consumers // 8 * 8)
+
+
 def derived(cfg: Mapping[str, int], kind: str = "f16") -> dict:
     """Constants that follow from a configuration: consumer warpgroups, threads, elements per
     128-byte row (``W``), 16-byte chunks per tile, bytes a stage's copies land, SMEM."""
@@ -101,6 +121,7 @@ def derived(cfg: Mapping[str, int], kind: str = "f16") -> dict:
     t = CORE_BYTES // item
     return dict(
         CONSUMERS=BM // WG_M,
+        CONSUMER_REGS=consumer_registers(BM // WG_M),
         NUM_THREADS=PRODUCER_THREADS + BM // WG_M * WARPGROUP,
         W=SW_ROW // item,
         T=t,
@@ -170,31 +191,31 @@ def boxes(cfg: Mapping[str, int], layout: str, kind: str = "f16") -> tuple[tuple
     return (w, cfg["BM"]), b
 
 
-def make_tile_origin(BM: int, BN: int):
-    """Device function ``() -> (row0, col0)``: the first row and column of this block's C tile,
-    in the grouped order (blocks in launch order walk ``GROUP_M`` tile rows column by column,
-    so the blocks resident together share their A and B tiles in L2; one tile row: the same
-    order without the divisions)."""
+def make_tile_order(BM: int, BN: int):
+    """Device function ``tile_at(t, tiles_m, tiles_n) -> (row0, col0)``: the first row and
+    column of C tile ``t`` of ``tiles_m x tiles_n`` in the grouped order (tiles in order walk
+    ``GROUP_M`` tile rows column by column, so the tiles in flight together share their A and B
+    tiles in L2; one tile row: the same order without the divisions)."""
 
     @device_jit
-    def tile_origin():
-        if cuda.gridDim.y == 1:
-            return 0, cuda.blockIdx.x * BN
-        gx = cuda.gridDim.x
-        bid = cuda.blockIdx.y * gx + cuda.blockIdx.x
-        first = (bid // (GROUP_M * gx)) * GROUP_M
-        rows = min(cuda.gridDim.y - first, GROUP_M)
-        return (first + (bid % (GROUP_M * gx)) % rows) * BM, ((bid % (GROUP_M * gx)) // rows) * BN
+    def tile_at(t, tiles_m, tiles_n):
+        if tiles_m == 1:
+            return 0, t * BN
+        group = GROUP_M * tiles_n
+        first = (t // group) * GROUP_M
+        rows = min(tiles_m - first, GROUP_M)
+        return (first + (t % group) % rows) * BM, ((t % group) // rows) * BN
 
-    return tile_origin
+    return tile_at
 
 
 def make_producer(cfg: Mapping[str, int], layout: str, kind: str):
-    """Device function ``produce(As, Bs, TA, A, TB, B, full, empty, k_tiles, row0, col0)``: the
-    producer thread's loop. For each K tile it waits until the consumers have released ring
-    buffer ``s`` (its *empty* phase), announces the tile's bytes on *full* and asks the TMA for
-    A's boxes (``W`` values of K x BM rows each) and B's (stored ``(N, K)``: ``W`` of K x BN
-    rows; ``(K, N)``: ``W`` columns x BK rows of K)."""
+    """Device function ``produce(As, Bs, TA, A, TB, B, full, empty, k_tiles, row0, col0, s,
+    phase) -> (s, phase)``: the producer thread's loop over one C tile's K tiles, from ring
+    buffer ``s`` in ``phase``. For each it waits until the consumers have released buffer ``s``
+    (its *empty* phase), announces the tile's bytes on *full* and asks the TMA for A's boxes
+    (``W`` values of K x BM rows each) and B's (stored ``(N, K)``: ``W`` of K x BN rows;
+    ``(K, N)``: ``W`` columns x BK rows of K)."""
     BM, BN, BK, NBUF = (cfg[k] for k in KEYS)
     d = derived(cfg, kind)
     W, STAGE_BYTES = d["W"], d["STAGE_BYTES"]
@@ -216,9 +237,7 @@ def make_producer(cfg: Mapping[str, int], layout: str, kind: str):
     load_b = unroll(BK // W if B_T else BN // W, _load_b)
 
     @device_jit
-    def produce(As, Bs, TA, A, TB, B, full, empty, k_tiles, row0, col0):
-        s = 0
-        phase = 0
+    def produce(As, Bs, TA, A, TB, B, full, empty, k_tiles, row0, col0, s, phase):
         for kt in range(k_tiles):
             tma.mbar_wait(empty, s, phase ^ 1)  # the consumers are done with buffer s
             tma.mbar_expect_tx(full, s, STAGE_BYTES)
@@ -228,6 +247,7 @@ def make_producer(cfg: Mapping[str, int], layout: str, kind: str):
             if s == NBUF:
                 s = 0
                 phase ^= 1
+        return s, phase
 
     return produce
 
@@ -242,6 +262,7 @@ def make_kernel(items: tuple, layout: str = "NN", kind: str = "f16", pairs: bool
     BM, BN, BK, NBUF = (cfg[k] for k in KEYS)
     d = derived(cfg, kind)
     CONSUMERS, NUM_THREADS, W, T = (d[k] for k in ("CONSUMERS", "NUM_THREADS", "W", "T"))
+    CONSUMER_REGS = d["CONSUMER_REGS"]
     A_CHUNKS, B_CHUNKS = d["A_CHUNKS"], d["B_CHUNKS"]
     item, MMA_K, product, smem_type = KINDS[kind]
     B_T = layout == "NT"  # B stored (N, K): K-major like A
@@ -254,7 +275,7 @@ def make_kernel(items: tuple, layout: str = "NN", kind: str = "f16", pairs: bool
     LBO_B = CORE_BYTES if B_T else BK * SW_ROW  # N-major: bytes between 64-column blocks
     CONSUMER_ARRIVALS = CONSUMERS * 4  # lane 0 of every consumer warp releases a buffer
     produce = make_producer(cfg, layout, kind)
-    tile_origin = make_tile_origin(BM, BN)
+    tile_at = make_tile_order(BM, BN)
 
     if kind == "tf32":  # (no trans-b operand)
 
@@ -303,7 +324,8 @@ def make_kernel(items: tuple, layout: str = "NN", kind: str = "f16", pairs: bool
         empty = cuda.shared.array(NBUF, int64)  # phase done: its products have read it
         tid = cuda.threadIdx.x
         wg = tid // WARPGROUP
-        row0, col0 = tile_origin()  # the grouped tile order
+        tiles_m = (M + BM - 1) // BM
+        tiles_n = (N + BN - 1) // BN
         k_tiles = (K + BK - 1) // BK
         if tid == 0:
             for s in range(NBUF):
@@ -313,44 +335,58 @@ def make_kernel(items: tuple, layout: str = "NN", kind: str = "f16", pairs: bool
         cuda.syncthreads()  # every barrier is initialised before anyone arrives or waits
 
         if wg == 0:
-            # --- producer: one thread asks the TMA for each tile (GMEM -> SMEM)
+            # --- producer: one thread asks the TMA for each tile (GMEM -> SMEM); the
+            # warpgroup's registers go to the consumers
+            tma.setmaxnreg_dec(PRODUCER_REGS)
             if tid == 0:
-                produce(As, Bs, TA, A, TB, B, full, empty, k_tiles, row0, col0)
+                s = 0
+                phase = 0
+                for t in range(cuda.blockIdx.x, tiles_m * tiles_n, cuda.gridDim.x):
+                    row0, col0 = tile_at(t, tiles_m, tiles_n)
+                    s, phase = produce(
+                        As, Bs, TA, A, TB, B, full, empty, k_tiles, row0, col0, s, phase
+                    )
         else:
             # --- consumers: SMEM -> tensor cores, BK / MMA_K products of 64 x BN per tile
+            tma.setmaxnreg_inc(CONSUMER_REGS)
             lane = tid % 32
             acc = cuda.local.array(ACC, float32)
-            zero_all(acc)
             a_chunk = (wg - 1) * WG_M * ROW_CHUNKS  # this warpgroup's 64 rows of the A tile
             s = 0
             phase = 0
-            prev = 0
-            for kt in range(k_tiles):
-                tma.mbar_wait(full, s, phase)  # tile kt has landed in buffer s
-                fence()
-                # (A's lbo is unused by a K-major swizzled operand; 16, the smallest, is passed)
-                products(
-                    acc,
-                    As[s],
-                    smem_desc(As[s], a_chunk, 0, CORE_BYTES, SW_ATOM) | SWIZZLE_128B,
-                    Bs[s],
-                    smem_desc(Bs[s], 0, 0, LBO_B, SW_ATOM) | SWIZZLE_128B,
-                )
-                commit()
-                wait(1, acc, BN)  # tile kt - 1's products are done: release its buffer
-                if kt > 0 and lane == 0:
+            for t in range(cuda.blockIdx.x, tiles_m * tiles_n, cuda.gridDim.x):
+                row0, col0 = tile_at(t, tiles_m, tiles_n)
+                zero_all(acc)
+                prev = 0
+                for kt in range(k_tiles):
+                    tma.mbar_wait(full, s, phase)  # K tile kt has landed in buffer s
+                    fence()
+                    # (A's lbo is unused by a K-major swizzled operand; 16, the smallest)
+                    products(
+                        acc,
+                        As[s],
+                        smem_desc(As[s], a_chunk, 0, CORE_BYTES, SW_ATOM) | SWIZZLE_128B,
+                        Bs[s],
+                        smem_desc(Bs[s], 0, 0, LBO_B, SW_ATOM) | SWIZZLE_128B,
+                    )
+                    commit()
+                    wait(1, acc, BN)  # K tile kt - 1's products are done: release its buffer
+                    if kt > 0 and lane == 0:
+                        tma.mbar_arrive(empty, prev)
+                    prev = s
+                    s += 1
+                    if s == NBUF:
+                        s = 0
+                        phase ^= 1
+                wait(0, acc, BN)
+                if lane == 0:  # the tile's last buffer: the producer fills it for the next tile
                     tma.mbar_arrive(empty, prev)
-                prev = s
-                s += 1
-                if s == NBUF:
-                    s = 0
-                    phase ^= 1
-            wait(0, acc, BN)
 
-            # --- epilogue: write C (lane (g, q) of warp w: rows 16 w + g (+ 8), columns 2 q
-            # (+ 1) of each 8-column fragment)
-            r = row0 + (wg - 1) * WG_M + ((tid // 32) % 4) * 16 + (lane >> 2)
-            store_all(C, acc, r, col0 + 2 * (lane & 3), alpha, beta, M, N, PAIRS and N % 2 == 0)
+                # --- epilogue: write C (lane (g, q) of warp w: rows 16 w + g (+ 8), columns
+                # 2 q (+ 1) of each 8-column fragment), while the producer loads the next tile
+                r = row0 + (wg - 1) * WG_M + ((tid // 32) % 4) * 16 + (lane >> 2)
+                c = col0 + 2 * (lane & 3)
+                store_all(C, acc, r, c, alpha, beta, M, N, PAIRS and N % 2 == 0)
 
     return hgemm_tma
 
@@ -382,7 +418,11 @@ def make_stage(config: Mapping[str, int], kind: str = "f16") -> Stage:
     name, label, precision, layouts, args = STAGE_OF[kind]
 
     def launch_config(M, N, K):
-        return tile_grid(M, N, cfg["BM"], cfg["BN"]), (d["NUM_THREADS"],)
+        # persistent: at most one block per SM, each walking C tiles gridDim.x apart (with no
+        # GPU, for the offline tools: one block per tile)
+        tiles = cdiv(M, cfg["BM"]) * cdiv(N, cfg["BN"])
+        sms = sm_count() if SIMULATOR or gpu_available() else tiles
+        return (min(tiles, sms),), (d["NUM_THREADS"],)
 
     items = tuple(sorted(cfg.items()))
     return Stage(
@@ -405,6 +445,7 @@ def make_stage(config: Mapping[str, int], kind: str = "f16") -> Stage:
         args=args,
         threads_of=lambda c: derived(c, kind)["NUM_THREADS"],
         tensor_maps=lambda layout: (MAP_DTYPE[kind], *boxes(cfg, layout, kind)),
+        persistent=True,
     )
 
 

@@ -85,11 +85,6 @@ SW_ALIGN = None if SIMULATOR else SW_ATOM  # the swizzle repeats every 1024 byte
 #: Threads of the producer: a warpgroup (``setmaxnreg`` acts on whole warpgroups), after the
 #: consumers; one of its threads issues the copies.
 PRODUCER_THREADS = WARPGROUP
-#: Registers the producer warpgroup keeps (``setmaxnreg.dec``; CUTLASS's sm_90 producers: 40).
-PRODUCER_REGS = 40
-#: Most registers ``setmaxnreg.inc`` asks for per consumer thread (below the 255 an instruction
-#: can name).
-MAX_CONSUMER_REGS = 240
 #: Per arithmetic mode: accumulator sets (3xTF32: the FP32 sums and one tile's products),
 #: register fragments per step (rounded, or big and small), SMEM tiles of A's small parts.
 SETS = {"tf32": 1, "3xtf32": 2}
@@ -110,13 +105,6 @@ def derived(cfg: Mapping[str, int], mode: str = "tf32") -> dict:
     BM, BN, BK, NBUF = (cfg[k] for k in KEYS)
     consumers = BN // WG_N
     threads = consumers * WARPGROUP + PRODUCER_THREADS
-    # registers per thread at launch (the launch bounds' share of the 65536, 8 at a time), and
-    # what setmaxnreg.inc may give each consumer: the block's registers never grow, so the
-    # consumers share the launch allocation of one warp of every warpgroup (each SM
-    # sub-partition holds one) less the producer's (asking for more waits forever)
-    launch_regs = min(255, 65536 // threads) // 8 * 8
-    pool = (consumers + 1) * launch_regs - PRODUCER_REGS
-    consumer_regs = min(MAX_CONSUMER_REGS, pool // consumers // 8 * 8)
     return dict(
         CONSUMERS=consumers,
         NUM_THREADS=threads,
@@ -124,7 +112,7 @@ def derived(cfg: Mapping[str, int], mode: str = "tf32") -> dict:
         B_CHUNKS=BK * BN // T,
         STAGE_BYTES=(BM + BN) * BK * 4,
         REGS=SETS[mode] * BM // 2 + FRAGS[mode] * (BK // MMA_K) + REG_OVERHEAD,
-        CONSUMER_REGS=consumer_regs,
+        CONSUMER_REGS=k20.consumer_registers(consumers),
         SMEM_BYTES=4 * (NBUF * (BM + BN) * BK + LO_BUFS[mode] * BM * BK),
     )
 
@@ -208,13 +196,13 @@ def make_kernel(items: tuple, mode: str = "tf32", pairs: bool = True):
     STEPS = BK // MMA_K
     ACC = BM // 2  # FP32 accumulators per thread: the 64 x BM product in BM / 8 fragments
     NFRAG = FRAGS[mode] * STEPS
-    CONSUMER_REGS = d["CONSUMER_REGS"]
+    CONSUMER_REGS, PRODUCER_REGS = d["CONSUMER_REGS"], k20.PRODUCER_REGS  # (literals)
     CONSUMER_THREADS = CONSUMERS * WARPGROUP
     CONSUMER_ARRIVALS = CONSUMERS * 4  # lane 0 of every consumer warp releases a buffer
     LO_PER_THREAD = A_CHUNKS // CONSUMER_THREADS
     LS_START, LS_N = (NBUF * (A_CHUNKS + B_CHUNKS) * T, LO) if SPLIT else (0, 1)
     produce = k20.make_producer(cfg, "NN", "tf32")
-    tile_origin = k20.make_tile_origin(BM, BN)
+    tile_at = k20.make_tile_order(BM, BN)
 
     @device_jit
     def _fragment(s, frag, Bs, c0, c1, p2):
@@ -304,7 +292,8 @@ def make_kernel(items: tuple, mode: str = "tf32", pairs: bool = True):
         lo_ready = cuda.shared.array(LS_N, int64)  # phase done: every small part is written
         tid = cuda.threadIdx.x
         wg = tid // WARPGROUP
-        row0, col0 = tile_origin()
+        gx = cuda.gridDim.x  # the grouped tile order
+        row0, col0 = tile_at(cuda.blockIdx.y * gx + cuda.blockIdx.x, cuda.gridDim.y, gx)
         k_tiles = (K + BK - 1) // BK
         if tid == 0:
             for s in range(NBUF):
@@ -319,7 +308,7 @@ def make_kernel(items: tuple, mode: str = "tf32", pairs: bool = True):
             # --- producer warpgroup: one thread asks the TMA for each tile (GMEM -> SMEM)
             tma.setmaxnreg_dec(PRODUCER_REGS)
             if tid == CONSUMER_THREADS:
-                produce(As, Bs, TA, A, TB, B, full, empty, k_tiles, row0, col0)
+                produce(As, Bs, TA, A, TB, B, full, empty, k_tiles, row0, col0, 0, 0)
         else:
             # --- consumers: B's fragments (registers) and the A tile (SMEM) -> tensor cores
             tma.setmaxnreg_inc(CONSUMER_REGS)

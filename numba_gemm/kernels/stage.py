@@ -113,6 +113,9 @@ class Stage:
             ``layout -> (element type, A's box, B's box)``, boxes ``(cols, rows)`` of the
             operands as stored (``launch.tensormap.matrix_spec``); the runner builds the maps
             per operand and keeps them.
+        persistent: whether the kernel walks the C tiles itself: ``launch_config``'s grid is
+            ``(blocks,)``, at most one block per SM of the current GPU and no more than the
+            tiles, each block taking tiles ``gridDim.x`` apart.
     """
 
     name: str
@@ -143,6 +146,7 @@ class Stage:
     cost: str = "waves"
     wide_fixup: bool = False
     tensor_maps: Callable[[str], tuple[str, tuple[int, int], tuple[int, int]]] | None = None
+    persistent: bool = False
 
     def block(self, cfg: Mapping[str, int] | None = None) -> tuple[int, int, int]:
         """``(rows, columns, K step)`` of one block of configuration ``cfg`` (default: the
