@@ -427,6 +427,16 @@ def test_precompile_plan(no_user_tuning):
     assert "multistage" not in {j.name for j in precompile.plan((7, 5))}  # cp.async: sm_80+
     only = precompile.plan((9, 0), stages=["smem_tiling"])
     assert [(j.name, j.variant) for j in only] == [("smem_tiling", "vector")]
+    # an FP16 stage's kernels with float32 and with float16 C (the signature hgemm's out picks);
+    # float16 C for no other stage
+    f16 = precompile.plan((9, 0), stages=["hgemm_tma"])
+    assert {j.c16 for j in f16} == {False, True} and not any(j.c16 for j in tuned)
+    c16 = next(j for j in f16 if j.c16)
+    assert str(precompile.kernel_for(c16)[1]).startswith(
+        "void(float16[:, ::1], float16[:, ::1], float16"
+    )
+    with pytest.raises(ValueError, match="float32 C only"):
+        precompile.kernel_for(precompile.Job("multistage", (), "vector", (9, 0), True))
 
 
 def test_precompile_list_without_gpu(no_user_tuning, capsys):

@@ -8,7 +8,8 @@ configuration in the tuning data for this GPU (``numba_gemm.plan.tuning.winners`
 class, winner and alternatives, and the candidates of every measured shape,
 ``tuning.measured_shapes``), each in both variants (``"vector"``: ``stage.kernel``; ``"scalar"``:
 ``stage.scalar_kernel``, where there is one), and with B stored transposed also in the
-``"vector_loads"`` one where the stage has it (``registry.VECTOR_LOADS``); plus the split-K
+``"vector_loads"`` one where the stage has it (``registry.VECTOR_LOADS``); the FP16 stages also
+with float16 C (``hgemm(..., out=<float16>)``, the C type in the signature); plus the split-K
 reduction when a configuration splits K, and the ``C = beta * C`` kernel of ``K == 0``
 products. Each is keyed as ``numba_gemm.plan`` loads it (``config=stage.config``, the
 variant, the signature of ``numba_gemm.launch.numba_signature``), so that the plan finds it.
@@ -42,17 +43,19 @@ AUX_KERNELS = {
 @dataclass(frozen=True)
 class Job:
     """One kernel to compile: a stage (or an auxiliary kernel of :data:`AUX_KERNELS`), its
-    configuration as sorted ``(name, value)`` pairs, the variant and the target compute
-    capability."""
+    configuration as sorted ``(name, value)`` pairs, the variant, the target compute
+    capability and, for an FP16 stage, whether C is float16 (``c16``; else float32)."""
 
     name: str
     config: tuple[tuple[str, int], ...]
     variant: str
     cc: tuple[int, int]
+    c16: bool = False
 
     def __str__(self) -> str:
         cfg = " ".join(f"{k}={v}" for k, v in self.config)
-        return f"{self.name}{f'/{self.variant}' if self.variant else ''}{f' {cfg}' if cfg else ''}"
+        var = f"/{self.variant}" if self.variant else ""
+        return f"{self.name}{var}{'/C16' if self.c16 else ''}{f' {cfg}' if cfg else ''}"
 
 
 def kernel_for(job: Job):
@@ -77,7 +80,12 @@ def kernel_for(job: Job):
     variant, layout = parse_variant_key(job.variant)
     if variant == "scalar" and st.scalar_kernel is None:
         raise ValueError(f"stage {job.name!r} has no {job.variant} kernel")
-    return st.kernel_for(variant, layout), numba_signature(st.args)
+    args = st.args
+    if job.c16:  # float16 C: the signature plan_for gives the stage for out_dtype="float16"
+        if st.precision != "fp16":
+            raise ValueError(f"stage {job.name!r} writes float32 C only")
+        args = args[:2] + "H" + args[3:]
+    return st.kernel_for(variant, layout), numba_signature(args)
 
 
 def plan(
@@ -142,11 +150,16 @@ def plan(
             for layout in [lay for lay in layouts if lay in served]:
                 loads = ["vector_loads"] if st.has_vector_loads(layout) else []
                 for v in variants + loads:
-                    job = Job(
-                        st.name, tuple(sorted(cfg.items())), variant_key(v, layout), tuple(cc)
-                    )
-                    if job not in jobs:
-                        jobs.append(job)
+                    for c16 in (False, True) if st.precision == "fp16" else (False,):
+                        job = Job(
+                            st.name,
+                            tuple(sorted(cfg.items())),
+                            variant_key(v, layout),
+                            tuple(cc),
+                            c16,
+                        )
+                        if job not in jobs:
+                            jobs.append(job)
     if stages is None:
         jobs += [Job(name, (), "", tuple(cc)) for name in AUX_KERNELS]
     return jobs

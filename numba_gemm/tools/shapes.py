@@ -268,7 +268,13 @@ def precompile(
             loads = g.loads_aligned() and get_stage(name).with_config(cfg).has_vector_loads(layout)
             run = "vector" if g.shape_aligned() else "vector_loads" if loads else "scalar"
             for variant in ("vector", "scalar", run) if (name, cfg) in picks else (run,):
-                job = pc.Job(name, tuple(sorted(cfg.items())), variant_key(variant, layout), cc)
+                job = pc.Job(  # (fp16: the race's hgemm writes float16 C)
+                    name,
+                    tuple(sorted(cfg.items())),
+                    variant_key(variant, layout),
+                    cc,
+                    compute == "fp16",
+                )
                 todo[str(job)] = job
     t = time.monotonic()
     res = pc.run(list(todo.values()), jobs)
