@@ -188,6 +188,46 @@ def _small(x):
     return bits_float(round_tf32_bits(float_bits(x - big)))
 
 
+def make_small_parts(per_thread: int, threads: int):
+    """Device function ``split_all(As, Ls, tid)``: thread ``tid``'s ``per_thread`` 16-byte
+    chunks (``tid + j * threads``) of an A tile's small parts, :func:`_small` of each float,
+    written to the same (swizzled) place in ``Ls`` (3xTF32's second A operand)."""
+
+    @device_jit
+    def _split(j, As, Ls, tid):
+        c = tid + j * threads
+        x0, x1, x2, x3 = load4(As, c, 0)
+        store4(Ls, c, 0, _small(x0), _small(x1), _small(x2), _small(x3))
+
+    return unroll(per_thread, _split)
+
+
+@device_jit
+def _add(i, acc, part):
+    acc[i] += part[i]
+
+
+def make_add(count: int):
+    """Device function ``add_all(acc, part)``: ``acc[i] += part[i]`` for ``i < count`` (a
+    tile's 3xTF32 products into the FP32 sums)."""
+    return unroll(count, _add)
+
+
+def make_rs_store(BM: int):
+    """Device function ``store_all(C, acc, m, n, alpha, beta, M, N, vec)``: the epilogue of a
+    ``C^T = B^T A^T`` product whose register rows g, g + 8 stand for C columns n, n + 1 (row-major
+    B): fragment i holds C rows ``m + 8 i`` and ``m + 8 i + 1`` of those two columns, stored as
+    pairs (``store_c2``; ``vec``: 64 bits at a time) for ``i < BM / 8``."""
+
+    @device_jit
+    def _store(i, C, acc, m, n, alpha, beta, M, N, vec):
+        r = m + 8 * i
+        store_c2(C, r, n, acc[4 * i], acc[4 * i + 2], alpha, beta, M, N, vec)
+        store_c2(C, r + 1, n, acc[4 * i + 1], acc[4 * i + 3], alpha, beta, M, N, vec)
+
+    return unroll(BM // 8, _store)
+
+
 @functools.cache
 def _make_kernel(items: tuple, vec: bool, mode: str, layout: str = "NN"):
     cfg = dict(items)
@@ -233,8 +273,9 @@ def _make_kernel(items: tuple, vec: bool, mode: str, layout: str = "NN"):
             return ldmatrix_x4(Bs, n, k)
 
         @device_jit
-        def _store(i, C, acc, m, n, alpha, beta, M, N):
-            # fragment i holds C^T rows (C columns) n, n + 8 x C rows m + 8 i (+1)
+        def _store(i, C, acc, m, n, alpha, beta, M, N, vec):
+            # fragment i holds C^T rows (C columns) n, n + 8 x C rows m + 8 i (+1), stored as
+            # scalars (``vec`` unused)
             r = m + 8 * i
             if r < M:
                 if n < N:
@@ -246,6 +287,8 @@ def _make_kernel(items: tuple, vec: bool, mode: str, layout: str = "NN"):
                     store_c(C, r + 1, n, acc[4 * i + 1], alpha, beta)
                 if n + 8 < N:
                     store_c(C, r + 1, n + 8, acc[4 * i + 3], alpha, beta)
+
+        store_all = unroll(BM // 8, _store)
 
     else:
 
@@ -259,12 +302,7 @@ def _make_kernel(items: tuple, vec: bool, mode: str, layout: str = "NN"):
             x2, x3 = load2(Bs, k + 4, n)
             return float_bits(x0), float_bits(x1), float_bits(x2), float_bits(x3)
 
-        @device_jit
-        def _store(i, C, acc, m, n, alpha, beta, M, N):
-            # fragment i holds C^T rows (C columns) n, n + 1 x C rows m + 8 i (+1)
-            r = m + 8 * i
-            store_c2(C, r, n, acc[4 * i], acc[4 * i + 2], alpha, beta, M, N, vec)
-            store_c2(C, r + 1, n, acc[4 * i + 1], acc[4 * i + 3], alpha, beta, M, N, vec)
+        store_all = make_rs_store(BM)  # C^T rows (C columns) n, n + 1
 
     @device_jit
     def _product(s, acc, As, da, Ls, dl, Bs, fn, fk):
@@ -301,25 +339,9 @@ def _make_kernel(items: tuple, vec: bool, mode: str, layout: str = "NN"):
     products = unroll(STEPS, _product)
     fixup = _splitk.make_fixup(BM, BN, NT, SPLITK)
 
-    @device_jit
-    def _split(j, As, Ls, tid):
-        # small part of 4 floats of the A tile (same swizzled place in Ls): a - trunc_tf32(a),
-        # rounded to TF32 (exact: the low 13 bits of a)
-        c = tid + j * NT
-        x0, x1, x2, x3 = load4(As, c, 0)
-        store4(Ls, c, 0, _small(x0), _small(x1), _small(x2), _small(x3))
-
-    split_all = unroll(LO_PER_THREAD, _split)
-
+    split_all = make_small_parts(LO_PER_THREAD, NT)
     zero_all = unroll(ACC, zero_at)
-
-    @device_jit
-    def _add(i, acc, part):
-        acc[i] += part[i]
-
-    add_all = unroll(ACC, _add)
-
-    store_all = unroll(BM // 8, _store)
+    add_all = make_add(ACC)
 
     @device_jit
     def copy_tiles(As, Bs, A, B, k0, row0, col0, M, N, K, tid):
@@ -474,11 +496,12 @@ def _make_kernel(items: tuple, vec: bool, mode: str, layout: str = "NN"):
         # n (+8)); split-K: the slice's partial sums to its rows of the workspace, then the last
         # slice of the tile to arrive sums them into C (kernels._splitk)
         if SPLITK == 1:
-            store_all(C, acc, row0 + 2 * q, col0 + n, alpha, beta, M, N)
+            store_all(C, acc, row0 + 2 * q, col0 + n, alpha, beta, M, N, vec)
         else:
             Wg = rows_view(W, 0)
             z0 = cuda.blockIdx.z * M
-            store_all(Wg, acc, z0 + row0 + 2 * q, col0 + n, float32(1.0), float32(0.0), z0 + M, N)
+            one, zero = float32(1.0), float32(0.0)
+            store_all(Wg, acc, z0 + row0 + 2 * q, col0 + n, one, zero, z0 + M, N, vec)
             fixup(Wg, L, C, row0, col0, M, N, alpha, beta, vec)
 
     return sgemm_tf32_wgmma

@@ -57,17 +57,16 @@ from collections.abc import Mapping
 
 from numba import cuda, float32, int32, int64
 
-from ..device import SIMULATOR, SMEM_OPTIN_LIMIT, tile_grid
+from ..device import SMEM_OPTIN_LIMIT, tile_grid
 from ..ptx import tma
 from ..ptx.mma import float_bits, round_tf32_bits, split_tf32_bits
-from ..ptx.vecmem import load2, load4, store4, tile_view
+from ..ptx.vecmem import load2, tile_view
 from ..ptx.wgmma import (
     CORE_BYTES,
     SW_ATOM,
     SW_ROW,
     SWIZZLE_128B,
     WARPGROUP,
-    WGMMA_TF32,
     commit,
     fence,
     fence_proxy_async,
@@ -75,19 +74,16 @@ from ..ptx.wgmma import (
     smem_desc,
     wait,
 )
+from . import k18_tf32_wgmma as k18
 from . import k20_hgemm_tma as k20
-from ._common import device_jit, kernel_jit, store_c2, unroll, zero_at
+from ._common import device_jit, kernel_jit, unroll, zero_at
 from ._tunable import check_keys, check_rules, valid_configs
-from .k18_tf32_wgmma import _small
+from .k18_tf32_wgmma import MMA_K, STEPS_PER_ROW, SW_ALIGN, WG_N, T
 from .stage import Stage
 
-WG_N, MMA_K = WGMMA_TF32  # columns of C per warpgroup (the product's M: 64), K per product (8)
-T = CORE_BYTES // 4  # floats per 16-byte chunk
 W = SW_ROW // 4  # floats per 128-byte swizzled row: the columns of one B box, K of one A box
 ROW_CHUNKS = SW_ROW // CORE_BYTES  # 16-byte chunks per swizzled row (8)
 STEP_CHUNKS = MMA_K * ROW_CHUNKS  # chunks of a B box per 8-deep step (8 rows of K)
-STEPS_PER_ROW = SW_ROW // (4 * MMA_K)  # 8-deep steps per 128-byte row of the A tile (4)
-SW_ALIGN = None if SIMULATOR else SW_ATOM  # the swizzle repeats every 1024 bytes
 #: Threads of the producer: a warpgroup (``setmaxnreg`` acts on whole warpgroups), after the
 #: consumers; one of its threads issues the copies.
 PRODUCER_THREADS = WARPGROUP
@@ -251,20 +247,8 @@ def make_kernel(items: tuple, mode: str = "tf32", pairs: bool = True):
     products = unroll(STEPS, _product)
     zero_all = unroll(ACC, zero_at)
 
-    @device_jit
-    def _add(i, acc, part):
-        acc[i] += part[i]
-
-    add_all = unroll(ACC, _add)
-
-    @device_jit
-    def _split(j, As, Ls, tid):
-        # small parts of one 16-byte chunk of the A tile, to the same (swizzled) place in Ls
-        c = tid + j * CONSUMER_THREADS
-        x0, x1, x2, x3 = load4(As, c, 0)
-        store4(Ls, c, 0, _small(x0), _small(x1), _small(x2), _small(x3))
-
-    split_all = unroll(LO_PER_THREAD, _split)
+    add_all = k18.make_add(ACC)
+    split_all = k18.make_small_parts(LO_PER_THREAD, CONSUMER_THREADS)
 
     @device_jit
     def make_small(As, Ls, lo_ready, ls, tid):
@@ -274,14 +258,7 @@ def make_kernel(items: tuple, mode: str = "tf32", pairs: bool = True):
         fence_proxy_async()
         tma.mbar_arrive(lo_ready, ls)
 
-    @device_jit
-    def _store(i, C, acc, m, n, alpha, beta, M, N, vec):
-        # fragment i holds C^T rows (C columns) n, n + 1 x C rows m + 8 i (+ 1)
-        r = m + 8 * i
-        store_c2(C, r, n, acc[4 * i], acc[4 * i + 2], alpha, beta, M, N, vec)
-        store_c2(C, r + 1, n, acc[4 * i + 1], acc[4 * i + 3], alpha, beta, M, N, vec)
-
-    store_all = unroll(BM // 8, _store)
+    store_all = k18.make_rs_store(BM)  # C^T rows (C columns) n, n + 1
 
     @kernel_jit(launch_bounds=(NUM_THREADS, 1))
     def tf32_tma_rs(A, B, C, TA, TB, alpha, beta):
