@@ -106,8 +106,8 @@ def consumer_registers(consumers: int) -> int:
     warpgroups beside a producer warpgroup keeping :data:`PRODUCER_REGS`. A block never gets
     more registers than its launch allocated (the launch bounds' share of the 65536, 8 at a
     time), and each SM sub-partition holds one warp of every warpgroup: the consumers share
-    that warp-slice's allocation less the producer's (asking for more waits forever: a
-    four-consumer tile asking for 112 of 5 x 96 hung on an H200)."""
+    that warp-slice's allocation less the producer's; asking for more waits forever
+    (docs/design.md §5.3)."""
     launch = min(255, 65536 // ((consumers + 1) * WARPGROUP)) // 8 * 8
     pool = (consumers + 1) * launch - PRODUCER_REGS
     return min(MAX_CONSUMER_REGS, pool // consumers // 8 * 8)

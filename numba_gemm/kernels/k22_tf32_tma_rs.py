@@ -24,9 +24,9 @@ after the swizzle's ``^ q``: no bank conflict. The values are rounded to TF32 in
 
 Pipeline: unlike stage 20, a consumer waits for all of a tile's products (``wgmma.wait_group
 0``) before it loads the next tile's fragments and releases the buffer: a register operand is
-read until its product is done (loading the next fragments while the last tile's products ran
-gave wrong products on an H200, right ones on the simulator, whose products are synchronous;
-docs/design.md §5.3). The other consumer warpgroups' products keep the tensor cores busy.
+read until its product is done, and the simulator, whose products are synchronous, cannot show
+a violation (docs/design.md §5.3). The other consumer warpgroups' products keep the tensor
+cores busy meanwhile.
 
 ``3xtf32`` mode (stage 23, ``tf32x3_tma``): FP32-accurate products, stage 19's arithmetic on
 this pipeline. B's fragments are split into TF32 ``big + small`` in registers; the consumer
