@@ -260,49 +260,54 @@ def hgemm(
     stream: Any = 0,
     stage: str | Stage | None = None,
 ) -> Any:
-    """``C = alpha * A @ B + beta * C`` with FP16 operands on tensor cores, FP32 accumulation
-    (BLAS's HGEMM; cuBLAS ``cublasGemmEx`` with ``CUDA_R_16F`` inputs and
-    ``CUBLAS_COMPUTE_32F``).
+    """``C = alpha * A @ B + beta * C`` with FP16 or BF16 operands on tensor cores, FP32
+    accumulation (BLAS's HGEMM; cuBLAS ``cublasGemmEx`` with ``CUDA_R_16F`` or ``CUDA_R_16BF``
+    inputs and ``CUBLAS_COMPUTE_32F``).
 
     Args:
-        a: A, shape ``(M, K)``, float16, row-major C-contiguous, on the GPU (Numba, CuPy,
-            PyTorch or any ``__cuda_array_interface__`` object; zero-copy).
-        b: B, shape ``(K, N)``, float16, row-major C-contiguous, or the transpose of a
+        a: A, shape ``(M, K)``, float16 or bfloat16, row-major C-contiguous, on the GPU (Numba,
+            CuPy, PyTorch or any ``__cuda_array_interface__`` object; zero-copy). bfloat16: a
+            PyTorch ``torch.bfloat16`` tensor, a Numba array of ``ml_dtypes.bfloat16``, or a CAI
+            object of type string ``"<V2"`` (``ml_dtypes``' and JAX's bfloat16).
+        b: B, shape ``(K, N)``, of ``a``'s dtype, row-major C-contiguous, or the transpose of a
             C-contiguous ``(N, K)`` (``x @ W.T`` as ``torch.nn.Linear`` computes: ``W.T``, no
             copy; compute capability 9.0), on the same GPU.
-        out: C, shape ``(M, N)``, float32 or float16, C-contiguous, on the same GPU, not
-            overlapping A or B: written in place and returned. None: a new array of
+        out: C, shape ``(M, N)``, float32 or of ``a``'s dtype, C-contiguous, on the same GPU,
+            not overlapping A or B: written in place and returned. None: a new array of
             ``out_dtype`` and of ``a``'s kind.
         out_dtype: ``"float32"`` (the default: FP32 results, no rounding after the FP32 sums) or
-            ``"float16"`` (each result rounded to FP16 once, at the end). With ``out`` given,
-            its dtype decides and ``out_dtype``, if given, must match it.
+            the operands' ``"float16"`` / ``"bfloat16"`` (each result rounded once, at the end,
+            to nearest even). With ``out`` given, its dtype decides and ``out_dtype``, if given,
+            must match it.
         alpha, beta: real scalars, applied in FP32 to the FP32 sums. With ``beta == 0`` C is
             not read.
         stream: as for :func:`sgemm`.
-        stage: None (the FP16 stage for the shape) or the name / ``Stage`` of an FP16 stage
-            (``precision == "fp16"``, e.g. ``"hgemm_mma"``).
+        stage: None (the stage for the shape and dtype) or the name / ``Stage`` of a stage of
+            the operands' precision (``"fp16"``, e.g. ``"hgemm_mma"``; ``"bf16"``:
+            ``"bf16_tma"``).
 
     Returns:
         ``out`` if given, else the new array.
 
-    Needs compute capability 8.0+. The kernel copies 16-byte chunks (8 halves) with
-    ``cp.async``: A's and B's rows must be 16-byte aligned, so ``K`` and ``N`` must be
-    multiples of 8 (pad them with zeros otherwise: that changes nothing in the product).
+    FP16 needs compute capability 8.0+, BF16 9.0 (stage 24, ``bf16_tma``). The kernels copy
+    16-byte chunks (8 elements): A's and B's rows must be 16-byte aligned, so ``K`` and ``N``
+    must be multiples of 8 (pad them with zeros otherwise: that changes nothing in the product).
     ``M == 0`` or ``N == 0`` gives an empty C.
 
     Raises:
-        TypeError: a host array or other non-device object; ``a`` or ``b`` not float16; ``out``
-            of another dtype than float32/float16 (the dtypes of ``a``, ``b`` and ``out`` are
-            checked before anything else); alpha/beta not real; ``stage`` or ``stream`` of
-            another type.
+        TypeError: a host array or other non-device object; ``a`` not float16 or bfloat16, or
+            ``b`` not of ``a``'s dtype; ``out`` neither float32 nor of ``a``'s dtype (the
+            dtypes of ``a``, ``b`` and ``out`` are checked before anything else); a new
+            bfloat16 output of a library without that dtype (CuPy; Numba without
+            ``ml_dtypes``); alpha/beta not real; ``stage`` or ``stream`` of another type.
         ValueError: ``a`` not 2-D C-contiguous, ``b`` neither that nor the transpose of a
-            C-contiguous array (B stored transposed where no FP16 stage of this GPU takes it:
+            C-contiguous array (B stored transposed where no stage of this GPU takes it:
             compute capability 8.x); inner dimensions that differ; ``K`` or
             ``N`` not a multiple of 8, ``K == 0``, or an operand not 16-byte aligned; ``out``
             of the wrong shape, not C-contiguous, overlapping ``a`` or ``b``, or not of
-            ``out_dtype``; an unknown ``out_dtype``; operands on different GPUs; a stage that
-            is not an FP16 stage; a GPU below compute capability 8.0. Nothing is launched or
-            written when an error is raised.
+            ``out_dtype``; an ``out_dtype`` other than float32 and the operands' type; operands
+            on different GPUs; a stage of another precision; a GPU below the compute capability
+            the dtype needs. Nothing is launched or written when an error is raised.
     """
     A, B = operand(a), operand(b)
     C = None if out is None else operand(out)

@@ -35,6 +35,34 @@ from .launch import driver as _driver
 F32 = np.dtype(np.float32)
 
 
+class BFloat16:
+    """The dtype of bfloat16 operands as the call path sees them (:data:`BF16`, one object).
+
+    NumPy has no bfloat16 (``ml_dtypes`` registers one, ``np.dtype(ml_dtypes.bfloat16)``, whose
+    type string is ``"<V2"``): every reader turns a bfloat16 operand (a PyTorch
+    ``torch.bfloat16`` tensor, a Numba device array of ``ml_dtypes.bfloat16``, a CAI object
+    with type string ``"<V2"``, the convention of ``ml_dtypes`` and JAX, which PyTorch's
+    pull request #143042 adopted) into this one object, so checks compare ``dtype is BF16``.
+    Kernels take such an operand as ``uint16`` (its bits: launch spec ``U``)."""
+
+    name = "bfloat16"
+    itemsize = 2
+    str = "<V2"
+
+    def __repr__(self) -> str:
+        return "bfloat16"
+
+
+#: The one bfloat16 dtype object (:class:`BFloat16`).
+BF16 = BFloat16()
+
+
+def _np_or_bf16(dtype: Any) -> Any:
+    """``dtype`` as a NumPy dtype, or :data:`BF16` for a bfloat16 one (``ml_dtypes``' ``V2``)."""
+    dtype = np.dtype(dtype)
+    return BF16 if dtype.name == "bfloat16" or dtype.str in ("<V2", "|V2") else dtype
+
+
 class Operand:
     """A 2-D (or not: see ``ndim``) device array as the call path sees it.
 
@@ -64,8 +92,7 @@ class Operand:
 
     def is_c_contiguous(self) -> bool:
         """Row-major with no gaps (dimensions of extent 1 may have any stride, as in NumPy)."""
-        itemsize = self.dtype.itemsize if isinstance(self.dtype, np.dtype) else 4
-        expect = itemsize
+        expect = getattr(self.dtype, "itemsize", 4)
         for n, s in zip(reversed(self.shape), reversed(self.strides), strict=True):
             if n != 1 and s != expect:
                 return False
@@ -77,7 +104,7 @@ class Operand:
         n = 1
         for d in self.shape:
             n *= d
-        return n * (self.dtype.itemsize if isinstance(self.dtype, np.dtype) else 4)
+        return n * getattr(self.dtype, "itemsize", 4)
 
 
 def rows_aligned(ptr: int, cols: int) -> bool:
@@ -100,14 +127,15 @@ def _from_numba(x: Any) -> Operand:
     gd = x.gpu_data
     ptr = int(gd.device_pointer) if gd is not None else 0
     stream = x.stream
+    dtype = x.dtype if x.dtype is F32 or x.dtype == F32 else _np_or_bf16(x.dtype)
     return Operand(
-        x, ptr, x.shape, x.strides, x.dtype, gd.context.device.id, int(stream) if stream else None
+        x, ptr, x.shape, x.strides, dtype, gd.context.device.id, int(stream) if stream else None
     )
 
 
 def _from_simulator(x: Any) -> Operand:
     ptr = int(x.__array_interface__["data"][0])
-    return Operand(x, ptr, tuple(x.shape), tuple(x.strides), np.dtype(x.dtype), 0)
+    return Operand(x, ptr, tuple(x.shape), tuple(x.strides), _np_or_bf16(x.dtype), 0)
 
 
 def _from_cupy(x: Any) -> Operand:
@@ -118,7 +146,7 @@ def _from_cupy(x: Any) -> Operand:
         mem.ptr,
         x.shape,
         x.strides,
-        x.dtype,
+        _np_or_bf16(x.dtype),
         mem.device_id,
         cp.cuda.get_current_stream().ptr or None,
     )
@@ -146,17 +174,19 @@ def _from_torch(x: Any) -> Operand:
 
 def _torch_dtype(dt: Any) -> Any:
     name = str(dt).removeprefix("torch.")
+    if name == "bfloat16":
+        return BF16
     try:
         return np.dtype(name)
     except TypeError:
-        return dt  # bfloat16 etc.: no NumPy dtype; reported by name
+        return dt  # float8 etc.: no NumPy dtype; reported by name
 
 
 def _from_cai(x: Any) -> Operand:
     d = x.__cuda_array_interface__
     if d.get("mask") is not None:
         raise ValueError("masked arrays (__cuda_array_interface__ 'mask') are not supported")
-    dtype = np.dtype(d["typestr"])
+    dtype = _np_or_bf16(d["typestr"])
     shape = tuple(d["shape"])
     strides = d.get("strides")
     if strides is None:  # C-contiguous
@@ -346,7 +376,7 @@ def byte_span(arr: Any) -> tuple[int, int]:
     start = arr.ptr if isinstance(arr, Operand) else _data_ptr(arr)
     if any(n == 0 for n in arr.shape):
         return start, start
-    itemsize = np.dtype(arr.dtype).itemsize if isinstance(arr.dtype, np.dtype) else 4
+    itemsize = getattr(arr.dtype, "itemsize", 4)
     lo = hi = 0
     for n, s in zip(arr.shape, arr.strides, strict=True):
         if s >= 0:
@@ -370,14 +400,21 @@ def overlaps(x: Any, y: Any) -> bool:
 
 
 def new_output(obj: Any, device: int, shape: tuple, dtype: str = "float32") -> Any:
-    """A new C-contiguous array of ``shape`` and ``dtype`` (``"float32"`` or ``"float16"``) of
-    the same kind as ``obj`` (a PyTorch tensor, a CuPy array, else a Numba device array),
-    allocated by that library on GPU ``device`` (``obj``'s)."""
+    """A new C-contiguous array of ``shape`` and ``dtype`` (``"float32"``, ``"float16"`` or
+    ``"bfloat16"``) of the same kind as ``obj`` (a PyTorch tensor, a CuPy array, else a Numba
+    device array), allocated by that library on GPU ``device`` (``obj``'s).
+
+    Raises:
+        TypeError: a bfloat16 array of a library without that dtype (CuPy; Numba without
+            ``ml_dtypes`` installed).
+    """
     mod = type(obj).__module__.split(".")[0]
     if mod == "torch":
         import torch  # optional dependency: only for PyTorch operands
 
         return torch.empty(shape, dtype=getattr(torch, dtype), device=obj.device)
+    if dtype == "bfloat16":
+        dtype = _bf16_numpy(mod)
     if mod == "cupy":
         import cupy  # optional dependency: only for CuPy operands
 
@@ -387,6 +424,23 @@ def new_output(obj: Any, device: int, shape: tuple, dtype: str = "float32") -> A
         return cuda.device_array(shape, dtype=dtype)
     with cuda.gpus[device]:
         return cuda.device_array(shape, dtype=dtype)
+
+
+def _bf16_numpy(mod: str) -> np.dtype:
+    """NumPy's bfloat16 dtype (``ml_dtypes``') for a new Numba array; TypeError where there is
+    none."""
+    if mod != "cupy":
+        try:
+            import ml_dtypes  # optional: the only NumPy bfloat16
+        except ImportError:
+            pass
+        else:
+            return np.dtype(ml_dtypes.bfloat16)
+    raise TypeError(
+        f"a new bfloat16 output needs an array library with that dtype ({mod} arrays: "
+        "install ml_dtypes for Numba arrays); pass out=<a bfloat16 array> or "
+        "out_dtype='float32'"
+    )
 
 
 def plain_overlap(a0: int, b0: int, c0: int, M: int, N: int, K: int) -> str | None:

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from .arrays import F32, Operand, operand, overlaps, plain_overlap
+from .arrays import BF16, F32, Operand, operand, overlaps, plain_overlap
 from .plan.geometry import Geometry
 
 _F32 = struct.Struct("f")
@@ -43,9 +43,9 @@ def check_compute(compute: Any) -> None:
 def _check_float32(label: str, x: Operand, *, error: type[Exception] = TypeError) -> None:
     if x.dtype is not F32 and x.dtype != F32:
         hint = ""
-        if x.dtype == F16 and label != "out":
+        if (x.dtype == F16 or x.dtype is BF16) and label != "out":
             hint = (
-                ": for float16 operands call numba_gemm.hgemm (FP16 tensor cores, FP32 "
+                f": for {x.dtype} operands call numba_gemm.hgemm (16-bit tensor cores, FP32 "
                 "accumulation)"
             )
         raise error(f"{label} must be float32, got dtype {x.dtype}{hint}")
@@ -264,8 +264,9 @@ def check_matmul_out(
             raise ValueError(f"out overlaps {label}: the output must not alias an input")
 
 
-#: hgemm's output dtypes (the ``out_dtype`` argument), by name.
-HGEMM_OUT = {"float32": F32, "float16": F16}
+#: hgemm's output dtypes (the ``out_dtype`` argument), by name: FP32, or the operands' own
+#: 16-bit type.
+HGEMM_OUT = {"float32": F32, "float16": F16, "bfloat16": BF16}
 
 
 def check_hgemm(
@@ -273,19 +274,27 @@ def check_hgemm(
 ) -> tuple[int, int, int, str, str]:
     """``(M, N, K, output dtype name, layout)`` of ``hgemm(a, b, out=out, out_dtype=out_dtype)``:
     dtypes first, then layout (``"NN"``, or ``"NT"`` for ``b`` the transpose of a C-contiguous
-    ``(N, K)``), shapes, GPUs, aliasing and the 16-byte rows the FP16 kernel copies.
+    ``(N, K)``), shapes, GPUs, aliasing and the 16-byte rows the 16-bit kernels copy. The
+    operands are float16 or bfloat16 (:data:`arrays.BF16`), both alike.
 
     Raises:
         TypeError, ValueError: as :func:`numba_gemm.hgemm` says.
     """
+    half = A.dtype if A.dtype is BF16 else F16  # the operands' type, as a decides
     for label, X in (("a", A), ("b", B)):
-        if X.dtype != F16:
+        if not X.dtype == half:
+            same = f"a is {half}: both operands of one type; " if label == "b" else ""
             raise TypeError(
-                f"hgemm: {label} must be float16, got dtype {X.dtype} (float32 "
-                "operands: numba_gemm.sgemm, with compute='tf32' for tensor cores)"
+                f"hgemm: {label} must be "
+                + ("float16 or bfloat16" if label == "a" else f"{half}")
+                + f", got dtype {X.dtype} ({same}float32 operands: numba_gemm.sgemm, with "
+                "compute='tf32' for tensor cores)"
             )
-    if C is not None and C.dtype not in (F32, F16):
-        raise TypeError(f"hgemm: out must be float32 or float16, got dtype {C.dtype}")
+    if C is not None and not (C.dtype == F32 or C.dtype == half):
+        raise TypeError(
+            f"hgemm: out must be float32 or {half}, got dtype {C.dtype} (a 16-bit out is of "
+            "the operands' type)"
+        )
     # b stored transposed: W.T of a C-contiguous W (N, K), as x @ W.T (torch.nn.Linear)
     b_t = len(B.shape) == 2 and 0 not in B.shape and tuple(B.strides) == (2, 2 * B.shape[0])
     for label, X in (("a", A), ("b", B)):
@@ -302,12 +311,13 @@ def check_hgemm(
         inner_mismatch(A.shape, B.shape)
     if B.device != A.device:
         raise ValueError(f"a is on GPU {A.device} and b on GPU {B.device}: put them on one GPU")
-    if out_dtype is not None and out_dtype not in HGEMM_OUT:
+    if out_dtype is not None and out_dtype not in ("float32", half.name):
         raise ValueError(
-            f"out_dtype must be one of {sorted(HGEMM_OUT)} (or None), got {out_dtype!r}"
+            f"out_dtype must be 'float32' or {half.name!r} (the operands' type), or None; got "
+            f"{out_dtype!r}"
         )
     if C is not None:
-        dt = "float16" if C.dtype == F16 else "float32"
+        dt = "float32" if C.dtype == F32 else half.name
         if out_dtype is not None and out_dtype != dt:
             raise ValueError(f"out is {dt} but out_dtype is {out_dtype!r}")
         if tuple(C.shape) != (M, N) or (
@@ -327,10 +337,10 @@ def check_hgemm(
     else:
         dt = out_dtype or "float32"
     if K == 0:
-        raise ValueError("hgemm: K == 0 (an empty inner dimension); the FP16 kernel needs K >= 8")
+        raise ValueError("hgemm: K == 0 (an empty inner dimension); the 16-bit kernels need K >= 8")
     if K % 8 or N % 8 or (A.ptr | B.ptr) & 15:
         raise ValueError(
-            f"hgemm: rows of a and b must be 16-byte aligned for the kernel's "
+            f"hgemm: rows of a and b must be 16-byte aligned for the kernels' "
             f"16-byte copies: K ({K}) and N ({N}) multiples of 8 and both arrays "
             "16-byte aligned; pad K and N with zeros (the product is unchanged) "
             "or use a fresh allocation"

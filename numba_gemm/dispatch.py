@@ -14,7 +14,7 @@ import threading
 from typing import Any
 
 from . import checks
-from .arrays import Operand, all_rows_aligned, new_output, operand
+from .arrays import BF16, Operand, all_rows_aligned, new_output, operand
 from .device import SIMULATOR, cdiv, check_grid
 from .kernels._scale import BLOCK as SCALE_BLOCK
 from .kernels.stage import Stage
@@ -214,8 +214,10 @@ def run_fp16(
     layout: str = "NN",
 ) -> Any:
     """``hgemm`` after :func:`checks.check_hgemm`: ``shape`` its ``(M, N, K)``, ``out_dtype`` the
-    output's dtype name, ``layout`` ``"NT"`` for B stored transposed."""
+    output's dtype name, ``layout`` ``"NT"`` for B stored transposed. The operands' dtype picks
+    the arithmetic: FP16, or BF16 for bfloat16."""
     M, N, K = shape
+    compute = "bf16" if A.dtype is BF16 else "fp16"
     alpha32 = checks.SCALARS.get(alpha) if type(alpha) is float else None
     if alpha32 is None:
         alpha32 = checks.check_scalar("alpha", alpha)
@@ -224,7 +226,9 @@ def run_fp16(
     else:
         beta32 = checks.check_scalar("beta", beta)
     strm = DEFAULT_STREAM if type(stream) is int and stream == 0 else stream_handle(stream)
-    key = ("fp16", A.device, M, N, K, stage_key(stage), out_dtype, layout)
+    # C's rows 16-byte aligned (a new output's are): else the stage's element-store variant
+    c_ok = C is None or not (C.ptr & 15)
+    key = (compute, A.device, M, N, K, stage_key(stage), out_dtype, layout, c_ok)
     p = PLANS.get(key)
     if p is None and M and N:
         g = None if layout == "NN" else Geometry.dense(M, N, K, layout)
@@ -236,9 +240,10 @@ def run_fp16(
                 K,
                 stage=stage,
                 device=A.device,
-                compute="fp16",
+                compute=compute,
                 out_dtype=out_dtype,
                 geometry=g,
+                alignment=Alignment.ALL if c_ok else Alignment.AB,
             ),
         )
     if out is None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 from numba import cuda
 
@@ -55,10 +56,30 @@ def sim_sized(stage):
         tf32x3 = stage.name == "tf32x3_wgmma"
         cfg = WGMMA_SIM_CONFIG_TF32X3 if tf32x3 else WGMMA_SIM_CONFIG
         # the TF32 ones take split-K's SPLITK too
-        return stage.with_config(cfg if stage.precision == "fp16" else dict(cfg, SPLITK=1))
+        return stage.with_config(cfg if stage.precision in HALF else dict(cfg, SPLITK=1))
     if SIMULATOR and stage.tunable and stage.precision != "fp32":
         return stage.with_config(TC_SIM_CONFIG_F16 if stage.precision == "fp16" else TC_SIM_CONFIG)
     return stage
+
+
+#: The 16-bit precisions and their NumPy types (bfloat16: ``ml_dtypes``').
+HALF = {"fp16": np.float16, "bf16": ml_dtypes.bfloat16}
+
+
+def to_device(x):
+    """``cuda.to_device(x)``, bfloat16 included: Numba copies host memory through a
+    ``memoryview``, which has no bfloat16 (on a GPU: "cannot include dtype 'E' in a buffer"), so
+    its bits go as uint16 and the device array is viewed back as bfloat16."""
+    if x.dtype == ml_dtypes.bfloat16:
+        return cuda.to_device(np.ascontiguousarray(x).view(np.uint16)).view(x.dtype)
+    return cuda.to_device(x)
+
+
+def to_host(d):
+    """``d.copy_to_host()``, bfloat16 included (its bits, as :func:`to_device`)."""
+    if d.dtype == ml_dtypes.bfloat16:
+        return d.view(np.uint16).copy_to_host().view(d.dtype)
+    return d.copy_to_host()
 
 
 def fp16_shape(N, K):
@@ -73,11 +94,13 @@ def check_sgemm(stage, rng, M, N, K, *, alpha=1.0, beta=0.0, poison=True, out_dt
     16-byte aligned rows.
 
     C is NaN-poisoned when ``beta == 0`` (an unwritten element, or a kernel that reads C when it
-    must not, shows as NaN) and random otherwise. An FP16 stage runs through ``hgemm`` on FP16
-    copies of the inputs (the reference is the product of those), with N and K rounded up to
-    multiples of 8 (:func:`fp16_shape`) and C of ``out_dtype`` (default float32).
+    must not, shows as NaN) and random otherwise. A 16-bit stage runs through ``hgemm`` on FP16
+    (BF16) copies of the inputs (the reference is the product of those), with N and K rounded up
+    to multiples of 8 (:func:`fp16_shape`) and C of ``out_dtype`` (default float32; for a 16-bit
+    C, the operands' type).
     """
-    f16 = stage.precision == "fp16"
+    half = HALF.get(stage.precision)
+    f16 = half is not None
     if f16:
         N, K = fp16_shape(N, K)
     if stage.tensor_maps is not None and not f16:  # TMA: A's and B's rows 16-byte aligned
@@ -87,14 +110,14 @@ def check_sgemm(stage, rng, M, N, K, *, alpha=1.0, beta=0.0, poison=True, out_dt
     a, b = randn(rng, (M, K)), randn(rng, (K, N))
     c0 = np.full((M, N), np.nan, np.float32) if (poison and beta == 0) else randn(rng, (M, N))
     if f16:
-        a, b = a.astype(np.float16), b.astype(np.float16)
-        c0 = c0.astype(out_dtype or np.float32)
-    d_c = cuda.to_device(c0)
+        a, b = a.astype(half), b.astype(half)
+        c0 = c0.astype(np.float32 if out_dtype in (None, np.float32, "float32") else half)
+    d_c = to_device(c0)
     gemm = numba_gemm.hgemm if f16 else numba_gemm.sgemm
-    d_b = cuda.to_device(b) if "NN" in stage.layouts else transposed_on_device(b)
-    res = gemm(cuda.to_device(a), d_b, stage=stage, out=d_c, alpha=alpha, beta=beta)
+    d_b = to_device(b) if "NN" in stage.layouts else transposed_on_device(b)
+    res = gemm(to_device(a), d_b, stage=stage, out=d_c, alpha=alpha, beta=beta)
     assert res is d_c
-    out = d_c.copy_to_host()
+    out = to_host(d_c)
     ref = reference_f64(a, b, c0, alpha, beta)
     return rel_error(out, ref), out
 
@@ -117,5 +140,5 @@ def device_view(d, shape, strides):
 def transposed_on_device(x):
     """``x`` on the GPU as the transpose of a row-major copy of ``x.T`` (column-major, zero-copy:
     what ``w.T`` of a PyTorch weight is)."""
-    d = cuda.to_device(np.ascontiguousarray(x.T))
+    d = to_device(np.ascontiguousarray(x.T))
     return device_view(d, x.shape, (d.strides[1], d.strides[0]))

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import HALF, to_host
 from numba import cuda
 
 from numba_gemm import STAGES, get_stage
@@ -212,7 +213,7 @@ def test_simulator_end_to_end(tmp_path, capfd):
     assert doc["meta"]["mode"] == "simulator" and doc["meta"]["gpu"] == "simulator"
     assert doc["meta"]["reps"] == 1 and doc["meta"]["seed"] == 0
     assert doc["meta"]["reference"] == "float64 NumPy"
-    assert doc["meta"]["baselines"] == {"fp32": None, "3xtf32": None, "tf32": None, "fp16": None}
+    assert doc["meta"]["baselines"] == dict.fromkeys(("fp32", "3xtf32", "tf32", "fp16", "bf16"))
     assert set(doc["meta"]["timings"]) == {"kernel", "end_to_end"}
     assert len(doc["rows"]) == len(rows)
     auto = next(r for r in doc["rows"] if r["stage"] == "auto")
@@ -413,25 +414,28 @@ def _cheap_stage_impl(problem, name, plan_for, half=None):
     return baselines.Impl(name, st.label, run, rtol=st.rtol, precision=st.precision)
 
 
-def _fake_fp16_gemm(lib, A16, B16, C):
-    """cuBLAS FP16 stand-in: FP16 inputs, FP32 products and sums, FP16 C; widened into C."""
-    c16 = cuda.device_array(C.shape, np.float16)
+def _fake_fp16_gemm(lib, A16, B16, C, precision="fp16"):
+    """cuBLAS FP16 / BF16 stand-in: 16-bit inputs, FP32 products and sums, 16-bit C; widened
+    into C."""
+    half = HALF[precision]
+    c16 = {}
 
     def run():
-        a, b = (x.copy_to_host().astype(np.float32) for x in (A16, B16))
-        c16.copy_to_device((a @ b).astype(np.float16))
+        a, b = (to_host(x).astype(np.float32) for x in (A16, B16))
+        c16["c"] = (a @ b).astype(half)
 
     def widen():
-        C.copy_to_device(c16.copy_to_host().astype(np.float32))
+        C.copy_to_device(c16["c"].astype(np.float32))
 
     return run, widen, contextlib.nullcontext
 
 
 @pytest.mark.parametrize("fp16_baseline", [True, False], ids=["fp16-baseline", "no-fp16-baseline"])
 def test_each_stage_is_rated_against_cublas_in_its_precision(monkeypatch, tmp_path, fp16_baseline):
-    """FP32 and 3xTF32 stages against cuBLAS FP32, TF32 against cuBLAS TF32, FP16 against cuBLAS
-    FP16 (FP16 inputs, FP32 sums), each timed because such a stage runs (no ``--tf32``); the
-    ``baseline`` column names it. Without cuBLAS FP16 the FP16 ratio is empty, never taken
+    """FP32 and 3xTF32 stages against cuBLAS FP32, TF32 against cuBLAS TF32, FP16 (BF16) against
+    cuBLAS FP16 (BF16) (16-bit inputs, FP32 sums), each timed because such a stage runs (no
+    ``--tf32``); the ``baseline`` column names it. Without cuBLAS FP16 and BF16 the 16-bit
+    ratios are empty, never taken
     against FP32."""
     monkeypatch.setattr(runner, "make_baseline", lambda kind: FakeBlas())
     monkeypatch.setattr(runner, "stage_impl", _cheap_stage_impl)
@@ -441,27 +445,28 @@ def test_each_stage_is_rated_against_cublas_in_its_precision(monkeypatch, tmp_pa
     for s in STAGES:
         by_precision.setdefault(s.precision, s.name)
     stages = list(by_precision.values())
-    assert {"fp32", "tf32", "3xtf32", "fp16"} <= set(by_precision)
+    assert {"fp32", "tf32", "3xtf32", "fp16", "bf16"} <= set(by_precision)
     args = bench.build_parser().parse_args(
         ["--sizes", "8", "--reps", "1", "--warmup", "0", "--peers", "none", "--stages", *stages]
     )
     rows = bench.run(args)
     by = {(r["stage"], r["timing"]): r for r in rows}
     kernel = {r["stage"]: r for r in rows if r["timing"] == "kernel"}
-    assert [r["stage"] for r in rows][:4] == [
+    assert [r["stage"] for r in rows][:5] == [
         "cublas_fp32",
         "cublas_fp32",
         "cublas_tf32",
         "cublas_fp16",
+        "cublas_bf16",
     ]
-    fp16 = kernel["cublas_fp16"]
-    assert fp16["label"].startswith("cuBLAS FP16") and fp16["precision"] == "fp16"
-    assert fp16["status"] == ("ok" if fp16_baseline else "FAILED"), fp16["note"]
-    if fp16_baseline:
-        assert fp16["rel_error"] <= TOLERANCE["fp16"] and fp16["pct_cublas"] == 1.0
     expected = {"fp32": "cublas_fp32", "3xtf32": "cublas_fp32", "tf32": "cublas_tf32"}
-    if fp16_baseline:
-        expected["fp16"] = "cublas_fp16"
+    for half in ("fp16", "bf16"):
+        base = kernel[f"cublas_{half}"]
+        assert base["label"].startswith(f"cuBLAS {half.upper()}") and base["precision"] == half
+        assert base["status"] == ("ok" if fp16_baseline else "FAILED"), base["note"]
+        if fp16_baseline:
+            assert base["rel_error"] <= TOLERANCE[half] and base["pct_cublas"] == 1.0
+            expected[half] = f"cublas_{half}"
     for precision, name in by_precision.items():
         r = kernel[name]
         assert r["status"] == "ok" and r["precision"] == precision, r
@@ -539,6 +544,7 @@ def _ladder_rows():
         ("cublas_fp32", "cuBLAS FP32 (TF32 off), CuPy", "fp32", 1.0),
         ("cublas_tf32", "cuBLAS TF32, CuPy", "tf32", 1.0),
         ("cublas_fp16", "cuBLAS FP16 (FP32 accumulate), CuPy", "fp16", 1.0),
+        ("cublas_bf16", "cuBLAS BF16 (FP32 accumulate), PyTorch", "bf16", 1.0),
         ("triton", "Triton FP32 (optional peer)", "fp32", 0.8),
         ("auto", "sgemm (auto)", "fp32", 0.95),
     ]
@@ -560,12 +566,13 @@ def test_plots_have_one_panel_per_precision_and_distinct_lines():
     rows = _ladder_rows()
     fig = plots.throughput_figure(rows, title="t", ylabel="GFLOP/s")
     titles = [ax.get_title() for ax in fig.axes]
-    assert titles == ["FP32", "TF32 / 3xTF32", "FP16"]
+    assert titles == ["FP32", "TF32 / 3xTF32", "FP16", "BF16"]
     label = {r["stage"]: r["label"] for r in rows}
     cublas = {
         "FP32": {"cublas_fp32"},
         "TF32 / 3xTF32": {"cublas_tf32", "cublas_fp32"},
         "FP16": {"cublas_fp16"},
+        "BF16": {"cublas_bf16"},
     }
     groups = dict(plots.PANELS)
     for ax in fig.axes:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 
+import ml_dtypes
 import numpy as np
 import pytest
 from helpers import check_sgemm
@@ -96,6 +97,41 @@ def test_mma_f16_fragment_map(rng):
     h = np.float16
     want = A.astype(h).astype(np.float64) @ B.astype(h).astype(np.float64) + C
     assert rel_error(d_D.copy_to_host(), want) < 1e-6
+
+
+@cuda.jit
+def _quad_kernel(words, x, out, packed):
+    """Lane l publishes words 4 l .. 4 l + 3 and receives its quad's transpose; lane l also packs
+    ``x[l]`` and ``x[l] + 1`` as FP16 and as BF16 (low half first)."""
+    lane = cuda.threadIdx.x
+    r = mma.quad_transpose(
+        words[4 * lane], words[4 * lane + 1], words[4 * lane + 2], words[4 * lane + 3]
+    )
+    for i in range(4):
+        out[lane, i] = r[i]
+    packed[lane, 0] = mma.pack_half2(x[lane], x[lane] + 1)
+    packed[lane, 1] = mma.pack_bf16x2(x[lane], x[lane] + 1)
+
+
+def test_quad_transpose_and_packs(rng):
+    """``quad_transpose``: lane ``4g + q`` gets word ``q`` of lanes ``4g .. 4g + 3``, in lane order
+    (what the 16-byte C stores of stages 20 and 24 rely on); ``pack_half2`` / ``pack_bf16x2``
+    round to FP16 / BF16 (nearest even) with the first value in the low half."""
+    words = np.arange(128, dtype=np.int32) * 7 + 3
+    x = rng.standard_normal(32).astype(np.float32)
+    d_out = cuda.to_device(np.zeros((32, 4), np.int32))
+    d_packed = cuda.to_device(np.zeros((32, 2), np.int32))
+    _quad_kernel[1, 32](cuda.to_device(words), cuda.to_device(x), d_out, d_packed)
+    got = d_out.copy_to_host()
+    for lane in range(32):
+        base, q = lane & ~3, lane & 3
+        want = [words[4 * (base + p) + q] for p in range(4)]
+        np.testing.assert_array_equal(got[lane], want, err_msg=f"lane {lane}")
+    packed = d_packed.copy_to_host()
+    pair = np.stack([x, x + np.float32(1)], axis=1)
+    np.testing.assert_array_equal(packed[:, 0], pair.astype(np.float16).view(np.int32)[:, 0])
+    bf = pair.astype(ml_dtypes.bfloat16).view(np.uint16).astype(np.uint32)
+    np.testing.assert_array_equal(packed[:, 1].view(np.uint32), bf[:, 0] | (bf[:, 1] << 16))
 
 
 @cuda.jit
@@ -316,6 +352,22 @@ def test_hgemm_output_dtypes(out_dtype, rng):
     assert rel_error(c.copy_to_host(), want) < 2e-3
 
 
+def test_hgemm_c_off_its_alignment(rng):
+    """A C one float off its allocation (rows not 16-byte aligned): a stage with only pair
+    stores of C (``hgemm_mma``) is refused by name, with nothing written; the automatic plan
+    runs a stage's element stores (the sim models the GPU's misaligned-store fault)."""
+    a = cuda.to_device(rng.standard_normal((8, 16)).astype(np.float16))
+    b = cuda.to_device(rng.standard_normal((16, 8)).astype(np.float16))
+    buf = cuda.to_device(np.full(65, 7.0, np.float32))
+    c = buf[1:].reshape(8, 8)
+    with pytest.raises(ValueError, match="column pairs together: out's rows must be 16-byte"):
+        numba_gemm.hgemm(a, b, out=c, stage="hgemm_mma")
+    assert (buf.copy_to_host() == 7.0).all()
+    numba_gemm.hgemm(a, b, out=c)
+    want = a.copy_to_host().astype(np.float64) @ b.copy_to_host().astype(np.float64)
+    assert rel_error(c.copy_to_host(), want) < 1e-6
+
+
 def test_hgemm_rejects_bad_input(rng):
     h = np.float16
     a = cuda.to_device(rng.standard_normal((8, 16)).astype(h))
@@ -332,7 +384,7 @@ def test_hgemm_rejects_bad_input(rng):
         (ValueError, "multiples of 8", dict(b=cuda.to_device(np.ones((16, 6), h)), out=None)),
         (ValueError, "inner dimensions differ", dict(b=cuda.to_device(np.ones((8, 8), h)))),
         (ValueError, "2-D and C-contiguous", dict(a=cuda.to_device(np.ones((2, 8, 16), h)))),
-        (ValueError, "out_dtype must be one of", dict(out_dtype="bfloat16")),
+        (ValueError, "out_dtype must be .float32. or .float16.", dict(out_dtype="bfloat16")),
         (ValueError, "out is float32 but out_dtype", dict(out=d_c, out_dtype="float16")),
         (
             ValueError,

@@ -5,7 +5,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from conftest import SHAPES, requires_gpu
-from helpers import check_sgemm, randn, sim_sized, transposed_on_device
+from helpers import (
+    HALF,
+    check_sgemm,
+    randn,
+    sim_sized,
+    to_device,
+    to_host,
+    transposed_on_device,
+)
 from numba import cuda
 
 import numba_gemm
@@ -196,8 +204,8 @@ def test_committed_tuned_configs_run(name, config, rng):
 @requires_gpu
 @pytest.mark.parametrize("stage", STAGES, ids=stage_ids)
 def test_stage_4096_matches_cublas(stage, rng):
-    """Acceptance check on a GPU: 4096^3 against CuPy's cuBLAS SGEMM (TF32 off; for an FP16
-    stage, SGEMM of the same FP16 values)."""
+    """Acceptance check on a GPU: 4096^3 against CuPy's cuBLAS SGEMM (TF32 off; for a 16-bit
+    stage, SGEMM of the same FP16 / BF16 values)."""
     cp = pytest.importorskip("cupy", reason="CuPy (cuBLAS) is needed for this check")
     from numba_gemm.tools.reference import rel_error
 
@@ -205,9 +213,10 @@ def test_stage_4096_matches_cublas(stage, rng):
     if not stage.supports(m, n, k):  # the skinny stages: a few rows, or a few columns
         m, n = (16, n) if stage.supports(16, n, k) else (m, 16)
     a, b = randn(rng, (m, k)), randn(rng, (k, n))
-    if stage.precision == "fp16":  # hgemm on FP16 operands; the reference: their FP32 product
-        a, b = a.astype(np.float16), b.astype(np.float16)
-        out = numba_gemm.hgemm(cuda.to_device(a), cuda.to_device(b), stage=stage).copy_to_host()
+    half = HALF.get(stage.precision)
+    if half is not None:  # hgemm on 16-bit operands; the reference: their FP32 product
+        a, b = a.astype(half), b.astype(half)
+        out = to_host(numba_gemm.hgemm(to_device(a), to_device(b), stage=stage))
         a, b = a.astype(np.float32), b.astype(np.float32)
     else:
         # a stage without row-major B (tf32_tma) gets B stored transposed: x @ W.T

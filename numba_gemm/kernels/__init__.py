@@ -24,6 +24,7 @@ from . import (
     k21_tf32_tma,
     k22_tf32_tma_rs,
     k23_tf32x3_tma,
+    k24_bf16_tma,
 )
 
 #: Every stage, slowest first. Adding a stage = one module + one line here.
@@ -51,6 +52,7 @@ STAGES = (
     k21_tf32_tma.STAGE,
     k22_tf32_tma_rs.STAGE,
     k23_tf32x3_tma.STAGE,
+    k24_bf16_tma.STAGE,
 )
 
 

@@ -5,6 +5,7 @@ the C epilogue ``C = alpha * acc + beta * C``.
 from numba import cuda, float32
 
 from ..device import SIMULATOR
+from ..ptx.bf16 import from_c, to_c
 from ..ptx.vecmem import load2, load4, store2, store4
 
 FULL_MASK = 0xFFFFFFFF
@@ -31,12 +32,13 @@ def device_jit(fn):
 def store_c(C, row, col, acc, alpha, beta):
     """Epilogue for one element: ``C[row, col] = alpha * acc + beta * C[row, col]``.
 
-    C is not read when ``beta == 0`` (BLAS convention: NaN or garbage in C must not leak).
+    C is not read when ``beta == 0`` (BLAS convention: NaN or garbage in C must not leak). C may
+    be float32, float16 or bfloat16 bits (uint16: ``ptx.bf16``).
     """
     if beta == 0:
-        C[row, col] = alpha * acc
+        C[row, col] = to_c(C, alpha * acc)
     else:
-        C[row, col] = alpha * acc + beta * C[row, col]
+        C[row, col] = to_c(C, alpha * acc + beta * from_c(C, C[row, col]))
 
 
 if SIMULATOR:
@@ -231,7 +233,7 @@ def zero_at(i, acc):
 def store_c2(C, r, c, x0, x1, alpha, beta, M, N, vec):
     """Epilogue for ``C[r, c:c+2]`` (``c % 2 == 0``): ``alpha * x + beta * C``, inside (M, N) only.
 
-    ``vec``: one 64-bit (float16 C: 32-bit) load/store (rows of C 16-byte aligned, so N is
+    ``vec``: one 64-bit (16-bit C: 32-bit) load/store (rows of C 16-byte aligned, so N is
     even); else two scalar elements, each checked against N. C is not read when ``beta == 0``.
     """
     if r >= M:
@@ -239,10 +241,16 @@ def store_c2(C, r, c, x0, x1, alpha, beta, M, N, vec):
     if vec:
         if c < N:
             if beta == 0:
-                store2(C, r, c, alpha * x0, alpha * x1)
+                store2(C, r, c, to_c(C, alpha * x0), to_c(C, alpha * x1))
             else:
                 c0, c1 = load2(C, r, c)
-                store2(C, r, c, alpha * x0 + beta * c0, alpha * x1 + beta * c1)
+                store2(
+                    C,
+                    r,
+                    c,
+                    to_c(C, alpha * x0 + beta * from_c(C, c0)),
+                    to_c(C, alpha * x1 + beta * from_c(C, c1)),
+                )
         return
     if c < N:
         store_c(C, r, c, x0, alpha, beta)

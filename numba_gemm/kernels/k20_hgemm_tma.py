@@ -25,15 +25,16 @@ Pipeline: ``NBUF`` buffers. The producer fills buffer ``s`` once its *empty* pha
 products, leaves them running and, once tile t - 1's are done (``wgmma.wait_group 1``), releases
 tile t - 1's buffer. So up to ``NBUF - 2`` tiles are in flight while two are multiplied.
 
-Shapes: A ``(M, K)`` float16 row-major; B ``(K, N)`` row-major (``NN``, read with the product's
-``trans-b``) or stored ``(N, K)`` (``NT``: ``x @ W.T``, K-major like A); C ``(M, N)`` float32 or
-float16, row-major. A's and B's rows 16-byte aligned (``K % 8 == 0``, ``N % 8 == 0``: the
-tensor maps' strides); C's column pairs are stored together when N is even and C's rows are
-16-byte aligned (the vector variant), element by element otherwise (the scalar variant, which
-the plan runs for a C whose rows or base are not). Computes ``C = alpha * A @ B + beta * C``
-with FP32 products and sums; C is not read when ``beta == 0``. The kernel takes the operands'
-tensor maps after C (``launch.tensormap``: A's box ``(64, BM)``, B's ``(64, BN)`` for NT or
-``(64, BK)`` for NN, 128-byte swizzle). Compute capability 9.0 exactly (``sm_90a``).
+Shapes: A ``(M, K)`` float16 (bfloat16: stage 24) row-major; B ``(K, N)`` row-major (``NN``, read
+with the product's ``trans-b``) or stored ``(N, K)`` (``NT``: ``x @ W.T``, K-major like A); C
+``(M, N)`` float32 or of the operands' type, row-major. A's and B's rows 16-byte aligned
+(``K % 8 == 0``, ``N % 8 == 0``: the tensor maps' strides); C's column pairs are stored
+together when N is even and C's rows are 16-byte aligned (the vector variant), element by
+element otherwise (the scalar variant, which the plan runs for a C whose rows or base are not).
+Computes ``C = alpha * A @ B + beta * C`` with FP32 products and sums; C is not read when
+``beta == 0``. The kernel takes the operands' tensor maps after C (``launch.tensormap``: A's box
+``(64, BM)``, B's ``(64, BN)`` for NT or ``(64, BK)`` for NN, 128-byte swizzle). Compute capability
+9.0 exactly (``sm_90a``).
 
 Source: PTX ISA 8.x, "cp.async.bulk.tensor", "mbarrier", "wgmma.mma_async"; NVIDIA CUTLASS sm_90
 ``KernelTmaWarpSpecializedCooperative`` (one producer warp issuing TMA, two consumer
@@ -50,7 +51,9 @@ from numba.core.types import float16
 
 from ..device import SIMULATOR, SMEM_OPTIN_LIMIT, cdiv, gpu_available, sm_count
 from ..ptx import tma
-from ..ptx.vecmem import tile_view
+from ..ptx.bf16 import c_bytes, pack_c
+from ..ptx.mma import quad_transpose
+from ..ptx.vecmem import store_words4, tile_view
 from ..ptx.wgmma import (
     CORE_BYTES,
     SW_ATOM,
@@ -312,6 +315,33 @@ def make_kernel(items: tuple, layout: str = "NN", kind: str = "f16", pairs: bool
 
     store_all = unroll(BN // 8, _store)
 
+    @device_jit
+    def _store_quad(j, C, acc, r, col0, q, alpha, M, N):
+        # a 16-bit C, 16 bytes per lane: fragments 4j .. 4j + 3 (acc[4i], acc[4i + 1]: row r of
+        # fragment i; acc[4i + 2], acc[4i + 3]: row r + 8), each lane's column pair packed into
+        # a word, the quad's words transposed: lane q then holds fragment 4j + q's 8 columns
+        b = 16 * j
+        x0, x1, x2, x3 = quad_transpose(
+            pack_c(C, alpha * acc[b], alpha * acc[b + 1]),
+            pack_c(C, alpha * acc[b + 4], alpha * acc[b + 5]),
+            pack_c(C, alpha * acc[b + 8], alpha * acc[b + 9]),
+            pack_c(C, alpha * acc[b + 12], alpha * acc[b + 13]),
+        )
+        y0, y1, y2, y3 = quad_transpose(
+            pack_c(C, alpha * acc[b + 2], alpha * acc[b + 3]),
+            pack_c(C, alpha * acc[b + 6], alpha * acc[b + 7]),
+            pack_c(C, alpha * acc[b + 10], alpha * acc[b + 11]),
+            pack_c(C, alpha * acc[b + 14], alpha * acc[b + 15]),
+        )
+        c = col0 + 8 * (4 * j + q)
+        if c < N:
+            if r < M:
+                store_words4(C, r, c, x0, x1, x2, x3)
+            if r + 8 < M:
+                store_words4(C, r + 8, c, y0, y1, y2, y3)
+
+    store_quads = unroll(BN // 32, _store_quad)
+
     @kernel_jit(launch_bounds=(NUM_THREADS, 1))
     def hgemm_tma(A, B, C, TA, TB, alpha, beta):
         M, K = A.shape
@@ -385,8 +415,13 @@ def make_kernel(items: tuple, layout: str = "NN", kind: str = "f16", pairs: bool
                 # --- epilogue: write C (lane (g, q) of warp w: rows 16 w + g (+ 8), columns
                 # 2 q (+ 1) of each 8-column fragment), while the producer loads the next tile
                 r = row0 + (wg - 1) * WG_M + ((tid // 32) % 4) * 16 + (lane >> 2)
-                c = col0 + 2 * (lane & 3)
-                store_all(C, acc, r, c, alpha, beta, M, N, PAIRS and N % 2 == 0)
+                if c_bytes(C) == 2 and PAIRS and N % 8 == 0 and beta == 0:
+                    # a 16-bit C (its type's constant: the other branch is dead code), rows
+                    # 16-byte aligned: 16-byte stores (docs/design.md §5.4)
+                    store_quads(C, acc, r, col0, lane & 3, alpha, M, N)
+                else:
+                    c = col0 + 2 * (lane & 3)
+                    store_all(C, acc, r, c, alpha, beta, M, N, PAIRS and N % 2 == 0)
 
     return hgemm_tma
 
@@ -406,6 +441,13 @@ STAGE_OF = {
         "tf32",
         ("NT",),
         "AAAMMff",
+    ),
+    "bf16": (  # stage 24: A and B (and a bfloat16 C) as their bits, uint16
+        "bf16_tma",
+        "24: BF16 wgmma fed by TMA, warp-specialized",
+        "bf16",
+        ("NN", "NT"),
+        "UUAMMff",
     ),
 }
 
@@ -446,6 +488,7 @@ def make_stage(config: Mapping[str, int], kind: str = "f16") -> Stage:
         threads_of=lambda c: derived(c, kind)["NUM_THREADS"],
         tensor_maps=lambda layout: (MAP_DTYPE[kind], *boxes(cfg, layout, kind)),
         persistent=True,
+        tuned_as="hgemm_tma" if kind == "bf16" else None,
     )
 
 

@@ -18,9 +18,13 @@ LaunchConfig = tuple[Dims, Dims]
 
 #: Relative-error bound (Frobenius norm, against a float64 reference) per arithmetic precision.
 #: FP32 accumulation over K terms stays far below 1e-5 for the sizes we test; TF32 inputs carry a
-#: 10-bit mantissa (~5e-4 relative); FP16 inputs an 11-bit one.
-#: 3xTF32 (``big + small`` TF32 parts, three products) carries ~21 mantissa bits: FP32's bound.
-TOLERANCE = MappingProxyType({"fp32": 1e-5, "3xtf32": 1e-5, "tf32": 5e-3, "fp16": 1e-2})
+#: 10-bit mantissa (~5e-4 relative); FP16 inputs an 11-bit one, BF16 an 8-bit one (the bound
+#: then covers the once-rounded 16-bit C, ~2e-3 for BF16; the stages are checked against the
+#: product of the rounded inputs). 3xTF32 (``big + small`` TF32 parts, three products) carries
+#: ~21 mantissa bits: FP32's bound.
+TOLERANCE = MappingProxyType(
+    {"fp32": 1e-5, "3xtf32": 1e-5, "tf32": 5e-3, "fp16": 1e-2, "bf16": 1e-2}
+)
 
 
 #: A tunable stage's ``layout_kernel(vec, layout)`` with ``vec`` this value builds the
@@ -62,8 +66,8 @@ class Stage:
         launch_config: ``(M, N, K) -> (grid, block)``, from the stage's tile constants.
         supports: ``(M, N, K) -> bool``, the shapes the stage handles; ``limits`` says which,
             in words (for error messages).
-        precision: ``"fp32"``, ``"tf32"``, ``"3xtf32"`` or ``"fp16"``: the arithmetic of the
-            inner product (``checks.COMPUTE`` maps it to cuBLAS's compute types),
+        precision: ``"fp32"``, ``"tf32"``, ``"3xtf32"``, ``"fp16"`` or ``"bf16"``: the
+            arithmetic of the inner product (``checks.COMPUTE`` maps it to cuBLAS's compute types),
             which sets the accuracy bound in :data:`TOLERANCE`.
         scalar_kernel: for stages that use 128-bit GMEM accesses: the same algorithm with scalar
             GMEM accesses, launched when A, B or C is not 16-byte aligned per row
@@ -116,6 +120,9 @@ class Stage:
         persistent: whether the kernel walks the C tiles itself: ``launch_config``'s grid is
             ``(blocks,)``, at most one block per SM of the current GPU and no more than the
             tiles, each block taking tiles ``gridDim.x`` apart.
+        tuned_as: the stage whose tuning data prices this one's configurations where it has
+            none of its own (the same kernel on operands of another type of the same size and
+            product rate: BF16's stage 24 takes stage 20's FP16 classes).
     """
 
     name: str
@@ -147,6 +154,7 @@ class Stage:
     wide_fixup: bool = False
     tensor_maps: Callable[[str], tuple[str, tuple[int, int], tuple[int, int]]] | None = None
     persistent: bool = False
+    tuned_as: str | None = None
 
     def block(self, cfg: Mapping[str, int] | None = None) -> tuple[int, int, int]:
         """``(rows, columns, K step)`` of one block of configuration ``cfg`` (default: the

@@ -29,7 +29,7 @@ import numpy as np
 from numba import config as numba_config
 from numba import cuda
 
-from ..arrays import F32, Operand, operand
+from ..arrays import BF16, F32, Operand, operand
 from ..device import SIMULATOR, DeviceInfo, cdiv
 from ..kernels import _pad, _scale, _splitk, _streamk
 from ..kernels._tunable import SPLIT_ARGS, STREAM_K
@@ -91,19 +91,20 @@ SHARED_STREAMS = (0, 1, 2)  # legacy, legacy, per-thread default: ordered with o
 
 #: Argument signature of the ladder's stage kernels: ``kernel(A, B, C, alpha, beta)`` on 2-D
 #: C-contiguous arrays (``Stage.args``; the tunable stages take ``"SSSff"``, the FP16 one
-#: ``"HHAff"``).
+#: ``"HHAff"``; ``U``: a bfloat16 array as its uint16 bits).
 STAGE_ARGS = "AAAff"
 _NUMBA_SIG = {
     "A": "float32[:, ::1]",
     "H": "float16[:, ::1]",
+    "U": "uint16[:, ::1]",
     "S": "float32[:, :, :]",
     "I": "int32[::1]",
     "M": "int64[::1]",
     "f": "float32",
 }
 #: 64-bit ABI fields of a 2-D / 3-D / 1-D array
-_WORDS = {"A": 9, "H": 9, "S": 11, "I": 7, "M": 7}
-_ITEMSIZE = {"A": 4, "H": 2, "S": 4, "I": 4, "M": 8}  # bytes per element of each array spec
+_WORDS = {"A": 9, "H": 9, "U": 9, "S": 11, "I": 7, "M": 7}
+_ITEMSIZE = {"A": 4, "H": 2, "U": 2, "S": 4, "I": 4, "M": 8}  # bytes per element of each array spec
 
 
 def numba_signature(spec: str) -> str:
@@ -386,12 +387,15 @@ class _HostView:
 def strided_array(a: Any) -> Any:
     """An array object over ``a.ptr`` with ``a``'s ``shape``, byte ``strides`` (None:
     C-contiguous; a batch stride of 0 repeats one matrix) and dtype (float32, float16, int32 or
-    int64 (a tensor map);
-    float32 when ``a`` has none), for the Numba dispatcher: a view of the memory of the operand's
-    object ``a.obj`` on the simulator, a CUDA Array Interface view on a GPU."""
+    int64 (a tensor map); bfloat16 as its bits, uint16; float32 when ``a`` has none), for the
+    Numba dispatcher: a view of the memory of the operand's object ``a.obj`` on the simulator, a
+    CUDA Array Interface view on a GPU."""
     shape = tuple(a.shape)
     dtype = getattr(a, "dtype", None)
-    dtype = dtype if dtype in (np.float16, np.int32, np.int64) else np.dtype(np.float32)
+    if dtype is BF16:
+        dtype = np.dtype(np.uint16)
+    elif dtype not in (np.float16, np.int32, np.int64):
+        dtype = np.dtype(np.float32)
     strides = getattr(a, "strides", None)
     if strides is None or len(strides) != len(shape):
         strides = tuple(

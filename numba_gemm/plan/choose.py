@@ -52,7 +52,10 @@ ALLOWED = {
     "tf32": ("tf32", "fp32"),
     "3xtf32": ("3xtf32", "fp32"),
     "fp16": ("fp16",),
+    "bf16": ("bf16",),
 }
+#: The 16-bit arithmetics (``hgemm``) and their operands' dtype names.
+SIXTEEN = {"fp16": "float16", "bf16": "bfloat16"}
 
 
 def _usable(compute: str, dev: DeviceInfo) -> list[Stage]:
@@ -75,6 +78,12 @@ def _usable(compute: str, dev: DeviceInfo) -> list[Stage]:
     return [s for s in STAGES if s.precision in allowed and s.runs_on(dev.cc)]
 
 
+def pairs_ok(st: Stage) -> bool:
+    """Whether ``st`` can write a C whose rows are not 16-byte aligned: every stage but the
+    16-bit ones without an element-store (scalar) variant, whose pair stores would fault."""
+    return st.precision not in SIXTEEN or st.scalar_kernel is not None
+
+
 def _weighed(picks: list[tuple], compute: str) -> list[tuple]:
     """``picks`` (``(ms, stage name, ...)``), or none when no pick is of ``compute``'s own
     arithmetic: another arithmetic (:data:`ALLOWED`) is weighed only against priced candidates
@@ -91,13 +100,16 @@ def _priced(
     product's class on ``dev`` (:func:`tuning.shape_class`; a product without data of its own
     class is priced in its area class, a batch as ``batch * M`` rows; a batch takes no split-K),
     each with the K slices of :func:`split_options`, cheapest first; empty without tuning
-    data."""
+    data. A stage without data of its own takes its ``tuned_as`` stage's."""
     M, N, K = g.M, g.N, g.K
     res = None
     for cls in dict.fromkeys(
         (tuning.shape_class(M, N, K, g.batch), tuning.fallback_class(M, N, K, g.batch))
     ):
-        res = tuning.winners(cls, dev).get(name)
+        won = tuning.winners(cls, dev)
+        res = won.get(name)
+        if res is None and get_stage(name).tuned_as is not None:
+            res = won.get(get_stage(name).tuned_as)  # the same kernel on other 16-bit values
         if isinstance(res, Mapping):
             break
     if not isinstance(res, Mapping):
@@ -275,7 +287,12 @@ def _choose(
     src = tuning.source(dev) or "no tuning file"
 
     def ok(st: Stage) -> bool:
-        return st.supports(M, N, K) and serves(st, g) is None and (tma_ok or st.tensor_maps is None)
+        return (
+            st.supports(M, N, K)
+            and serves(st, g) is None
+            and (tma_ok or st.tensor_maps is None)
+            and (aligned or pairs_ok(st))
+        )
 
     if isinstance(stage, Stage):
         return stage, None, "the Stage object passed by the caller"
@@ -516,8 +533,10 @@ def plan_for(
             C-contiguous product, ``Geometry.plain(M, N, K)``); its M, N, K must be these.
         compute: the arithmetic, a stage ``precision`` (``checks.COMPUTE``): the automatic choice
             is among stages of that precision. None: ``"fp32"``, or a named stage's own.
-            ``"fp16"`` (``hgemm``: float16 A and B) and the FP16 stages go only together.
-        out_dtype: C's dtype, ``"float32"`` or (FP16 stages only) ``"float16"``.
+            ``"fp16"`` / ``"bf16"`` (``hgemm``: float16 / bfloat16 A and B) and the stages of
+            that precision go only together.
+        out_dtype: C's dtype, ``"float32"`` or (16-bit stages) the operands' ``"float16"`` or
+            ``"bfloat16"``.
 
     Raises:
         ValueError: a dimension < 1; an unknown stage name (valid names listed); a stage that
@@ -525,8 +544,8 @@ def plan_for(
             the ladder's teaching stages take 2-D row-major contiguous operands only) or needs a
             higher compute capability than the device's; a named stage of another precision
             than ``compute``; no stage of that precision for this device or geometry; an FP16
-            stage without ``compute="fp16"`` or the reverse; ``out_dtype="float16"`` for a stage
-            that writes float32.
+            stage without ``compute="fp16"`` or the reverse (BF16 alike); an ``out_dtype`` of
+            16 bits that is not the stage's operands' type.
         TypeError: ``stage`` of another type.
     """
     if stage is not None and not isinstance(stage, (str, Stage)):
@@ -551,19 +570,21 @@ def plan_for(
                 f"stage {st.name!r} computes {st.precision!r}, not compute="
                 f"{compute!r}: name a {compute} stage or leave stage=None"
             )
-    if (st.precision == "fp16") != (compute == "fp16"):
+    half = SIXTEEN.get(st.precision)  # its operands' dtype, for a 16-bit stage
+    if (half is None) != (compute not in SIXTEEN):
         raise ValueError(
-            f"stage {st.name!r} takes float16 operands: call numba_gemm.hgemm"
-            if st.precision == "fp16"
+            f"stage {st.name!r} takes {half} operands: call numba_gemm.hgemm"
+            if half
             else f"stage {st.name!r} takes float32 operands: call numba_gemm.sgemm"
         )
     if out_dtype != "float32":
-        if out_dtype != "float16" or st.precision != "fp16":
+        if out_dtype != half:
             raise ValueError(
                 f"out_dtype {out_dtype!r}: stage {st.name!r} writes float32"
-                + (" or float16" if st.precision == "fp16" else "")
+                + (f" or {half}" if half else "")
             )
-        st = dataclasses.replace(st, args=st.args[:2] + "H" + st.args[3:])  # C in float16
+        # C of the operands' type: float16, or bfloat16 as its bits (uint16)
+        st = dataclasses.replace(st, args=st.args[:2] + st.args[0] + st.args[3:])
     if not st.supports(M, N, K):
         raise ValueError(
             f"stage {st.name!r} does not support M={M}, N={N}, K={K}: it takes {st.limits}"
@@ -577,6 +598,11 @@ def plan_for(
             "16-byte aligned (K, and N for row-major B, multiples of 16 bytes of elements; "
             "base pointers 16-byte aligned): use stage=None (the plan copies unaligned rows)"
         )
+    if not (aligned or pairs_ok(st)):
+        raise ValueError(
+            f"stage {st.name!r} stores C's column pairs together: out's rows must be 16-byte "
+            "aligned (a fresh allocation's are); pass such an out, or stage=None"
+        )
     if not st.runs_on(dev.cc):
         raise ValueError(
             f"stage {st.name!r} needs {st.needs()}, this GPU ({dev.name}) is "
@@ -587,7 +613,7 @@ def plan_for(
         and not aligned
         and not loads
         and g == Geometry.dense(M, N, K, g.layout)
-        and compute != "fp16"
+        and compute not in SIXTEEN
     ):
         # staged in the scalar pick's arithmetic, and (a TF32 mode that picked FP32) in the
         # asked one: the cheaper that beats the scalar pick

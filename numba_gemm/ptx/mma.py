@@ -39,7 +39,16 @@ infinities; one integer add in SASS, as ptxas drops the mask the mma ignores, wh
 ``cvt.rna.tf32.f32`` costs a compare and a predicated add on sm_90); ``float_bits(x)`` is the bit
 pattern of a float32 (a bitcast) for them, ``bits_float(bits)`` the reverse (the float32 whose
 bit pattern is the int32 ``bits``).
-``pack_half2(x, y)`` packs two values as FP16 (x low).
+``pack_half2(x, y)`` packs two values as FP16 (x low), ``pack_bf16x2(x, y)`` as BF16
+(``cvt.rn.bf16x2.f32``).
+
+``quad_transpose(w0, w1, w2, w3)`` (warp-collective, 32-bit words): lane ``q`` of each group of
+four lanes (a *quad*: lanes ``4g .. 4g+3``) gets word ``q`` of each of the quad's four lanes, in
+lane order: ``(w_q of lane 4g, w_q of lane 4g+1, w_q of lane 4g+2, w_q of lane 4g+3)``. An mma or
+wgmma D fragment spreads a row's 8 columns over a quad, two per lane; after packing each lane's
+pair into a word (``pack_half2``), this transpose gives lane ``q`` all 8 columns of fragment ``q``
+of four neighbouring fragments: 16 bytes, one 128-bit store (``vecmem.store_words4``). Three
+``shfl.sync.bfly`` exchanges (lane ``q`` with ``q ^ 1``, ``q ^ 2``, ``q ^ 3``).
 
 Warp-collective asm calls carry LLVM's ``convergent`` attribute, and ``ldmatrix`` is marked
 side-effecting, so the compiler neither moves them across control flow nor across a
@@ -79,6 +88,22 @@ def tf32_round(x: np.ndarray) -> np.ndarray:
     finite = (bits & 0x7F800000) != 0x7F800000
     rounded = ((bits + 0x1000) & 0xFFFFE000).astype(np.uint32)
     return np.where(finite, rounded, x.view(np.uint32)).view(np.float32)
+
+
+def bf16_bits(v) -> np.ndarray:
+    """The bfloat16 bits (uint16) of float32 ``v`` (scalar or array), rounded to nearest, ties to
+    even; a NaN gives a quiet NaN of the same sign (the model of ``cvt.rn.bf16.f32``)."""
+    f = np.asarray(v, dtype=np.float32)
+    u = f.view(np.uint32).astype(np.uint64)
+    rounded = (u + 0x7FFF + ((u >> 16) & 1)) >> 16
+    quiet = (u >> 16) | 0x40
+    return np.where(np.isnan(f), quiet, rounded).astype(np.uint16)
+
+
+def bf16_value(bits) -> np.ndarray:
+    """float32 values of bfloat16 ``bits`` (uint16, scalar or array): exact."""
+    b = np.asarray(bits, dtype=np.uint16).astype(np.uint32) << 16
+    return b.view(np.float32)
 
 
 def _bits(x) -> int:
@@ -253,6 +278,17 @@ if SIMULATOR:
         """Simulator model of :func:`pack_half2`: FP16 of x in the low half, y in the high."""
         return int32(np.array([x, y], dtype=np.float16).view(np.int32)[0])
 
+    def pack_bf16x2(x, y):
+        """Simulator model of :func:`pack_bf16x2`: BF16 of x in the low half, y in the high."""
+        return int32(bf16_bits(np.array([x, y], dtype=np.float32)).view(np.int32)[0])
+
+    def _quad_transpose(words):
+        return [tuple(words[(lane & ~3) + p][lane & 3] for p in range(4)) for lane in range(32)]
+
+    def quad_transpose(w0, w1, w2, w3):
+        """Simulator model of :func:`quad_transpose` (warp-collective)."""
+        return tuple(int32(v) for v in _warp_op((w0, w1, w2, w3), _quad_transpose))
+
     def mma_tf32(a0, a1, a2, a3, b0, b1, c0, c1, c2, c3):
         """Simulator model of :func:`mma_tf32` (warp-collective)."""
         d = _warp_op((a0, a1, a2, a3, b0, b1, c0, c1, c2, c3), _tf32_product)
@@ -287,7 +323,7 @@ if SIMULATOR:
 
 else:
     from llvmlite import ir
-    from numba import types
+    from numba import cuda, types
     from numba.cuda import cgutils
     from numba.cuda.extending import intrinsic
 
@@ -391,22 +427,63 @@ else:
 
         return sig, codegen
 
+    def _pack2(cvt):
+        """An intrinsic ``(x, y) -> int32``: ``cvt`` (``cvt.rn.f16x2.f32``, ...) of ``x`` into
+        the low 16 bits and ``y`` into the high ones."""
+
+        def typer(typingctx, x, y):
+            if not _numbers(x, y):
+                return None
+            sig = types.int32(x, y)
+
+            def codegen(context, builder, sig, args):
+                lo = _f32(context, builder, args[0], sig.args[0])
+                hi = _f32(context, builder, args[1], sig.args[1])
+                asm = ir.InlineAsm(
+                    ir.FunctionType(_I32, [_F32, _F32]), cvt + " $0, $1, $2;", "=r,f,f"
+                )
+                return builder.call(asm, [hi, lo])  # the first source goes to the upper half
+
+            return sig, codegen
+
+        return typer
+
     @intrinsic
     def pack_half2(typingctx, x, y):
         """``cvt.rn.f16x2.f32``: FP16 of ``x`` (low 16 bits) and ``y`` (high) in one int32."""
-        if not _numbers(x, y):
-            return None
-        sig = types.int32(x, y)
+        return _pack2("cvt.rn.f16x2.f32")(typingctx, x, y)
 
-        def codegen(context, builder, sig, args):
-            lo = _f32(context, builder, args[0], sig.args[0])
-            hi = _f32(context, builder, args[1], sig.args[1])
-            asm = ir.InlineAsm(
-                ir.FunctionType(_I32, [_F32, _F32]), "cvt.rn.f16x2.f32 $0, $1, $2;", "=r,f,f"
-            )
-            return builder.call(asm, [hi, lo])  # the first source goes to the upper half
+    @intrinsic
+    def pack_bf16x2(typingctx, x, y):
+        """``cvt.rn.bf16x2.f32``: BF16 of ``x`` (low 16 bits) and ``y`` (high) in one int32
+        (to nearest even)."""
+        return _pack2("cvt.rn.bf16x2.f32")(typingctx, x, y)
 
-        return sig, codegen
+    @cuda.jit(device=True, forceinline=True)
+    def _pick(i, w0, w1, w2, w3):
+        if i == 0:
+            return w0
+        if i == 1:
+            return w1
+        if i == 2:
+            return w2
+        return w3
+
+    @cuda.jit(device=True, forceinline=True)
+    def quad_transpose(w0, w1, w2, w3):
+        """Lane ``q`` of each quad gets word ``q`` of the quad's four lanes, in lane order (see
+        the module): three butterfly shuffles, each lane sending the word its partner needs."""
+        q = cuda.laneid & 3
+        mine = _pick(q, w0, w1, w2, w3)  # slot q: this lane's own word q; the others are
+        o0 = o1 = o2 = o3 = mine  # each overwritten by exactly one exchange below
+        for k in (1, 2, 3):
+            p = q ^ k  # the partner: it needs this lane's word p, this lane needs its word q
+            got = cuda.shfl_xor_sync(0xFFFFFFFF, _pick(p, w0, w1, w2, w3), k)
+            o0 = got if p == 0 else o0
+            o1 = got if p == 1 else o1
+            o2 = got if p == 2 else o2
+            o3 = got if p == 3 else o3
+        return o0, o1, o2, o3
 
     def _mma(shape_ptx):
         """An intrinsic ``(a0..a3, b0, b1, c0..c3) -> UniTuple(float32, 4)`` for one mma."""
@@ -506,6 +583,8 @@ else:
 __all__ = [
     "MMA_F16",
     "MMA_TF32",
+    "bf16_bits",
+    "bf16_value",
     "bits_float",
     "float_bits",
     "ldmatrix_x2_trans",
@@ -513,7 +592,9 @@ __all__ = [
     "ldmatrix_x4_trans",
     "mma_f16",
     "mma_tf32",
+    "pack_bf16x2",
     "pack_half2",
+    "quad_transpose",
     "round_tf32_bits",
     "split_tf32",
     "split_tf32_bits",

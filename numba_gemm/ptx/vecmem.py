@@ -9,7 +9,10 @@ helpers take a 2D C-contiguous float32 array (GMEM or SMEM) and an element index
   address space, so it becomes ``ld.global.v4.f32`` on GMEM and ``ld.shared.v4.f32`` on SMEM.
 - ``store4(arr, r, c, x0, x1, x2, x3)``: the matching ``st.global.v4.f32`` / ``st.shared.v4.f32``.
 - ``load2`` / ``store2``: the same for ``arr[r, c:c+2]`` of a float32 (64 bits, 8-byte aligned)
-  or float16 array (32 bits, 4-byte aligned).
+  or 16-bit array (float16, or uint16 bfloat16 bits: 32 bits, 4-byte aligned).
+- ``store_words4(arr, r, c, w0, w1, w2, w3)``: four 32-bit words (each two packed 16-bit
+  elements, the first in the low half) to ``arr[r, c:c+8]`` of a 16-bit array, one 128-bit store
+  (``st.global.v4.b32``).
 
 Precondition (the caller's, unchecked on the GPU): the address of ``arr[r, c]`` is a multiple of 16
 bytes, i.e. the array base is 16-byte aligned, the row pitch (``arr.shape[1]``) is a multiple of 4
@@ -35,6 +38,8 @@ The PTX evidence (vector instructions present, no local memory) is checked by
 
 from __future__ import annotations
 
+import numpy as np
+
 from ..device import SIMULATOR
 
 #: Byte alignment requested for SMEM tiles that are read or written with 128-bit accesses.
@@ -44,22 +49,22 @@ SMEM_ALIGN = None if SIMULATOR else 16
 if SIMULATOR:
     from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray, FakeWithinKernelCUDAArray
 
-    def check16(arr, r, c):
-        """A GPU's precondition, checked: ``arr[r, c]`` of a global-memory array (a simulated
-        device array; SMEM tiles are aligned by construction) is 16-byte aligned and its row
-        contiguous, else the "misaligned address" error the GPU would raise, as ValueError. A
-        plan that runs a 128-bit variant on rows that do not allow it fails on the CPU."""
+    def check16(arr, r, c, width=4):
+        """A GPU's precondition, checked: ``arr[r, c:c+width]`` of a global-memory array (a
+        simulated device array; SMEM tiles are aligned by construction) is aligned to its size
+        (``width`` elements: 16 bytes for four floats) and its row contiguous, else the
+        "misaligned address" error the GPU would raise, as ValueError. A plan that runs a vector
+        variant on rows that do not allow it fails on the CPU."""
         t = type(arr)
         if t is FakeWithinKernelCUDAArray:  # a device array as a kernel sees it
             arr, t = arr.__dict__["_item"], FakeCUDAArray
         if t is FakeCUDAArray:
             a = arr._ary
-            if (
-                a.strides[1] != a.itemsize
-                or (a.ctypes.data + r * a.strides[0] + c * a.itemsize) % 16
+            if a.strides[1] != a.itemsize or (a.ctypes.data + r * a.strides[0] + c * a.itemsize) % (
+                width * a.itemsize
             ):
                 raise ValueError(
-                    f"misaligned 128-bit access at [{r}, {c}] of a "
+                    f"misaligned {8 * width * a.itemsize}-bit access at [{r}, {c}] of a "
                     f"{a.shape} array with strides {a.strides}"
                 )
 
@@ -70,11 +75,15 @@ if SIMULATOR:
         return arr[r, c], arr[r, c + 1], arr[r, c + 2], arr[r, c + 3]
 
     def load2(arr, r, c):
-        """Simulator path of :func:`load2`: two scalar loads of ``arr[r, c:c+2]``."""
+        """Simulator path of :func:`load2`: two scalar loads of ``arr[r, c:c+2]`` (alignment
+        checked on GMEM: :func:`check16`)."""
+        check16(arr, r, c, 2)
         return arr[r, c], arr[r, c + 1]
 
     def store2(arr, r, c, x0, x1):
-        """Simulator path of :func:`store2`: two scalar stores to ``arr[r, c:c+2]``."""
+        """Simulator path of :func:`store2`: two scalar stores to ``arr[r, c:c+2]`` (alignment
+        checked on GMEM: :func:`check16`)."""
+        check16(arr, r, c, 2)
         arr[r, c] = x0
         arr[r, c + 1] = x1
 
@@ -86,6 +95,15 @@ if SIMULATOR:
         arr[r, c + 1] = x1
         arr[r, c + 2] = x2
         arr[r, c + 3] = x3
+
+    def store_words4(arr, r, c, w0, w1, w2, w3):
+        """Simulator path of :func:`store_words4`: eight 16-bit elements from the words' bits
+        (alignment checked on GMEM: :func:`check16`)."""
+        check16(arr, r, c, 8)
+        bits = np.array([w0, w1, w2, w3], dtype=np.int64).astype(np.uint32).view(np.uint16)
+        vals = bits.view(np.dtype(arr.dtype)) if np.dtype(arr.dtype).itemsize == 2 else bits
+        for i in range(8):
+            arr[r, c + i] = vals[i]
 
     def tile_view(buf, offset, shape):
         """Simulator path of :func:`tile_view`: a NumPy reshape of a slice."""
@@ -128,7 +146,7 @@ else:
         ptr = cgutils.get_item_pointer(context, builder, aryty, ary, [r, c], wraparound=False)
         return builder.bitcast(ptr, vty.as_pointer())
 
-    _PAIR_TYPES = (types.float32, types.float16)
+    _PAIR_TYPES = (types.float32, types.float16, types.uint16)  # uint16: bfloat16 bits
 
     def _vty(context, aryty, width):
         return ir.VectorType(context.get_value_type(aryty.dtype), width)
@@ -172,7 +190,7 @@ else:
 
     @intrinsic
     def load2(typingctx, arr, r, c):
-        """``arr[r, c:c+2]`` (float32 or float16) as a pair, in one 64-bit (32-bit) load."""
+        """``arr[r, c:c+2]`` (float32, float16 or uint16) as a pair, in one 64-bit (32-bit) load."""
         _check("load2", arr, r, c, _PAIR_TYPES)
         return types.UniTuple(arr.dtype, 2)(arr, r, c), _load_codegen(2)
 
@@ -184,10 +202,34 @@ else:
 
     @intrinsic
     def store2(typingctx, arr, r, c, x0, x1):
-        """Store two values to ``arr[r, c:c+2]`` (float32 or float16, converted to its dtype) in
-        one 64-bit (32-bit) store."""
+        """Store two values to ``arr[r, c:c+2]`` (float32, float16 or uint16, converted to its
+        dtype) in one 64-bit (32-bit) store."""
         _check("store2", arr, r, c, _PAIR_TYPES)
         return types.void(arr, r, c, x0, x1), _store_codegen(2)
+
+    @intrinsic
+    def store_words4(typingctx, arr, r, c, w0, w1, w2, w3):
+        """Store four int32 words to ``arr[r, c:c+8]`` of a 16-bit array (float16 or uint16:
+        two elements per word, the first in the low half) in one 128-bit store (16-byte
+        aligned). A float32 array takes ``arr[r, c:c+4]`` (kernels only reach that in code
+        that a constant :func:`~numba_gemm.ptx.bf16.c_bytes` makes dead)."""
+        _check("store_words4", arr, r, c, _PAIR_TYPES)
+        sig = types.void(arr, r, c, w0, w1, w2, w3)
+
+        def codegen(context, builder, sig, args):
+            aryty, rty, cty = sig.args[:3]
+            i32 = ir.IntType(32)
+            vty = ir.VectorType(i32, 4)
+            ary, r, c = args[:3]
+            vptr = _vector_pointer(context, builder, aryty, ary, rty, r, cty, c, vty)
+            vec = ir.Constant(vty, ir.Undefined)
+            for i, (val, valty) in enumerate(zip(args[3:], sig.args[3:], strict=True)):
+                val = context.cast(builder, val, valty, types.int32)
+                vec = builder.insert_element(vec, val, ir.Constant(i32, i))
+            builder.store(vec, vptr, align=16)
+            return context.get_dummy_value()
+
+        return sig, codegen
 
     @intrinsic
     def tile_view(typingctx, buf, offset, shape):

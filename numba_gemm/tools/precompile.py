@@ -44,7 +44,8 @@ AUX_KERNELS = {
 class Job:
     """One kernel to compile: a stage (or an auxiliary kernel of :data:`AUX_KERNELS`), its
     configuration as sorted ``(name, value)`` pairs, the variant, the target compute
-    capability and, for an FP16 stage, whether C is float16 (``c16``; else float32)."""
+    capability and, for a 16-bit stage, whether C is of the operands' type (``c16``; else
+    float32)."""
 
     name: str
     config: tuple[tuple[str, int], ...]
@@ -81,10 +82,10 @@ def kernel_for(job: Job):
     if variant == "scalar" and st.scalar_kernel is None:
         raise ValueError(f"stage {job.name!r} has no {job.variant} kernel")
     args = st.args
-    if job.c16:  # float16 C: the signature plan_for gives the stage for out_dtype="float16"
-        if st.precision != "fp16":
+    if job.c16:  # 16-bit C: the signature plan_for gives the stage for out_dtype=<its operands'>
+        if st.precision not in ("fp16", "bf16"):
             raise ValueError(f"stage {job.name!r} writes float32 C only")
-        args = args[:2] + "H" + args[3:]
+        args = args[:2] + args[0] + args[3:]
     return st.kernel_for(variant, layout), numba_signature(args)
 
 
@@ -122,8 +123,11 @@ def plan(
             configs[st.name] = [dict(st.config)]
     device = (device_name, tuple(cc))
     for cls in tuning.CLASSES:
-        for name, result in tuning.winners(cls.name, device).items():
-            if name not in configs:
+        won = tuning.winners(cls.name, device)
+        for name in configs:
+            # a stage without data of its own is planned with its tuned_as stage's (as _priced)
+            result = won.get(name) or won.get(get_stage(name).tuned_as)
+            if result is None:
                 continue
             for cand in tuning.candidates(result, name):
                 try:  # the config the stage is built with, as the launcher will key it
@@ -150,7 +154,7 @@ def plan(
             for layout in [lay for lay in layouts if lay in served]:
                 loads = ["vector_loads"] if st.has_vector_loads(layout) else []
                 for v in variants + loads:
-                    for c16 in (False, True) if st.precision == "fp16" else (False,):
+                    for c16 in (False, True) if st.precision in ("fp16", "bf16") else (False,):
                         job = Job(
                             st.name,
                             tuple(sorted(cfg.items())),

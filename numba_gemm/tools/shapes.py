@@ -17,9 +17,9 @@ Rows: ``race.csv`` (one per shape: cuBLAS, auto, best swept, ratios, GB/s of the
 ``--layout NT`` races ``x @ W.T`` (B the transpose of a row-major ``(N, K)``, as
 ``torch.nn.Linear`` computes; cuBLAS gets the same views) and sweeps the candidates that serve it.
 ``--compute tf32`` (or ``3xtf32``) races ``sgemm(compute=...)``, cuBLAS in TF32 (for 3xTF32: in
-FP32); ``--compute fp16`` races ``hgemm`` on float16 operands with a float16 C against
-``torch.mm`` in FP16 (FP32 accumulation both); ``--batch B`` races batches of B products against
-``torch.bmm``.
+FP32); ``--compute fp16`` (``bf16``) races ``hgemm`` on float16 (bfloat16) operands with a C of
+that type against ``torch.mm`` in that type (FP32 accumulation both); ``--batch B`` races batches
+of B products against ``torch.bmm``.
 ``--fold`` records a sweep's fastest candidates per shape in a tuning file as measured shapes
 (``numba_gemm.plan.tuning.record_shape``), which the plan prices products near them from; it and
 ``--summarize`` need no GPU. The shape classes themselves are tuned by ``numba_gemm.tools.tune``.
@@ -51,7 +51,7 @@ from ..kernels._tunable import STREAM_K
 from ..kernels.stage import variant_key
 from ..launch.launcher import runner
 from ..plan import autotune, tuning
-from ..plan.choose import plan_for, ranked
+from ..plan.choose import SIXTEEN, plan_for, ranked
 from ..plan.cost import split_options
 from ..plan.geometry import Alignment, Geometry
 from . import precompile as pc
@@ -268,12 +268,12 @@ def precompile(
             loads = g.loads_aligned() and get_stage(name).with_config(cfg).has_vector_loads(layout)
             run = "vector" if g.shape_aligned() else "vector_loads" if loads else "scalar"
             for variant in ("vector", "scalar", run) if (name, cfg) in picks else (run,):
-                job = pc.Job(  # (fp16: the race's hgemm writes float16 C)
+                job = pc.Job(  # (fp16, bf16: the race's hgemm writes a 16-bit C)
                     name,
                     tuple(sorted(cfg.items())),
                     variant_key(variant, layout),
                     cc,
-                    compute == "fp16",
+                    compute in SIXTEEN,
                 )
                 todo[str(job)] = job
     t = time.monotonic()
@@ -333,10 +333,10 @@ def main(argv=None) -> int:
     p.add_argument(
         "--compute",
         default="fp32",
-        choices=["fp32", "tf32", "3xtf32", "fp16"],
-        help="the arithmetic of sgemm(compute=...), or fp16: hgemm with float16 C; cuBLAS runs "
-        "TF32 for tf32 and FP16 for fp16 (same precision), else FP32 (TF32 off); --sweep and "
-        "--fold are for fp32",
+        choices=["fp32", "tf32", "3xtf32", "fp16", "bf16"],
+        help="the arithmetic of sgemm(compute=...), or fp16 / bf16: hgemm with a 16-bit C; "
+        "cuBLAS runs TF32 for tf32, FP16 for fp16 and BF16 for bf16 (same precision), else FP32 "
+        "(TF32 off); --sweep and --fold are for fp32",
     )
     p.add_argument(
         "--batch",
@@ -388,8 +388,8 @@ def main(argv=None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     if args.compute != "fp32" and (args.sweep or args.fold):
         p.error("--sweep and --fold are for --compute fp32")
-    if args.compute == "fp16" and (args.batch or args.layout[0] == "T"):
-        p.error("--compute fp16 races 2-D products with A row-major (hgemm: NN and NT)")
+    if args.compute in SIXTEEN and (args.batch or args.layout[0] == "T"):
+        p.error(f"--compute {args.compute} races 2-D products with A row-major (hgemm: NN, NT)")
     if args.fold:
         if args.into is None:
             p.error("--fold needs --into TUNING_JSON")
@@ -442,7 +442,7 @@ def main(argv=None) -> int:
     gen = torch.Generator(device="cuda").manual_seed(0)
     race, sweep = [], []
 
-    dt = torch.float16 if args.compute == "fp16" else torch.float32
+    dt = getattr(torch, SIXTEEN.get(args.compute, "float32"))
 
     def run_shape(group, M, N, K):
         # a transposed operand: the transpose (a view) of a row-major (K, M) or (N, K) tensor
@@ -461,15 +461,17 @@ def main(argv=None) -> int:
         ref_norm = torch.linalg.norm(ref).item()
         flop = 2.0 * M * N * K * max(args.batch, 1)
         nbytes = float(a.element_size()) * (M * K + K * N + M * N) * max(args.batch, 1)
-        compute = None if args.compute in ("fp32", "fp16") else args.compute
-        if args.compute == "fp16":
+        compute = None if args.compute == "fp32" or args.compute in SIXTEEN else args.compute
+        if args.compute in SIXTEEN:
 
             def call():
                 hgemm(a, b, out=c)
 
             def plan_of_call():
                 g = None if args.layout == "NN" else Geometry.dense(M, N, K, args.layout)
-                return plan_for(M, N, K, geometry=g, compute="fp16", out_dtype="float16")
+                return plan_for(
+                    M, N, K, geometry=g, compute=args.compute, out_dtype=SIXTEEN[args.compute]
+                )
 
         else:
 

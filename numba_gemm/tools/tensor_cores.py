@@ -1,16 +1,18 @@
 """``python -m numba_gemm.tools.tensor_cores``: tensor-core stages against cuBLAS, same precision.
 
-Tensor-core stages on the GPU against cuBLAS FP32, TF32 and FP16 (PyTorch), in the same process.
+Tensor-core stages on the GPU against cuBLAS FP32, TF32, FP16 and BF16 (PyTorch), in the same
+process.
 
-For each ``--sizes`` N (M = N = K): cuBLAS FP32 (``torch.mm``, TF32 off), cuBLAS TF32 (TF32 on) and
-cuBLAS FP16 (``torch.mm`` on float16 tensors: FP32 accumulation, reduced-precision split-K
-reductions off; FP16 output, and FP32 output through ``out_dtype`` where this PyTorch has it),
-then ``sgemm`` with ``compute="fp32"`` (the SIMT ladder's automatic pick), ``"tf32"`` and
-``"3xtf32"``, ``hgemm`` with FP32 and FP16 output, and each tensor-core stage by name (the FP16
-ones through ``hgemm``). Every implementation is first checked against a float64 product of its
-own inputs (relative Frobenius error; NaN-poisoned output), then timed: kernel time (CUDA events
-behind a hold kernel, median, ``check.time_kernel``) and end-to-end time of the call made back
-to back (``timing.time_calls``). Each row names its baseline (the cuBLAS of the same precision)
+For each ``--sizes`` N (M = N = K): cuBLAS FP32 (``torch.mm``, TF32 off), cuBLAS TF32 (TF32 on),
+cuBLAS FP16 and BF16 (``torch.mm`` on float16 / bfloat16 tensors: FP32 accumulation,
+reduced-precision split-K reductions off; 16-bit output, and FP32 output through ``out_dtype``
+where this PyTorch has it), then ``sgemm`` with ``compute="fp32"`` (the SIMT ladder's automatic
+pick), ``"tf32"`` and ``"3xtf32"``, ``hgemm`` on float16 and on bfloat16 operands with FP32 and
+16-bit output, and each tensor-core stage by name (the 16-bit ones through ``hgemm``). Every
+implementation is first checked against a float64 product of its own inputs (relative Frobenius
+error; NaN-poisoned output), then timed: kernel time (CUDA events behind a hold kernel, median,
+``check.time_kernel``) and end-to-end time of the call made back to back
+(``timing.time_calls``). Each row names its baseline (the cuBLAS of the same precision)
 and its share of it, in the same timing.
 
 With ``--sweep``, every configuration of the tunable tensor-core stages' spaces (``SWEPT``;
@@ -47,19 +49,24 @@ from .reference import rel_error
 from .timing import time_calls
 
 #: Which cuBLAS row each implementation is compared with (same inputs, same arithmetic).
-FP32, TF32, FP16, FP16_OUT16 = (
+FP32, TF32, FP16, FP16_OUT16, BF16, BF16_OUT16 = (
     "cuBLAS FP32",
     "cuBLAS TF32",
     "cuBLAS FP16 (FP32 out)",
     "cuBLAS FP16 (FP16 out)",
+    "cuBLAS BF16 (FP32 out)",
+    "cuBLAS BF16 (BF16 out)",
 )
 #: The tunable tensor-core stages ``--sweep`` times, by arithmetic.
 SWEPT = {
     "tf32": ("tf32_mma_multistage", "tf32_wgmma", "tf32_tma", "tf32_tma_rs"),
     "3xtf32": ("tf32x3_mma", "tf32x3_wgmma", "tf32x3_tma"),
     "fp16": ("hgemm_mma", "hgemm_wgmma", "hgemm_tma"),
+    "bf16": ("bf16_tma",),
 }
-BASELINE_OF = {"tf32": TF32, "3xtf32": FP32, "fp16": FP16}
+BASELINE_OF = {"tf32": TF32, "3xtf32": FP32, "fp16": FP16, "bf16": BF16}
+#: The 16-bit arithmetics: (torch dtype name, cuBLAS row with FP32 C, with 16-bit C).
+HALVES = {"fp16": ("float16", FP16, FP16_OUT16), "bf16": ("bfloat16", BF16, BF16_OUT16)}
 
 
 def _write(path: Path, rows: list[dict]) -> None:
@@ -117,8 +124,8 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(
         prog="python -m numba_gemm.tools.tensor_cores",
         description="Tensor-core stages and automatic picks against cuBLAS of their own "
-        "precision (FP32, TF32, FP16), kernel and end-to-end time; --sweep: every configuration "
-        "of the tunable tensor-core stages.",
+        "precision (FP32, TF32, FP16, BF16), kernel and end-to-end time; --sweep: every "
+        "configuration of the tunable tensor-core stages.",
     )
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--sizes", type=int, nargs="+", default=[4096, 8192])
@@ -184,11 +191,14 @@ def main(argv=None) -> int:
     def run_size(n):
         a = torch.randn(n, n, device="cuda", generator=gen)
         b = torch.randn(n, n, device="cuda", generator=gen)
-        a16, b16 = a.half(), b.half()
         ref = (a.double() @ b.double()).cpu().numpy()
-        ref16 = (a16.double() @ b16.double()).cpu().numpy()
         c = torch.empty(n, n, device="cuda")
-        c16 = torch.empty(n, n, device="cuda", dtype=torch.float16)
+        # per 16-bit arithmetic: A, B, their float64 product, a 16-bit C
+        half = {}
+        for mode, (dt, _, _) in HALVES.items():
+            x, y = a.to(getattr(torch, dt)), b.to(getattr(torch, dt))
+            ref_h = (x.double() @ y.double()).cpu().numpy()
+            half[mode] = (x, y, ref_h, torch.empty(n, n, device="cuda", dtype=x.dtype))
 
         def err_of(run, out, want):
             out.fill_(float("nan"))
@@ -221,14 +231,17 @@ def main(argv=None) -> int:
             measure(label, FP32, mm, mm, c, ref, "torch.mm")
         torch.backends.cuda.matmul.allow_tf32 = False
 
-        def mm16_32():  # GemmEx with FP32 C (PyTorch >= 2.7's out_dtype)
-            torch.mm(a16, b16, out_dtype=torch.float32, out=c)
+        for mode, (dt, base32, base16) in HALVES.items():
+            x, y, ref_h, c_h = half[mode]
 
-        def mm16():
-            torch.mm(a16, b16, out=c16)
+            def mm_32(x=x, y=y):  # GemmEx with FP32 C (PyTorch >= 2.7's out_dtype)
+                torch.mm(x, y, out_dtype=torch.float32, out=c)
 
-        measure(FP16, FP16, mm16_32, mm16_32, c, ref16, "torch.mm(out_dtype=float32)")
-        measure(FP16_OUT16, FP16_OUT16, mm16, mm16, c16, ref16, "torch.mm, float16")
+            def mm_16(x=x, y=y, c_h=c_h):
+                torch.mm(x, y, out=c_h)
+
+            measure(base32, base32, mm_32, mm_32, c, ref_h, "torch.mm(out_dtype=float32)")
+            measure(base16, base16, mm_16, mm_16, c_h, ref_h, f"torch.mm, {dt}")
 
         calls = [
             (f"sgemm compute={m}", BASELINE_OF.get(m, FP32), dict(compute=m))
@@ -254,33 +267,39 @@ def main(argv=None) -> int:
                 f"{plan.stage.name} {dict(plan.stage.config)}"
                 + (" (B stored transposed)" if y is bt else ""),
             )
-        for out, baseline in ((c, FP16), (c16, FP16_OUT16)):
-            plan = plan_for(n, n, n, compute="fp16", out_dtype=str(out.dtype).replace("torch.", ""))
-            measure(
-                f"hgemm out={out.dtype}",
-                baseline,
-                lambda plan=plan, out=out: plan.launch(a16, b16, out),
-                lambda out=out: hgemm(a16, b16, out=out),
-                out,
-                ref16,
-                f"{plan.stage.name} {dict(plan.stage.config)}",
-            )
-        for st in STAGES:  # every FP16 stage by name, FP32 C
-            if st.precision == "fp16" and st.runs_on(cc):
-                plan = plan_for(n, n, n, stage=st.name, compute="fp16")
-                measure(
-                    f"stage {st.name}",
-                    FP16,
-                    lambda plan=plan: plan.launch(a16, b16, c),
-                    lambda st=st: hgemm(a16, b16, out=c, stage=st.name),
-                    c,
-                    ref16,
-                    f"{dict(st.config)}",
+        for mode, (dt, base32, base16) in HALVES.items():
+            x, y, ref_h, c_h = half[mode]
+            if not any(s.precision == mode and s.runs_on(cc) for s in STAGES):
+                continue
+            for out, baseline in ((c, base32), (c_h, base16)):
+                plan = plan_for(
+                    n, n, n, compute=mode, out_dtype=str(out.dtype).replace("torch.", "")
                 )
+                measure(
+                    f"hgemm {dt} out={out.dtype}",
+                    baseline,
+                    lambda plan=plan, out=out, x=x, y=y: plan.launch(x, y, out),
+                    lambda out=out, x=x, y=y: hgemm(x, y, out=out),
+                    out,
+                    ref_h,
+                    f"{plan.stage.name} {dict(plan.stage.config)}",
+                )
+            for st in STAGES:  # every 16-bit stage by name, FP32 C
+                if st.precision == mode and st.runs_on(cc):
+                    plan = plan_for(n, n, n, stage=st.name, compute=mode)
+                    measure(
+                        f"stage {st.name}",
+                        base32,
+                        lambda plan=plan, x=x, y=y: plan.launch(x, y, c),
+                        lambda st=st, x=x, y=y: hgemm(x, y, out=c, stage=st.name),
+                        c,
+                        ref_h,
+                        f"{dict(st.config)}",
+                    )
 
         if args.sweep and n == args.sizes[0]:
             for mode, name in sweep_stages(args.stages, torch.cuda.get_device_capability()):
-                x, y, want = (a16, b16, ref16) if mode == "fp16" else (a, b, ref)
+                x, y, want = half[mode][:3] if mode in HALVES else (a, b, ref)
                 g = None
                 if layout_of(name) == "NT":
                     y, g = y.t().contiguous().t(), Geometry.dense(n, n, n, "NT")
@@ -293,7 +312,7 @@ def main(argv=None) -> int:
                             n,
                             stage=st,
                             geometry=g,
-                            compute="fp16" if mode == "fp16" else None,
+                            compute=mode if mode in HALVES else None,
                         )
                         run = lambda plan=plan, x=x, y=y: plan.launch(x, y, c)  # noqa: E731
                         err = err_of(run, c, want)

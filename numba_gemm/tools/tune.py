@@ -50,6 +50,7 @@ from numba import cuda
 from ..kernels.stage import variant_key
 from ..launch.launcher import runner
 from ..plan import tuning
+from ..plan.choose import SIXTEEN
 from ..plan.geometry import Alignment
 from . import check
 
@@ -168,6 +169,15 @@ def layout_of(stage) -> str:
     return "NN" if "NN" in stage.layouts else stage.layouts[0]
 
 
+def _numpy_half(name: str) -> Any:
+    """NumPy's type of 16-bit operands ``name`` (bfloat16: ``ml_dtypes``', needed to tune BF16)."""
+    if name == "bfloat16":
+        import ml_dtypes  # optional: NumPy's only bfloat16
+
+        return ml_dtypes.bfloat16
+    return np.float16
+
+
 def plan_of(stage, prob: check.Problem, aligned: bool = True):
     """The plan running ``stage`` on the problem's operands (a batch: C-contiguous 3-D; B
     stored transposed for a stage tuned in ``NT``, :func:`operands`)."""
@@ -194,25 +204,25 @@ def plan_of(stage, prob: check.Problem, aligned: bool = True):
         else Alignment.AB
         if stage.tensor_maps is not None
         else Alignment.NONE,
-        compute="fp16" if stage.precision == "fp16" else None,
+        compute=stage.precision if stage.precision in SIXTEEN else None,
     )
 
 
 def operands(prob: check.Problem, stage) -> tuple[Any, Any]:
-    """The problem's A and B as ``stage`` takes them: float16 copies for an FP16 stage (the
-    reference stays the FP32 product: the inputs' rounding is within FP16's tolerance), and B
-    stored transposed for a stage tuned in ``NT`` (the transpose, a zero-copy view, of a
-    row-major ``(N, K)`` copy); made once per problem and kind."""
-    f16 = stage.precision == "fp16"
+    """The problem's A and B as ``stage`` takes them: float16 (bfloat16) copies for an FP16
+    (BF16) stage (the reference stays the FP32 product: the inputs' rounding is within the
+    16-bit tolerance), and B stored transposed for a stage tuned in ``NT`` (the transpose, a
+    zero-copy view, of a row-major ``(N, K)`` copy); made once per problem and kind."""
+    f16 = SIXTEEN.get(stage.precision)
     nt = layout_of(stage)[1] == "T" and prob.batch == 1
     if not (f16 or nt):
         return prob.A, prob.B
     memo = prob.__dict__.setdefault("_operands", {})
-    got = memo.get((f16, nt))
+    got = memo.get((stage.precision, nt))
     if got is None:
         from numba.cuda.cudadrv.devicearray import DeviceNDArray  # GPU-only (tuning)
 
-        dt = np.float16 if f16 else np.float32
+        dt = _numpy_half(f16) if f16 else np.float32
         a = cuda.to_device(prob.a.astype(dt)) if f16 else prob.A
         if nt:
             d = cuda.to_device(np.ascontiguousarray(prob.b.T.astype(dt)))
@@ -221,7 +231,7 @@ def operands(prob: check.Problem, stage) -> tuple[Any, Any]:
             )
         else:
             b = cuda.to_device(prob.b.astype(dt))
-        got = memo[(f16, nt)] = (a, b)
+        got = memo[(stage.precision, nt)] = (a, b)
     return got
 
 
@@ -397,7 +407,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     tensor = [
         s.name
         for s in STAGES
-        if s.tunable and s.arch is not None and (s.precision != "fp16" or s.tensor_maps is not None)
+        if s.tunable
+        and s.arch is not None
+        and (s.precision not in SIXTEEN or s.tensor_maps is not None)
     ]
     classes = [c.name for c in tuning.CLASSES]
     ap = argparse.ArgumentParser(

@@ -7,12 +7,13 @@ copied to the GPU once (``numba_gemm.tools.check.make_problem``); then
 1. the reference: cuBLAS FP32 with TF32 forced off (whatever ``CUPY_TF32`` says) through CuPy
    (or PyTorch, ``--baseline``); without either, and on the simulator, a float64 NumPy product.
 2. validation of everything before anything is timed (``numba_gemm.tools.check.validate``): cuBLAS
-   FP32, cuBLAS TF32 (with ``--tf32`` or a TF32 stage), cuBLAS FP16 (FP16 inputs, FP32 sums;
-   with an FP16 stage), Triton (optional peer, ``--peers``), ``sgemm``'s
-   automatic choice (``auto``: ``plan_for(M, N, K)`` and the public call ``sgemm(a, b,
-   out=c)``), and every selected stage with its tuned configuration (``plan_for(M, N, K,
-   stage=name)``), each into a NaN-poisoned C; FAILED when the relative Frobenius error is not
-   finite or exceeds the bound (``Stage.rtol``), or when it raises. A FAILED one is not timed.
+   FP32, cuBLAS TF32 (with ``--tf32`` or a TF32 stage), cuBLAS FP16 and BF16 (16-bit inputs, FP32
+   sums; with a stage of that precision; BF16 through PyTorch only), Triton (optional peer,
+   ``--peers``), ``sgemm``'s automatic choice (``auto``: ``plan_for(M, N, K)`` and the public
+   call ``sgemm(a, b, out=c)``), and every selected stage with its tuned configuration
+   (``plan_for(M, N, K, stage=name)``), each into a NaN-poisoned C; FAILED when the relative
+   Frobenius error is not finite or exceeds the bound (``Stage.rtol``), or when it raises. A
+   FAILED one is not timed.
 3. two timings (the ``timing`` column), median, min and max ms over ``--reps``:
    ``kernel`` for all: CUDA events around each enqueued call, queued behind a hold kernel
    (``numba_gemm.tools.timing.time_launches``: GPU time alone); ``end_to_end`` for ``auto`` and the
@@ -26,9 +27,9 @@ copied to the GPU once (``numba_gemm.tools.check.make_problem``); then
 Units: times in milliseconds (ms), overhead in microseconds (us); throughput in GFLOP/s =
 ``2*M*N*K / t / 1e9`` at the median time ``t`` in seconds; ``pct_cublas`` is the fraction
 ``GFLOP/s / cuBLAS GFLOP/s`` under the same timing (0.85 = 85 %), against cuBLAS in the row's
-precision (FP32 and 3xTF32: cuBLAS FP32; TF32: cuBLAS TF32; FP16: cuBLAS FP16), which the
-``baseline`` column names; empty when that cuBLAS was not measured, never taken against another
-precision.
+precision (FP32 and 3xTF32: cuBLAS FP32; TF32: cuBLAS TF32; FP16, BF16: cuBLAS FP16, BF16),
+which the ``baseline`` column names; empty when that cuBLAS was not measured, never taken
+against another precision.
 
 Writes ``results.csv`` (columns :data:`CSV_COLUMNS`), ``results.json`` (``{"meta": ..., "rows":
 ..., "overhead": ...}``, meta keys :data:`META_KEYS`), ``overhead.csv`` (columns

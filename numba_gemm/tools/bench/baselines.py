@@ -1,11 +1,12 @@
 """What the bench runs at one size: the peers (cuBLAS FP32 through CuPy or PyTorch, cuBLAS TF32,
-cuBLAS FP16, optional Triton), ``sgemm``'s automatic choice and each stage, as :class:`Impl`
-records, each with the precision it is rated in (``report.BASELINE_OF``).
+cuBLAS FP16 and BF16, optional Triton), ``sgemm``'s automatic choice and each stage, as
+:class:`Impl` records, each with the precision it is rated in (``report.BASELINE_OF``).
 
 cuBLAS runs through ``numba_gemm.tools.check``'s :class:`~numba_gemm.tools.check.CupyBlas` /
 :class:`~numba_gemm.tools.check.TorchBlas`: forced to FP32 (TF32 off) while it is validated and
-timed, whatever ``CUPY_TF32`` says; to TF32 for the cuBLAS TF32 line; cuBLAS FP16 is
-``cupy.matmul`` / ``torch.mm`` on FP16 copies of A and B (:func:`fp16_gemm`). Triton is an
+timed, whatever ``CUPY_TF32`` says; to TF32 for the cuBLAS TF32 line; cuBLAS FP16 (BF16) is
+``cupy.matmul`` / ``torch.mm`` on FP16 (BF16) copies of A and B (:func:`fp16_gemm`; BF16:
+PyTorch only, CuPy has no bfloat16). Triton is an
 optional peer (``--peers``): a standard FP32 Triton matmul of our own
 (:mod:`numba_gemm.tools.bench.triton_matmul`), validated like the stages; it is left out without
 a word when Triton or PyTorch is missing, and always on the simulator.
@@ -29,6 +30,8 @@ from ..check import Blas, Problem, blas_library, error_note, torch_or_none
 from .report import (
     AUTO,
     AUTO_LABEL,
+    BF16_LABEL,
+    CUBLAS_BF16,
     CUBLAS_FP16,
     CUBLAS_FP32,
     CUBLAS_TF32,
@@ -122,9 +125,9 @@ def make_baseline(kind: str) -> Blas | None:
 def cublas_impls(problem: Problem, *, tf32: bool = False, half: Any = None) -> list[Impl]:
     """cuBLAS FP32 (TF32 off; kernel and end-to-end time of ``cupy.matmul(a, b, out=c)`` or
     ``torch.mm(a, b, out=c)``), with ``tf32`` cuBLAS TF32 (kernel time only, bound
-    ``TOLERANCE["tf32"]``) and, given ``half`` (FP16 copies ``(A16, B16)`` of the operands:
-    :func:`half_operands`), cuBLAS FP16 (kernel time only, bound ``TOLERANCE["fp16"]``), through
-    ``problem.blas``; empty without a library."""
+    ``TOLERANCE["tf32"]``) and, given ``half`` (``{precision: (A16, B16)}``, 16-bit copies of
+    the operands: :func:`half_operands`), cuBLAS FP16 and BF16 (kernel time only, bound
+    ``TOLERANCE[precision]``), through ``problem.blas``; empty without a library."""
     lib = problem.blas
     if lib is None:
         return []
@@ -155,28 +158,34 @@ def cublas_impls(problem: Problem, *, tf32: bool = False, half: Any = None) -> l
                 note="not a reference: TF32 inputs (10-bit mantissa)",
             )
         )
-    if half is not None:
-        out.append(cublas_fp16_impl(problem, *half))
+    for precision, (A16, B16) in (half or {}).items():
+        out.append(cublas_fp16_impl(problem, A16, B16, precision))
     return out
 
 
-def fp16_gemm(lib: Blas, A16: Any, B16: Any, C: Any) -> tuple[Callable, Callable, Callable]:
-    """cuBLAS's FP16 GEMM through ``lib``: ``(run, widen, mode)``.
+def fp16_gemm(
+    lib: Blas, A16: Any, B16: Any, C: Any, precision: str = "fp16"
+) -> tuple[Callable, Callable, Callable]:
+    """cuBLAS's FP16 (or BF16) GEMM through ``lib``: ``(run, widen, mode)``.
 
-    ``run`` writes ``A16 @ B16`` into an FP16 C of its own: one ``cublasGemmEx`` with FP16 A, B
-    and C and ``CUBLAS_COMPUTE_32F`` (FP32 products and sums, as the FP16 stages), which is what
-    ``cupy.matmul`` (``_routines_linalg.tensordot_core_v11``) and ``torch.mm`` call for float16;
-    ``widen`` copies that C into ``C`` (float32) for validation; ``mode`` is held around both
-    (PyTorch: no reduced-precision FP16 reductions, so the sums stay FP32).
+    ``run`` writes ``A16 @ B16`` into a 16-bit C of its own: one ``cublasGemmEx`` with 16-bit A,
+    B and C and ``CUBLAS_COMPUTE_32F`` (FP32 products and sums, as the 16-bit stages), which is
+    what ``cupy.matmul`` (``_routines_linalg.tensordot_core_v11``) and ``torch.mm`` call for
+    float16 (and ``torch.mm`` for bfloat16); ``widen`` copies that C into ``C`` (float32) for
+    validation; ``mode`` is held around both (PyTorch: no reduced-precision 16-bit reductions,
+    so the sums stay FP32).
 
     Args:
         lib: a ``CupyBlas`` or ``TorchBlas`` (``numba_gemm.tools.check``).
-        A16, B16: float16 device arrays ``(M, K)``, ``(K, N)``, C-contiguous.
+        A16, B16: float16 (bfloat16) device arrays ``(M, K)``, ``(K, N)``, C-contiguous.
         C: the problem's float32 ``(M, N)`` device array.
+        precision: ``"fp16"`` or ``"bf16"``.
 
     Raises:
-        TypeError: ``lib`` is neither.
+        TypeError: ``lib`` is neither; BF16 through CuPy (no bfloat16 there).
     """
+    if lib.name == "CuPy" and precision == "bf16":
+        raise TypeError("CuPy has no bfloat16: cuBLAS BF16 runs through PyTorch (--baseline torch)")
     if lib.name == "CuPy":
         cp = lib.cp
         a, b, c = cp.asarray(A16), cp.asarray(B16), cp.asarray(C)
@@ -191,9 +200,15 @@ def fp16_gemm(lib: Blas, A16: Any, B16: Any, C: Any) -> tuple[Callable, Callable
         return run, widen, contextlib.nullcontext
     if lib.name == "PyTorch":
         torch = lib.torch
-        a, b = (torch.as_tensor(x, device="cuda") for x in (A16, B16))
+        if precision == "bf16":  # (bfloat16 goes through CAI as its bits: "<V2" is not read)
+            a, b = (
+                torch.as_tensor(x.view(np.uint16), device="cuda").view(torch.bfloat16)
+                for x in (A16, B16)
+            )
+        else:
+            a, b = (torch.as_tensor(x, device="cuda") for x in (A16, B16))
         c = lib.wrap(C)
-        c16 = torch.empty(tuple(c.shape), dtype=torch.float16, device="cuda")
+        c16 = torch.empty(tuple(c.shape), dtype=a.dtype, device="cuda")
 
         def run() -> None:
             torch.mm(a, b, out=c16)
@@ -204,40 +219,43 @@ def fp16_gemm(lib: Blas, A16: Any, B16: Any, C: Any) -> tuple[Callable, Callable
         @contextlib.contextmanager
         def fp32_sums() -> Any:
             m = torch.backends.cuda.matmul
-            prev = m.allow_fp16_reduced_precision_reduction
-            m.allow_fp16_reduced_precision_reduction = False
+            flag = f"allow_{precision}_reduced_precision_reduction"
+            prev = getattr(m, flag)
+            setattr(m, flag, False)
             try:
                 yield
             finally:
-                m.allow_fp16_reduced_precision_reduction = prev
+                setattr(m, flag, prev)
 
         return run, widen, fp32_sums
     raise TypeError(f"no FP16 cuBLAS path through {lib.name}")
 
 
-def cublas_fp16_impl(problem: Problem, A16: Any, B16: Any) -> Impl:
-    """cuBLAS FP16 (FP16 inputs, FP32 sums; :func:`fp16_gemm`): kernel time of the GEMM into an
-    FP16 C; validated through a copy of that C into the problem's C."""
+def cublas_fp16_impl(problem: Problem, A16: Any, B16: Any, precision: str = "fp16") -> Impl:
+    """cuBLAS FP16 or BF16 (16-bit inputs, FP32 sums; :func:`fp16_gemm`): kernel time of the
+    GEMM into a 16-bit C; validated through a copy of that C into the problem's C."""
     lib = problem.blas
-    label = f"{FP16_LABEL}, {lib.name}"
+    key, name = (CUBLAS_BF16, BF16_LABEL) if precision == "bf16" else (CUBLAS_FP16, FP16_LABEL)
+    label = f"{name}, {lib.name}"
     try:
-        run, widen, mode = fp16_gemm(lib, A16, B16, problem.C)
+        run, widen, mode = fp16_gemm(lib, A16, B16, problem.C, precision)
     except Exception as e:
-        return replace(failed(CUBLAS_FP16, label, e), precision="fp16")
+        return replace(failed(key, label, e), precision=precision)
 
     def check() -> None:
         run()
         widen()
 
+    kind = precision.upper()
     return Impl(
-        CUBLAS_FP16,
+        key,
         label,
         run,
-        rtol=TOLERANCE["fp16"],
-        precision="fp16",
+        rtol=TOLERANCE[precision],
+        precision=precision,
         check=check,
         mode=mode,
-        note="FP16 A, B and C (cublasGemmEx, CUBLAS_COMPUTE_32F); the stages write FP32 C",
+        note=f"{kind} A, B and C (cublasGemmEx, CUBLAS_COMPUTE_32F); the stages write FP32 C",
     )
 
 
@@ -283,12 +301,21 @@ def triton_impl(problem: Problem, tm: Any) -> Impl:
     return Impl(TRITON, TRITON_LABEL, mm, call=mm, note=f"Triton {version}, autotuned")
 
 
-def half_operands(problem: Problem) -> tuple[Any, Any]:
-    """FP16 device copies ``(A16, B16)`` of the problem's A and B (through the host: bench set-up,
-    not timed), shared by the FP16 stages and cuBLAS FP16 so that they multiply the same
-    numbers."""
+def half_operands(problem: Problem, precision: str = "fp16") -> tuple[Any, Any]:
+    """FP16 (``precision="bf16"``: BF16) device copies ``(A16, B16)`` of the problem's A and B
+    (through the host: bench set-up, not timed), shared by the 16-bit stages and cuBLAS in that
+    precision so that they multiply the same numbers. BF16 copies are Numba arrays of
+    ``ml_dtypes.bfloat16`` (needed then), copied as their bits (Numba copies host memory
+    through a ``memoryview``, which has no bfloat16)."""
     from numba import cuda
 
+    if precision == "bf16":
+        import ml_dtypes  # optional: NumPy's bfloat16, for the BF16 stages' operands
+
+        bf = np.dtype(ml_dtypes.bfloat16)
+        return tuple(
+            cuda.to_device(x.astype(bf).view(np.uint16)).view(bf) for x in (problem.a, problem.b)
+        )
     return tuple(cuda.to_device(x.astype(np.float16)) for x in (problem.a, problem.b))
 
 
@@ -338,8 +365,8 @@ def auto_impl(problem: Problem, plan_for: Callable, sgemm: Callable) -> Impl:
 
 def stage_impl(problem: Problem, name: str, plan_for: Callable, half: Any = None) -> Impl:
     """Stage ``name`` with its tuned configuration for the shape: kernel time of
-    ``plan_for(M, N, K, stage=name).launch``; an FP16 stage multiplies ``half`` (``(A16, B16)``,
-    :func:`half_operands`; None: copies of its own)."""
+    ``plan_for(M, N, K, stage=name).launch``; a 16-bit stage multiplies ``half[precision]``
+    (``(A16, B16)``, :func:`half_operands`; missing: copies of its own)."""
     M, N, K = problem.shape
     A, B, C = problem.A, problem.B, problem.C
     label, precision = name, "fp32"
@@ -350,17 +377,18 @@ def stage_impl(problem: Problem, name: str, plan_for: Callable, half: Any = None
             return Impl(
                 name, label, None, precision=precision, skip="shape not supported by the stage"
             )
-        if precision == "fp16":  # hgemm: FP16 copies of A and B, N and K multiples of 8
+        if precision in ("fp16", "bf16"):  # hgemm: 16-bit copies, N and K multiples of 8
             if N % 8 or K % 8:
                 return Impl(
                     name,
                     label,
                     None,
                     precision=precision,
-                    skip="FP16 (hgemm) needs N and K multiples of 8",
+                    skip=f"{precision.upper()} (hgemm) needs N and K multiples of 8",
                 )
-            A, B = half if half is not None else half_operands(problem)
-            plan = plan_for(M, N, K, stage=name, compute="fp16")
+            got = (half or {}).get(precision)
+            A, B = got if got is not None else half_operands(problem, precision)
+            plan = plan_for(M, N, K, stage=name, compute=precision)
         else:
             plan = plan_for(M, N, K, stage=name)
     except Exception as e:

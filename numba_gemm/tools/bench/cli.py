@@ -72,13 +72,13 @@ def build_parser() -> argparse.ArgumentParser:
         allow_abbrev=False,
         description="Validate, then time sgemm's automatic choice, every SGEMM stage of "
         "numba_gemm and its peers (cuBLAS in each stage's precision: FP32 with TF32 off, TF32, "
-        "FP16; optional Triton) in the same process: kernel time (CUDA events behind a hold "
+        "FP16, BF16; optional Triton) in the same process: kernel time (CUDA events behind a hold "
         "kernel) for all, end-to-end time of the public call made back to back for sgemm and "
         "the peers, and the host overhead per call at small sizes. Prints tables and writes "
         "results.csv, results.json, overhead.csv and plots. GFLOP/s = 2*M*N*K / median time; "
         "%% of cuBLAS against cuBLAS in the stage's precision (FP32 and 3xTF32: cuBLAS FP32; "
-        "TF32: cuBLAS TF32; FP16: cuBLAS FP16), named in the 'baseline' column. Exit status: 0 "
-        "when it ran (FAILED stages included), 2 for a usage error or no GPU.",
+        "TF32: cuBLAS TF32; FP16, BF16: cuBLAS FP16, BF16), named in the 'baseline' column. "
+        "Exit status: 0 when it ran (FAILED stages included), 2 for a usage error or no GPU.",
     )
     ap.add_argument(
         "--sizes",
@@ -164,7 +164,7 @@ def build_parser() -> argparse.ArgumentParser:
         "CuPy's float32 compute type (cupy._core._routines_linalg.set_compute_type) "
         "or PyTorch's set_float32_matmul_precision('high'); reset to FP32 "
         "afterwards. Timed anyway when a TF32 stage runs (its baseline), as cuBLAS FP16 "
-        "(FP16 inputs, FP32 sums) is when an FP16 stage runs",
+        "and BF16 (16-bit inputs, FP32 sums) are when a stage of theirs runs",
     )
     ap.add_argument(
         "--overhead-sizes",

@@ -1,6 +1,6 @@
 """The bench's plots (matplotlib's Agg canvas through ``matplotlib.figure.Figure``: no pyplot,
 no display), one panel per precision group that the run has (:data:`PANELS`: FP32, TF32 /
-3xTF32, FP16), each with the cuBLAS lines its stages are rated against
+3xTF32, FP16, BF16), each with the cuBLAS lines its stages are rated against
 (``report.BASELINE_OF``):
 
 - ``gflops_vs_size.png``: kernel-time GFLOP/s of every stage, ``auto`` and the peers against the
@@ -28,6 +28,7 @@ from .report import (
     BASELINE_NAMES,
     BASELINE_OF,
     CUBLAS,
+    CUBLAS_BF16,
     CUBLAS_FP16,
     CUBLAS_FP32,
     CUBLAS_TF32,
@@ -45,11 +46,17 @@ PANELS = (
     ("FP32", ("fp32",)),
     ("TF32 / 3xTF32", ("tf32", "3xtf32")),
     ("FP16", ("fp16",)),
+    ("BF16", ("bf16",)),
 )
 #: The cuBLAS lines: black, told apart by their dashes.
-BASELINE_DASHES = {CUBLAS_FP32: "--", CUBLAS_TF32: ":", CUBLAS_FP16: "-."}
+BASELINE_DASHES = {CUBLAS_FP32: "--", CUBLAS_TF32: ":", CUBLAS_FP16: "-.", CUBLAS_BF16: "-."}
 #: Bar colours of the % of cuBLAS plot, by the cuBLAS a bar is rated against.
-BASELINE_COLOURS = {CUBLAS_FP32: "tab:blue", CUBLAS_TF32: "tab:green", CUBLAS_FP16: "tab:purple"}
+BASELINE_COLOURS = {
+    CUBLAS_FP32: "tab:blue",
+    CUBLAS_TF32: "tab:green",
+    CUBLAS_FP16: "tab:purple",
+    CUBLAS_BF16: "tab:orange",
+}
 #: Ten colours and seven markers: 7 and 10 share no factor, so the first 70 lines of a panel each
 #: get a (colour, marker) pair of their own (a line's colour alone repeats after ten, which is
 #: what one 20-line axis with the default colour cycle showed).

@@ -31,7 +31,7 @@ from .sizes import short_size, size_label
 #: Columns of ``results.csv``, in order. ``timing`` is ``kernel`` (CUDA events around each
 #: enqueued call, queued behind a hold kernel: GPU time alone) or ``end_to_end`` (the public call
 #: made back to back: time per call of a loop, host overhead included). ``precision`` is the
-#: arithmetic of the row (``Stage.precision``: ``fp32``, ``tf32``, ``3xtf32``, ``fp16``);
+#: arithmetic of the row (``Stage.precision``: ``fp32``, ``tf32``, ``3xtf32``, ``fp16``, ``bf16``);
 #: ``baseline`` the ``stage`` key of the cuBLAS row that ``pct_cublas`` is a fraction of (empty
 #: with an empty ``pct_cublas``). New columns go at the end: readers of older files index by name.
 CSV_COLUMNS = (
@@ -97,31 +97,51 @@ OK, FAILED, SKIPPED = "ok", "FAILED", "SKIPPED"
 KERNEL, END_TO_END = "kernel", "end_to_end"
 #: ``stage`` keys of the rows that are not ladder stages.
 CUBLAS_FP32, CUBLAS_TF32, CUBLAS_FP16 = "cublas_fp32", "cublas_tf32", "cublas_fp16"
+CUBLAS_BF16 = "cublas_bf16"
 TRITON, AUTO = "triton", "auto"
 #: The cuBLAS rows: the baselines.
-CUBLAS = (CUBLAS_FP32, CUBLAS_TF32, CUBLAS_FP16)
+CUBLAS = (CUBLAS_FP32, CUBLAS_TF32, CUBLAS_FP16, CUBLAS_BF16)
 PEERS = (*CUBLAS, TRITON)
 FP32_LABEL, TF32_LABEL = "cuBLAS FP32 (TF32 off)", "cuBLAS TF32"
 FP16_LABEL = "cuBLAS FP16 (FP32 accumulate)"
+BF16_LABEL = "cuBLAS BF16 (FP32 accumulate)"
 TRITON_LABEL = "Triton FP32 (optional peer)"
 AUTO_LABEL = "sgemm (auto)"
 
 #: The cuBLAS row each precision is rated against: cuBLAS doing the same arithmetic. A tensor-core
 #: stage against FP32 cuBLAS reads 1000 % where cuBLAS on the same tensor cores is as fast, so
-#: TF32 is rated against cuBLAS TF32 and FP16 against cuBLAS FP16 (FP16 inputs, FP32 sums, as
-#: ``cublasGemmEx`` with ``CUBLAS_COMPUTE_32F``). 3xTF32 is FP32-accurate (FP32's error bound,
-#: ``kernels.stage.TOLERANCE``): it competes with FP32 cuBLAS, the call it replaces. Without that
-#: baseline in the run, the ratio stays empty, never taken against another precision.
+#: TF32 is rated against cuBLAS TF32, FP16 against cuBLAS FP16 and BF16 against cuBLAS BF16
+#: (16-bit inputs, FP32 sums, as ``cublasGemmEx`` with ``CUBLAS_COMPUTE_32F``). 3xTF32 is
+#: FP32-accurate (FP32's error bound, ``kernels.stage.TOLERANCE``): it competes with FP32 cuBLAS,
+#: the call it replaces. Without that baseline in the run, the ratio stays empty, never taken
+#: against another precision.
 BASELINE_OF = MappingProxyType(
-    {"fp32": CUBLAS_FP32, "3xtf32": CUBLAS_FP32, "tf32": CUBLAS_TF32, "fp16": CUBLAS_FP16}
+    {
+        "fp32": CUBLAS_FP32,
+        "3xtf32": CUBLAS_FP32,
+        "tf32": CUBLAS_TF32,
+        "fp16": CUBLAS_FP16,
+        "bf16": CUBLAS_BF16,
+    }
 )
 #: The precision of the non-stage rows (the stages' is ``Stage.precision``).
 PEER_PRECISION = MappingProxyType(
-    {CUBLAS_FP32: "fp32", CUBLAS_TF32: "tf32", CUBLAS_FP16: "fp16", TRITON: "fp32"}
+    {
+        CUBLAS_FP32: "fp32",
+        CUBLAS_TF32: "tf32",
+        CUBLAS_FP16: "fp16",
+        CUBLAS_BF16: "bf16",
+        TRITON: "fp32",
+    }
 )
 #: Short names of the baselines, for tables and legends.
 BASELINE_NAMES = MappingProxyType(
-    {CUBLAS_FP32: "cuBLAS FP32", CUBLAS_TF32: "cuBLAS TF32", CUBLAS_FP16: "cuBLAS FP16"}
+    {
+        CUBLAS_FP32: "cuBLAS FP32",
+        CUBLAS_TF32: "cuBLAS TF32",
+        CUBLAS_FP16: "cuBLAS FP16",
+        CUBLAS_BF16: "cuBLAS BF16",
+    }
 )
 
 

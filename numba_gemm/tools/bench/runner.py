@@ -70,10 +70,10 @@ GPU_SIZES, GPU_REPS, GPU_WARMUP = "128..4096", 20, 3
 #: bench calls each twice (validate, time). So: one ragged size (M and N not multiples of 16,
 #: N and K multiples of 8 as the FP16 stages need), one repeat, no warm-up, and the cheapest
 #: stage or two of each precision (FP32: the first rung and warptiling, beside auto's pick;
-#: TF32; 3xTF32; FP16): every step, table, file and plot panel of the pipeline in about a
-#: minute. Timings there mean nothing.
+#: TF32; 3xTF32; FP16; BF16): every step, table, file and plot panel of the pipeline in about
+#: a minute. Timings there mean nothing.
 SIM_SIZES, SIM_REPS, SIM_WARMUP = "20x24x16", 1, 0
-SIM_STAGES = ("naive", "warptiling", "tf32_mma", "tf32x3_wgmma", "hgemm_wgmma")
+SIM_STAGES = ("naive", "warptiling", "tf32_mma", "tf32x3_wgmma", "hgemm_wgmma", "bf16_tma")
 
 
 def resolve(args: argparse.Namespace, simulator: bool = SIMULATOR) -> argparse.Namespace:
@@ -114,10 +114,10 @@ def _run(args: argparse.Namespace) -> list[dict]:
     mode = "simulator" if SIMULATOR else "gpu"
     blas = make_baseline(args.baseline)
     precisions = _stage_precisions(args.stages)
-    # Each stage is rated against cuBLAS in its own precision, so a TF32 or FP16 stage brings
+    # Each stage is rated against cuBLAS in its own precision, so a TF32, FP16 or BF16 stage brings
     # that cuBLAS line along; --tf32 asks for the TF32 line without a TF32 stage.
     tf32 = (args.tf32 or "tf32" in precisions) and blas is not None
-    fp16 = "fp16" in precisions and blas is not None
+    halves = [p for p in ("fp16", "bf16") if p in precisions]  # 16-bit stages: their copies
     if args.tf32 and blas is None:
         print(
             "numba_gemm.bench: --tf32 needs a cuBLAS baseline (CuPy or PyTorch on a GPU); "
@@ -146,8 +146,8 @@ def _run(args: argparse.Namespace) -> list[dict]:
                 make_row(M, N, K, CUBLAS_FP32, FP32_LABEL, FAILED, mode, note=error_note(e))
             )
             problem = make_problem(M, N, K, rng=rng, blas=None)
-        half = half_operands(problem) if "fp16" in precisions else None
-        impls = cublas_impls(problem, tf32=tf32, half=half if fp16 else None)
+        half = {p: half_operands(problem, p) for p in halves}
+        impls = cublas_impls(problem, tf32=tf32, half=half if blas is not None else None)
         if triton is not None:
             impls.append(triton_impl(problem, triton))
         impls.append(auto_impl(problem, plan_for, sgemm))
