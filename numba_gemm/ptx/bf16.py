@@ -13,7 +13,7 @@ serves float32, float16 and bfloat16 C:
 
 For float32 and float16 C both are the identity, so those kernels' code is unchanged.
 
-A 16-bit C can also be written 16 bytes per lane (``kernels._common.store_c_quads``):
+A 16-bit C can also be written 16 bytes per lane (the epilogue of ``k20_hgemm_tma.make_kernel``):
 
 - ``c_bytes(C)``: C's element size, a compile-time constant (4, 2) that selects the epilogue;
 - ``pack_c(C, x, y)``: float32 ``x`` and ``y`` rounded to C's 16-bit type and packed in one
