@@ -21,7 +21,16 @@ import functools
 from typing import Any
 
 from . import checks, dispatch
-from .arrays import PLAIN, PLAIN_T, Operand, all_rows_aligned, new_output, operand, plain_overlap
+from .arrays import (
+    HALF,
+    PLAIN,
+    PLAIN_T,
+    Operand,
+    all_rows_aligned,
+    new_output,
+    operand,
+    plain_overlap,
+)
 from .checks import COMPUTE, HGEMM_OUT, SCALARS
 from .kernels.stage import Stage
 from .launch.launcher import DEFAULT_STREAM
@@ -173,6 +182,14 @@ def _dense(M: int, N: int, K: int, layout: str) -> Geometry:
     return Geometry.dense(M, N, K, layout)
 
 
+def _lane_beta(beta: Any) -> float | None:
+    """The FP32 ``beta`` of a fast-lane call with an ``out``: 0.0 for zero, a float the call
+    path has met before (``checks.SCALARS``), else None (the general path converts it)."""
+    if type(beta) is float and beta == 0.0:
+        return 0.0
+    return SCALARS.get(beta) if type(beta) is float else None
+
+
 def _plain_call(a: Any, b: Any, out: Any, stage: Any, alpha: Any, beta: Any) -> Any:
     """``sgemm``'s fast lane, for the call nearly every caller makes: plain operands
     (``arrays.PLAIN``: 2-D, float32, C-contiguous, on the one visible GPU, no producer stream;
@@ -217,12 +234,9 @@ def _plain_call(a: Any, b: Any, out: Any, stage: Any, alpha: Any, beta: Any) -> 
         c0 = pc[0]
         if plain_overlap(a0, b0, c0, M, N, K):
             return None  # the general path raises
-        if type(beta) is float and beta == 0.0:
-            beta32 = 0.0
-        else:
-            beta32 = SCALARS.get(beta) if type(beta) is float else None
-            if beta32 is None:
-                return None
+        beta32 = _lane_beta(beta)
+        if beta32 is None:
+            return None
     skey = stage if stage is None or type(stage) is str else dispatch.stage_key(stage)
     if layout is None:
         p = dispatch.PLANS.get((0, M, N, K, all_rows_aligned(a0, b0, c0, K, N), skey, None))
@@ -309,10 +323,84 @@ def hgemm(
             on different GPUs; a stage of another precision; a GPU below the compute capability
             the dtype needs. Nothing is launched or written when an error is raised.
     """
+    if type(stream) is int and stream == 0:
+        done = _half_call(a, b, out, out_dtype, alpha, beta, stage)
+        if done is not None:
+            return done
     A, B = operand(a), operand(b)
     C = None if out is None else operand(out)
     M, N, K, out_dtype, layout = checks.check_hgemm(A, B, C, out_dtype)
     return dispatch.run_fp16(A, B, C, out, (M, N, K), out_dtype, alpha, beta, stage, stream, layout)
+
+
+def _half_call(
+    a: Any, b: Any, out: Any, out_dtype: str | None, alpha: Any, beta: Any, stage: Any
+) -> Any:
+    """``hgemm``'s fast lane: 16-bit operands read by a 16-bit reader (``arrays.HALF``: PyTorch
+    tensors and the simulator's arrays, one visible GPU), A C-contiguous, B C-contiguous or the
+    transpose of one, K and N multiples of 8, both 16-byte aligned; ``out`` None or a
+    C-contiguous ``(M, N)`` of float32 (``arrays.PLAIN``) or the operands' type, of the same
+    kind, not overlapping them; float scalars met before; the default stream; and a plan
+    ``dispatch.run_fp16`` already made, under its key. Launches through the bound launcher
+    (``Runner.run_plain``) where it has one, else ``run`` on operands built here. Returns the
+    result, or None with nothing done (a first call, anything else, an error to raise: the
+    general path decides)."""
+    ra = HALF.get(type(a))
+    if ra is None or type(b) is not type(a):
+        return None
+    pa, pb = ra(a), ra(b)
+    if pa is None or pb is None or pa[4]:
+        return None
+    a0, M, K, half, _ = pa
+    b0, kb, N, hb, bt = pb
+    if hb != half or kb != K or not (M and N and K) or (K | N) & 7 or (a0 | b0) & 15:
+        return None
+    alpha32 = SCALARS.get(alpha) if type(alpha) is float else None
+    if alpha32 is None:
+        return None
+    if out is None:
+        od = out_dtype or "float32"
+        if od != "float32" and od != half:
+            return None
+        beta32, c_ok = 0.0, True
+    else:
+        if type(out) is not type(a):
+            return None
+        pc = ra(out)
+        if pc is not None:
+            c0, cm, cn, od, ct = pc
+            if ct or od != half:
+                return None
+        else:
+            rc = PLAIN.get(type(out))
+            pc = rc(out) if rc is not None else None
+            if pc is None:
+                return None
+            (c0, cm, cn), od = pc, "float32"
+        if (cm, cn) != (M, N) or (out_dtype is not None and out_dtype != od):
+            return None
+        if plain_overlap(a0, b0, c0, M, N, K, 2, 4 if od == "float32" else 2):
+            return None  # the general path raises
+        beta32 = _lane_beta(beta)
+        if beta32 is None:
+            return None
+        c_ok = not (c0 & 15)
+    layout = "NT" if bt else "NN"
+    compute = "bf16" if half == "bfloat16" else "fp16"
+    skey = stage if stage is None or type(stage) is str else dispatch.stage_key(stage)
+    p = dispatch.PLANS.get((compute, 0, M, N, K, skey, od, layout, c_ok))
+    if p is None:
+        return None
+    if out is None:
+        out = new_output(a, 0, (M, N), od)
+        c0 = ra(out)[0] if od == half else PLAIN[type(out)](out)[0]
+        if c0 & 15:  # (allocators align to 256 bytes)
+            return None
+    if "run_plain" in p.__dict__:  # the bound launcher (a GPU, after the plan's first call)
+        p.run_plain(a0, b0, c0, alpha32, beta32, DEFAULT_STREAM)
+    else:  # (the simulator: the operands as the general path reads them)
+        p.run(operand(a), operand(b), operand(out), alpha32, beta32, DEFAULT_STREAM)
+    return out
 
 
 def matmul(

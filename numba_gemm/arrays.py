@@ -11,10 +11,11 @@ dtype, GPU ordinal and the stream the producer last used (CAI v3), without build
 - PyTorch ``Tensor``: ``data_ptr()``, ``shape``, ``stride()`` (elements), ``get_device()``;
 - anything else: its CAI dict (v2/v3), the device from the driver (``cuPointerGetAttribute``).
 
-For the call path's fast lane, each of the first three (and the simulator's arrays) also has a
+For the call path's fast lanes, each of the first three (and the simulator's arrays) also has a
 *plain* reader (:data:`PLAIN`): ``(ptr, rows, cols)`` of a 2-D float32 C-contiguous operand with
 nothing to order after, None for anything else; and one for the transpose of such an operand
-(:data:`PLAIN_T`: ``x @ w.T``).
+(:data:`PLAIN_T`: ``x @ w.T``). PyTorch tensors and the simulator's arrays have a 16-bit one too
+(:data:`HALF`: ``hgemm``'s lane).
 
 The alignment rule of the vector kernels, :func:`rows_aligned`, lives here too: the plan and the
 launch both use it. So do the aliasing checks (:func:`overlaps`, :func:`plain_overlap`) and the
@@ -302,6 +303,45 @@ def _plain_t_simulator(x: Any) -> tuple[int, int, int] | None:
     return None
 
 
+# 16-bit readers: ``hgemm``'s fast lane. ``(ptr, rows, cols, dtype name, transposed)`` of a 2-D
+# float16 or bfloat16 operand that is C-contiguous (transposed False) or the transpose of a
+# C-contiguous one (True), with nothing to order after; None for anything else.
+
+#: torch's 16-bit dtypes -> their names (set with the PyTorch reader)
+_TORCH_HALF: dict = {}
+
+
+def _half_torch(x: Any) -> tuple[int, int, int, str, bool] | None:
+    name = _TORCH_HALF.get(x.dtype)
+    if name is not None and x.is_cuda:
+        st = x.stride()
+        if len(st) == 2:
+            rows, cols = x.shape
+            if st[1] == 1 and st[0] == cols:
+                return x.data_ptr(), rows, cols, name, False
+            if st[0] == 1 and st[1] == rows:
+                return x.data_ptr(), rows, cols, name, True
+    return None
+
+
+def _half_simulator(x: Any) -> tuple[int, int, int, str, bool] | None:
+    shape, st = x.shape, x.strides
+    if len(shape) == 2 and x.dtype.itemsize == 2:
+        name = np.dtype(x.dtype).name
+        if name in ("float16", "bfloat16"):
+            ptr = int(x.__array_interface__["data"][0])
+            if st[1] == 2 and st[0] == 2 * shape[1]:
+                return ptr, shape[0], shape[1], name, False
+            if st[0] == 2 and st[1] == 2 * shape[0]:
+                return ptr, shape[0], shape[1], name, True
+    return None
+
+
+#: type -> its 16-bit reader (PyTorch tensors and the simulator's arrays, once met; none with
+#: several GPUs visible)
+HALF: dict[type, Any] = {}
+_HALF_OF = {_from_torch: _half_torch, _from_simulator: _half_simulator}
+
 #: type -> its plain reader (types with one, once ``operand`` has met them; none with several
 #: GPUs visible, where each operand's GPU must be read and checked)
 PLAIN: dict[type, Any] = {}
@@ -333,6 +373,7 @@ def _reader(tp: type, x: Any) -> Any:
         r = _from_simulator if SIMULATOR else _from_numba
     elif torch is not None and isinstance(x, torch.Tensor):
         _TORCH_F32 = torch.float32
+        _TORCH_HALF.update({torch.float16: "float16", torch.bfloat16: "bfloat16"})
         r = _from_torch
     elif "cupy" in sys.modules and isinstance(x, sys.modules["cupy"].ndarray):
         r = _from_cupy
@@ -344,6 +385,8 @@ def _reader(tp: type, x: Any) -> Any:
     if r in _PLAIN_OF and (SIMULATOR or not _MULTI_GPU):
         PLAIN_T[tp] = _PLAIN_OF[r][1]
         PLAIN[tp] = _PLAIN_OF[r][0]
+        if r in _HALF_OF:
+            HALF[tp] = _HALF_OF[r]
     return r
 
 
@@ -443,14 +486,16 @@ def _bf16_numpy(mod: str) -> np.dtype:
     )
 
 
-def plain_overlap(a0: int, b0: int, c0: int, M: int, N: int, K: int) -> str | None:
-    """Which of C-contiguous float32 ``a`` (M, K) at ``a0`` and ``b`` (K, N) at ``b0`` the
-    C-contiguous ``out`` (M, N) at ``c0`` overlaps (``"a"``, ``"b"``), or None. Each spans
-    ``[ptr, ptr + 4 * size)``."""
-    c1 = c0 + 4 * M * N
+def plain_overlap(
+    a0: int, b0: int, c0: int, M: int, N: int, K: int, ab: int = 4, c: int = 4
+) -> str | None:
+    """Which of C-contiguous ``a`` (M, K) at ``a0`` and ``b`` (K, N) at ``b0`` (``ab`` bytes an
+    element: float32) the C-contiguous ``out`` (M, N) at ``c0`` (``c`` bytes an element)
+    overlaps (``"a"``, ``"b"``), or None. Each spans ``[ptr, ptr + itemsize * size)``."""
+    c1 = c0 + c * M * N
     if c1 > c0:
-        if a0 < c1 and c0 < a0 + 4 * M * K:
+        if a0 < c1 and c0 < a0 + ab * M * K:
             return "a"
-        if b0 < c1 and c0 < b0 + 4 * K * N:
+        if b0 < c1 and c0 < b0 + ab * K * N:
             return "b"
     return None

@@ -134,3 +134,43 @@ def test_bf16_rejects_bad_input(rng):
         with pytest.raises(error, match=match):
             numba_gemm.hgemm(args.pop("a"), args.pop("b"), **args)
     np.testing.assert_array_equal(to_host(d_c), c)
+
+
+@pytest.mark.parametrize("layout, out_dtype", [("NN", "bfloat16"), ("NT", "float32")])
+def test_hgemm_fast_lane(monkeypatch, layout, out_dtype, rng):
+    """A second ``hgemm`` of a planned shape (same layout, C type and alignment) takes the fast
+    lane (``api._half_call``) and writes the same product as the general path; an ``out`` that
+    overlaps A leaves the lane and is refused; a call it does not take (``out`` one element off
+    its allocation) goes the general way."""
+    from numba_gemm import dispatch
+
+    M, N, K = 24, 64, 64
+    st = _stage()
+    a = rng.standard_normal((M, K)).astype(BF)
+    b = rng.standard_normal((K, N)).astype(BF)
+    d_a = to_device(a)
+    d_b = to_device(b) if layout == "NN" else transposed_on_device(b)
+    half = np.float32 if out_dtype == "float32" else BF
+    c = to_device(np.full((M, N), np.nan, half))
+    numba_gemm.hgemm(d_a, d_b, out=c, stage=st)  # the general path plans it
+    want = to_host(c)
+    general = dispatch.run_fp16
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the general path ran")
+
+    monkeypatch.setattr(dispatch, "run_fp16", refuse)
+    c2 = to_device(np.full((M, N), np.nan, half))
+    assert numba_gemm.hgemm(d_a, d_b, out=c2, stage=st) is c2
+    assert np.array_equal(to_host(c2).view(np.uint8), want.view(np.uint8))
+    new = numba_gemm.hgemm(d_a, d_b, out_dtype=out_dtype, stage=st)  # a new C: same plan
+    assert np.array_equal(to_host(new).view(np.uint8), want.view(np.uint8))
+    if out_dtype == "bfloat16":  # A as C (same shape, K == N): refused, nothing written
+        with pytest.raises(ValueError, match="out overlaps a"):
+            numba_gemm.hgemm(d_a, d_b, out=d_a, stage=st)
+        assert np.array_equal(to_host(d_a).view(np.uint16), a.view(np.uint16))
+    monkeypatch.setattr(dispatch, "run_fp16", general)
+    buf = to_device(np.full(M * N + 1, np.nan, half))
+    off = buf[1:].reshape(M, N)
+    numba_gemm.hgemm(d_a, d_b, out=off, stage=st)
+    assert np.array_equal(to_host(off).view(np.uint8), want.view(np.uint8))
