@@ -341,8 +341,9 @@ def _half_call(
     transpose of one, K and N multiples of 8, both 16-byte aligned; ``out`` None or a
     C-contiguous ``(M, N)`` of float32 (``arrays.PLAIN``) or the operands' type, of the same
     kind, not overlapping them; float scalars met before; the default stream; and a plan
-    ``dispatch.run_fp16`` already made, under its key. Launches through the bound launcher
-    (``Runner.run_plain``) where it has one, else ``run`` on operands built here. Returns the
+    ``dispatch.run_fp16`` already made, under its key (``dispatch.half_key``). Launches through
+    the bound launcher (``Runner.run_plain``) where it has one, else ``run`` on the operands as
+    the general path reads them (the simulator). Returns the
     result, or None with nothing done (a first call, anything else, an error to raise: the
     general path decides)."""
     ra = HALF.get(type(a))
@@ -387,8 +388,7 @@ def _half_call(
         c_ok = not (c0 & 15)
     layout = "NT" if bt else "NN"
     compute = "bf16" if half == "bfloat16" else "fp16"
-    skey = stage if stage is None or type(stage) is str else dispatch.stage_key(stage)
-    p = dispatch.PLANS.get((compute, 0, M, N, K, skey, od, layout, c_ok))
+    p = dispatch.PLANS.get(dispatch.half_key(compute, 0, M, N, K, stage, od, layout, c_ok))
     if p is None:
         return None
     if out is None:

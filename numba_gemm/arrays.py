@@ -60,6 +60,8 @@ BF16 = BFloat16()
 
 def _np_or_bf16(dtype: Any) -> Any:
     """``dtype`` as a NumPy dtype, or :data:`BF16` for a bfloat16 one (``ml_dtypes``' ``V2``)."""
+    if dtype is F32:
+        return F32
     dtype = np.dtype(dtype)
     return BF16 if dtype.name == "bfloat16" or dtype.str in ("<V2", "|V2") else dtype
 
@@ -128,9 +130,14 @@ def _from_numba(x: Any) -> Operand:
     gd = x.gpu_data
     ptr = int(gd.device_pointer) if gd is not None else 0
     stream = x.stream
-    dtype = x.dtype if x.dtype is F32 or x.dtype == F32 else _np_or_bf16(x.dtype)
     return Operand(
-        x, ptr, x.shape, x.strides, dtype, gd.context.device.id, int(stream) if stream else None
+        x,
+        ptr,
+        x.shape,
+        x.strides,
+        _np_or_bf16(x.dtype),
+        gd.context.device.id,
+        int(stream) if stream else None,
     )
 
 

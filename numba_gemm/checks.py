@@ -329,11 +329,9 @@ def check_hgemm(
             )
         if C.device != A.device:
             raise ValueError(f"out is on GPU {C.device} and a, b on GPU {A.device}: use one GPU")
-        # contiguous arrays span [ptr, ptr + bytes): out must not intersect a or b
-        c0, c1 = C.ptr, C.ptr + C.dtype.itemsize * M * N
-        for label, x0, x1 in (("a", A.ptr, A.ptr + 2 * M * K), ("b", B.ptr, B.ptr + 2 * K * N)):
-            if c0 < c1 and x0 < x1 and x0 < c1 and c0 < x1:
-                raise ValueError(f"out overlaps {label}: the output must not alias an input")
+        label = plain_overlap(A.ptr, B.ptr, C.ptr, M, N, K, 2, C.dtype.itemsize)
+        if label:
+            raise ValueError(f"out overlaps {label}: the output must not alias an input")
     else:
         dt = out_dtype or "float32"
     if K == 0:

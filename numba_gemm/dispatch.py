@@ -200,6 +200,22 @@ def scale(C: Operand, g: Geometry | None, beta: float, strm: Any, p: Runner) -> 
     scale_kernel(p.plan.device).launch(grid, (*SCALE_BLOCK, 1), strm, (c3,), (beta,))
 
 
+def half_key(
+    compute: str,
+    device: int,
+    M: int,
+    N: int,
+    K: int,
+    stage: Any,
+    out_dtype: str,
+    layout: str,
+    c_ok: bool,
+) -> tuple:
+    """The :data:`PLANS` key of a 16-bit product (:func:`run_fp16`'s, and ``hgemm``'s fast
+    lane's): arithmetic, GPU, shape, stage request, C's type, layout, C rows 16-byte aligned."""
+    return (compute, device, M, N, K, stage_key(stage), out_dtype, layout, c_ok)
+
+
 def run_fp16(
     A: Operand,
     B: Operand,
@@ -228,7 +244,7 @@ def run_fp16(
     strm = DEFAULT_STREAM if type(stream) is int and stream == 0 else stream_handle(stream)
     # C's rows 16-byte aligned (a new output's are): else the stage's element-store variant
     c_ok = C is None or not (C.ptr & 15)
-    key = (compute, A.device, M, N, K, stage_key(stage), out_dtype, layout, c_ok)
+    key = half_key(compute, A.device, M, N, K, stage, out_dtype, layout, c_ok)
     p = PLANS.get(key)
     if p is None and M and N:
         g = None if layout == "NN" else Geometry.dense(M, N, K, layout)

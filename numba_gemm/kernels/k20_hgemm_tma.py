@@ -316,23 +316,22 @@ def make_kernel(items: tuple, layout: str = "NN", kind: str = "f16", pairs: bool
     store_all = unroll(BN // 8, _store)
 
     @device_jit
-    def _store_quad(j, C, acc, r, col0, q, alpha, M, N):
-        # a 16-bit C, 16 bytes per lane: fragments 4j .. 4j + 3 (acc[4i], acc[4i + 1]: row r of
-        # fragment i; acc[4i + 2], acc[4i + 3]: row r + 8), each lane's column pair packed into
-        # a word, the quad's words transposed: lane q then holds fragment 4j + q's 8 columns
-        b = 16 * j
-        x0, x1, x2, x3 = quad_transpose(
+    def _row_words(C, acc, b, alpha):
+        # one row of fragments 4j .. 4j + 3 (acc[b + 4i], acc[b + 4i + 1] of fragment 4j + i,
+        # b = 16j for row r, 16j + 2 for row r + 8), each lane's column pair packed into a word,
+        # the quad's words transposed: lane q then holds fragment 4j + q's 8 columns
+        return quad_transpose(
             pack_c(C, alpha * acc[b], alpha * acc[b + 1]),
             pack_c(C, alpha * acc[b + 4], alpha * acc[b + 5]),
             pack_c(C, alpha * acc[b + 8], alpha * acc[b + 9]),
             pack_c(C, alpha * acc[b + 12], alpha * acc[b + 13]),
         )
-        y0, y1, y2, y3 = quad_transpose(
-            pack_c(C, alpha * acc[b + 2], alpha * acc[b + 3]),
-            pack_c(C, alpha * acc[b + 6], alpha * acc[b + 7]),
-            pack_c(C, alpha * acc[b + 10], alpha * acc[b + 11]),
-            pack_c(C, alpha * acc[b + 14], alpha * acc[b + 15]),
-        )
+
+    @device_jit
+    def _store_quad(j, C, acc, r, col0, q, alpha, M, N):
+        # a 16-bit C, 16 bytes per lane: rows r and r + 8 of fragments 4j .. 4j + 3
+        x0, x1, x2, x3 = _row_words(C, acc, 16 * j, alpha)
+        y0, y1, y2, y3 = _row_words(C, acc, 16 * j + 2, alpha)
         c = col0 + 8 * (4 * j + q)
         if c < N:
             if r < M:
