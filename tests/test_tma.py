@@ -287,3 +287,37 @@ def test_c_off_its_alignment_runs_the_element_stores(name, rng):
     gemm(cuda.to_device(a), transposed_on_device(w.T), out=c, stage=st)
     want = a.astype(np.float64) @ w.T.astype(np.float64)
     assert rel_error(c.copy_to_host(), want) <= st.rtol
+
+
+@pytest.mark.parametrize("slices", [1, 2, 4])
+def test_3xtf32_tile_products_in_slices(slices, rng):
+    """Stage 23's per-tile products made in slices of the A tile's rows (what lets tiles past
+    128 x 128 fit their registers): each slice's products land in its own accumulators and the
+    result keeps 3xTF32's FP32 accuracy (a slice reading the wrong rows of the tile, or added
+    into the wrong sums, gives a wrong product). Three K tiles wrap the small parts' ring."""
+    _needs_hopper()
+    from numba_gemm.kernels import k22_tf32_tma_rs as k22
+    from numba_gemm.launch.launcher import allow_dynamic_smem
+
+    cfg = dict(BM=64, BN=64, BK=32, NBUF=2)
+    kern = k22.make_kernel(tuple(sorted(cfg.items())), "3xtf32", True, slices)
+    M, N, K = 50, 60, 96
+    a = rng.standard_normal((M, K)).astype(np.float32)
+    b = rng.standard_normal((K, N)).astype(np.float32)
+    d_a, d_b = cuda.to_device(a), cuda.to_device(b)
+    box_a, box_b = k20.boxes(cfg, "NN", "tf32")
+    d = k22.derived(cfg, "3xtf32")
+
+    def ptr(x):
+        return 0 if device.SIMULATOR else x.device_ctypes_pointer.value
+
+    ta = tensormap.matrix_spec("float32", a.shape, 4 * K, box_a, ptr(d_a), swizzle=128)
+    tb = tensormap.matrix_spec("float32", b.shape, 4 * N, box_b, ptr(d_b), swizzle=128)
+    c = cuda.to_device(np.full((M, N), np.nan, np.float32))
+    args = (d_a, d_b, c, tensormap.device_map(ta), tensormap.device_map(tb))
+    args += (np.float32(1), np.float32(0))
+    allow_dynamic_smem(kern, args, d["SMEM_BYTES"])  # 56 KB: past a launch's default 48
+    kern[(1, 1), d["NUM_THREADS"], 0, d["SMEM_BYTES"]](*args)
+    want = a.astype(np.float64) @ b.astype(np.float64)
+    assert rel_error(c.copy_to_host(), want) <= 1e-5
+

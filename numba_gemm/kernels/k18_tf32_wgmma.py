@@ -203,13 +203,14 @@ def make_small_parts(per_thread: int, threads: int):
 
 
 @device_jit
-def _add(i, acc, part):
-    acc[i] += part[i]
+def _add(i, acc, part, base):
+    acc[base + i] += part[i]
 
 
 def make_add(count: int):
-    """Device function ``add_all(acc, part)``: ``acc[i] += part[i]`` for ``i < count`` (a
-    tile's 3xTF32 products into the FP32 sums)."""
+    """Device function ``add_all(acc, part, base)``: ``acc[base + i] += part[i]`` for ``i <
+    count`` (a tile's 3xTF32 products, or a slice of them, into the FP32 sums; ``base`` a
+    constant after inlining)."""
     return unroll(count, _add)
 
 
@@ -387,7 +388,7 @@ def _make_kernel(items: tuple, vec: bool, mode: str, layout: str = "NN"):
         # --- this tile's products into the FP32 sums (ptxas serializes every product if an
         # accumulator is read before ``wait_group 0``)
         wait(0, part, BM)
-        add_all(acc, part)
+        add_all(acc, part, 0)
 
     @kernel_jit(launch_bounds=(NT, 1))
     def sgemm_tf32_wgmma(A3, B3, C3, W, L, alpha, beta):

@@ -101,20 +101,37 @@ DEFAULT_CONFIG = dict(BM=256, BN=128, BK=32, NBUF=4)
 KEYS = tuple(DEFAULT_CONFIG)
 
 
+#: 3xTF32: the numbers of slices a tile's products may be cut into, fewest first (each slice
+#: a ``64 x BM / slices x 8`` product, its N a multiple of 8).
+SLICE_COUNTS = (1, 2, 4)
+
+
+def registers(BM: int, BK: int, mode: str, slices: int = 1) -> int:
+    """Registers per consumer thread: the FP32 sums (``BM / 2``), 3xTF32's per-tile products of
+    one slice of the tile (``BM / 2 / slices``), one tile's register fragments, overhead."""
+    parts = BM // 2 // slices if SETS[mode] == 2 else 0
+    return BM // 2 + parts + FRAGS[mode] * (BK // MMA_K) + REG_OVERHEAD
+
+
 def derived(cfg: Mapping[str, int], mode: str = "tf32") -> dict:
     """Constants that follow from a configuration: consumer warpgroups, threads, 16-byte
-    chunks per tile, bytes a stage's copies land, registers per thread and SMEM."""
+    chunks per tile, bytes a stage's copies land, registers per thread, SMEM, and (3xTF32) the
+    slices a tile's products are made in: the fewest whose registers fit the consumers'."""
     BM, BN, BK, NBUF = (cfg[k] for k in KEYS)
     consumers = BN // WG_N
     threads = consumers * WARPGROUP + PRODUCER_THREADS
+    budget = k20.consumer_registers(consumers)
+    fits = [n for n in SLICE_COUNTS if registers(BM, BK, mode, n) <= budget and BM % (8 * n) == 0]
+    slices = fits[0] if fits and mode == "3xtf32" else 1
     return dict(
         CONSUMERS=consumers,
         NUM_THREADS=threads,
         A_CHUNKS=BM * BK // T,
         B_CHUNKS=BK * BN // T,
         STAGE_BYTES=(BM + BN) * BK * 4,
-        REGS=SETS[mode] * BM // 2 + FRAGS[mode] * (BK // MMA_K) + REG_OVERHEAD,
-        CONSUMER_REGS=k20.consumer_registers(consumers),
+        SLICES=slices,
+        REGS=registers(BM, BK, mode, slices),
+        CONSUMER_REGS=budget,
         SMEM_BYTES=4 * (NBUF * (BM + BN) * BK + LO_BUFS[mode] * BM * BK),
     )
 
@@ -183,12 +200,17 @@ _lane_chunk = device_jit(lane_chunk)
 
 
 @functools.cache
-def make_kernel(items: tuple, mode: str = "tf32", pairs: bool = True):
+def make_kernel(items: tuple, mode: str = "tf32", pairs: bool = True, slices: int = 0):
     """The kernel for one configuration and arithmetic ``mode`` (``"tf32"`` or ``"3xtf32"``);
-    ``pairs``: C's column pairs stored together when N is even (the ``"vector"`` variant)."""
+    ``pairs``: C's column pairs stored together when N is even (the ``"vector"`` variant);
+    ``slices``: 3xTF32's slices of a tile's products (0: :func:`derived`'s, the fewest that
+    fit; the tests ask for more on the simulator's small tiles)."""
     cfg = dict(items)
     BM, BN, BK, NBUF = (cfg[k] for k in KEYS)
     d = derived(cfg, mode)
+    SLICES = slices or d["SLICES"]
+    BMS = BM // SLICES  # the A tile's rows per slice: the N of a slice's products
+    SLICE_DESC = BMS * SW_ROW // 16  # a descriptor's start, one slice on (16-byte units)
     CONSUMERS, NUM_THREADS, A_CHUNKS, B_CHUNKS = (
         d[k] for k in ("CONSUMERS", "NUM_THREADS", "A_CHUNKS", "B_CHUNKS")
     )
@@ -197,6 +219,7 @@ def make_kernel(items: tuple, mode: str = "tf32", pairs: bool = True):
     PAIRS = pairs
     STEPS = BK // MMA_K
     ACC = BM // 2  # FP32 accumulators per thread: the 64 x BM product in BM / 8 fragments
+    PART = BMS // 2  # 3xTF32: one slice's per-tile products per thread
     NFRAG = FRAGS[mode] * STEPS
     CONSUMER_REGS, PRODUCER_REGS = d["CONSUMER_REGS"], k20.PRODUCER_REGS  # (literals)
     CONSUMER_THREADS = CONSUMERS * WARPGROUP
@@ -236,10 +259,10 @@ def make_kernel(items: tuple, mode: str = "tf32", pairs: bool = True):
             f = 8 * s
             first = 0 if s == 0 else 1
             mma_tf32_rs(
-                acc, BM, frag[f + 4], frag[f + 5], frag[f + 6], frag[f + 7], As, da + off, first
+                acc, BMS, frag[f + 4], frag[f + 5], frag[f + 6], frag[f + 7], As, da + off, first
             )
-            mma_tf32_rs(acc, BM, frag[f], frag[f + 1], frag[f + 2], frag[f + 3], Ls, dl + off, 1)
-            mma_tf32_rs(acc, BM, frag[f], frag[f + 1], frag[f + 2], frag[f + 3], As, da + off, 1)
+            mma_tf32_rs(acc, BMS, frag[f], frag[f + 1], frag[f + 2], frag[f + 3], Ls, dl + off, 1)
+            mma_tf32_rs(acc, BMS, frag[f], frag[f + 1], frag[f + 2], frag[f + 3], As, da + off, 1)
         else:
             f = 4 * s
             mma_tf32_rs(acc, BM, frag[f], frag[f + 1], frag[f + 2], frag[f + 3], As, da + off, 1)
@@ -247,7 +270,7 @@ def make_kernel(items: tuple, mode: str = "tf32", pairs: bool = True):
     products = unroll(STEPS, _product)
     zero_all = unroll(ACC, zero_at)
 
-    add_all = k18.make_add(ACC)
+    add_part = k18.make_add(PART)
     split_all = k18.make_small_parts(LO_PER_THREAD, CONSUMER_THREADS)
 
     @device_jit
@@ -257,6 +280,25 @@ def make_kernel(items: tuple, mode: str = "tf32", pairs: bool = True):
         split_all(As, Ls, tid)
         fence_proxy_async()
         tma.mbar_arrive(lo_ready, ls)
+
+    @device_jit
+    def _slice(
+        p, acc, part, frag, As, da, Ls, dl, more, full, s1, phase1, As1, Ls1, lo_ready, ls1, tid
+    ):
+        # 3xTF32: slice p of tile kt's products (A rows p BMS .. of the tile: accumulators
+        # p PART ..) into fresh registers, then into the FP32 sums; while the first slice's
+        # products run, tile kt + 1 (``more``: there is one; buffer s1, its small parts' tile
+        # ls1) is waited for and its small parts made
+        fence()
+        products(part, frag, As, da + p * SLICE_DESC, Ls, dl + p * SLICE_DESC)
+        commit()
+        if p == 0 and more:
+            tma.mbar_wait(full, s1, phase1)  # tile kt + 1 has landed
+            make_small(As1, Ls1, lo_ready, ls1, tid)
+        wait(0, part, BMS)
+        add_part(acc, part, p * PART)
+
+    sliced_products = unroll(SLICES, _slice)
 
     store_all = k18.make_rs_store(BM)  # C^T rows (C columns) n, n + 1
 
@@ -306,7 +348,7 @@ def make_kernel(items: tuple, mode: str = "tf32", pairs: bool = True):
             c1 = (bx * BK + q + 4) * ROW_CHUNKS + (ch ^ (q + 4))  # row k = q + 4
             n = col0 + bx * W + ch * T + p2  # this lane's C columns n, n + 1
             acc = cuda.local.array(ACC, float32)
-            part = cuda.local.array(ACC, float32)  # 3xTF32: one tile's products
+            part = cuda.local.array(PART, float32)  # 3xTF32: one slice of a tile's products
             frag = cuda.local.array(NFRAG, int32)
             zero_all(acc)
             s = 0
@@ -319,25 +361,28 @@ def make_kernel(items: tuple, mode: str = "tf32", pairs: bool = True):
                 for kt in range(k_tiles):
                     tma.mbar_wait(lo_ready, ls, lphase)  # all of tile kt's small parts
                     fragments(frag, Bs[s], c0, c1, p2)
-                    fence()
-                    products(
+                    s1 = s + 1 if s + 1 < NBUF else 0
+                    phase1 = phase ^ 1 if s1 == 0 else phase
+                    ls1 = ls + 1 if ls + 1 < LO else 0
+                    lphase1 = lphase ^ 1 if ls1 == 0 else lphase
+                    sliced_products(
+                        acc,
                         part,
                         frag,
                         As[s],
                         smem_desc(As[s], 0, 0, CORE_BYTES, SW_ATOM) | SWIZZLE_128B,
                         Ls[ls],
                         smem_desc(Ls[ls], 0, 0, CORE_BYTES, SW_ATOM) | SWIZZLE_128B,
+                        kt + 1 < k_tiles,
+                        full,
+                        s1,
+                        phase1,
+                        As[s1],
+                        Ls[ls1],
+                        lo_ready,
+                        ls1,
+                        tid,
                     )
-                    commit()
-                    s1 = s + 1 if s + 1 < NBUF else 0
-                    phase1 = phase ^ 1 if s1 == 0 else phase
-                    ls1 = ls + 1 if ls + 1 < LO else 0
-                    lphase1 = lphase ^ 1 if ls1 == 0 else lphase
-                    if kt + 1 < k_tiles:  # tile kt + 1's small parts while these products run
-                        tma.mbar_wait(full, s1, phase1)
-                        make_small(As[s1], Ls[ls1], lo_ready, ls1, tid)
-                    wait(0, part, BM)
-                    add_all(acc, part)
                     if lane == 0:
                         tma.mbar_arrive(empty, s)
                     s = s1
