@@ -11,6 +11,7 @@ product on both; a barrier protocol that never completes a phase must fail on th
 from __future__ import annotations
 
 import functools
+import itertools
 
 import numpy as np
 import pytest
@@ -321,3 +322,51 @@ def test_3xtf32_tile_products_in_slices(slices, rng):
     want = a.astype(np.float64) @ b.astype(np.float64)
     assert rel_error(c.copy_to_host(), want) <= 1e-5
 
+
+@pytest.mark.parametrize("name", ["hgemm_tma", "tf32x3_tma"])
+def test_dependent_launches_see_the_product_before(name, rng):
+    """The TMA stages are launched with programmatic dependent launch: a kernel may start while
+    the one ahead of it in the stream still runs, and must wait (``griddepcontrol.wait``) before
+    it reads GMEM. A chain of products, each reading the C the one before wrote, back to back:
+    every link is right (without the wait, a link reads a half-written C on the GPU)."""
+    from helpers import sim_sized
+
+    import numba_gemm
+
+    st = sim_sized(numba_gemm.get_stage(name))
+    assert st.dependent_launch
+    f16 = st.precision == "fp16"
+    dt = np.float16 if f16 else np.float32
+    n = 64 if device.SIMULATOR else 1024
+    b = (rng.standard_normal((n, n)) / np.sqrt(n)).astype(dt)
+    d_b = cuda.to_device(b)
+    outs = [cuda.to_device(rng.standard_normal((n, n)).astype(dt))]
+    outs += [cuda.device_array((n, n), dt) for _ in range(3)]
+    gemm = numba_gemm.hgemm if f16 else numba_gemm.sgemm
+    for x, y in itertools.pairwise(outs):  # plans and tensor maps made (copies wait for the GPU)
+        gemm(x, d_b, stage=st, out=y)
+    for y in outs[1:]:
+        y.copy_to_device(np.full((n, n), np.nan, dt))
+    cuda.synchronize()
+    for x, y in itertools.pairwise(outs):  # back to back: each product reads the last one's C
+        gemm(x, d_b, stage=st, out=y)
+    for x, y in itertools.pairwise(outs):
+        x64 = x.copy_to_host().astype(np.float64)
+        assert rel_error(y.copy_to_host(), x64 @ b.astype(np.float64)) <= st.rtol
+
+
+def test_dependent_launch_config_matches_cuda_h():
+    """``cuLaunchKernelEx``'s structures as ``cuda.h`` (CUDA 12-13) lays them out on a 64-bit
+    host: ``CUlaunchConfig`` 56 bytes (the stream at 32, the attributes at 40, their count at
+    48), ``CUlaunchAttribute`` 72 (an id padded to 8, then a 64-byte value); a wrong layout
+    would hand the driver garbage, which only a GPU would notice."""
+    import ctypes
+
+    from numba_gemm.launch import driver
+
+    cfg, attr = driver.LaunchConfig, driver.LaunchAttribute
+    assert (ctypes.sizeof(cfg), ctypes.sizeof(attr)) == (56, 72)
+    offsets = [getattr(cfg, f).offset for f in ("smem", "stream", "attrs", "count")]
+    assert offsets == [24, 32, 40, 48]
+    assert attr.value.offset == 8
+    assert driver.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION == 6

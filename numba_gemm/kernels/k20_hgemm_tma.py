@@ -362,6 +362,10 @@ def make_kernel(items: tuple, layout: str = "NN", kind: str = "f16", pairs: bool
                 tma.mbar_init(empty, s, CONSUMER_ARRIVALS)
             tma.mbar_fence_init()
         cuda.syncthreads()  # every barrier is initialised before anyone arrives or waits
+        # programmatic dependent launch: the kernel ahead in the stream has completed before
+        # anything here touches GMEM, and the next launch may start as this one's blocks exit
+        tma.pdl_wait()
+        tma.pdl_launch_dependents()
 
         if wg == 0:
             # --- producer: one thread asks the TMA for each tile (GMEM -> SMEM); the
@@ -487,6 +491,7 @@ def make_stage(config: Mapping[str, int], kind: str = "f16") -> Stage:
         threads_of=lambda c: derived(c, kind)["NUM_THREADS"],
         tensor_maps=lambda layout: (MAP_DTYPE[kind], *boxes(cfg, layout, kind)),
         persistent=True,
+        dependent_launch=True,
         tuned_as="hgemm_tma" if kind == "bf16" else None,
     )
 

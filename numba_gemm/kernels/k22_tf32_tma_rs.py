@@ -328,6 +328,10 @@ def make_kernel(items: tuple, mode: str = "tf32", pairs: bool = True, slices: in
                 tma.mbar_init(lo_ready, s, CONSUMER_THREADS)
             tma.mbar_fence_init()
         cuda.syncthreads()  # every barrier is initialised before anyone arrives or waits
+        # programmatic dependent launch: the kernel ahead in the stream has completed before
+        # anything here touches GMEM, and the next launch may start as this one's blocks exit
+        tma.pdl_wait()
+        tma.pdl_launch_dependents()
 
         if wg == CONSUMERS:
             # --- producer warpgroup: one thread asks the TMA for each tile (GMEM -> SMEM)
@@ -454,6 +458,7 @@ def make_stage(config: Mapping[str, int], mode: str = "tf32") -> Stage:
         args="AAAMMff",
         threads_of=lambda c: derived(c, mode)["NUM_THREADS"],
         tensor_maps=lambda layout: ("float32", *k20.boxes(cfg, "NN", "tf32")),
+        dependent_launch=True,
     )
 
 

@@ -123,6 +123,11 @@ class Stage:
         tuned_as: the stage whose tuning data prices this one's configurations where it has
             none of its own (the same kernel on operands of another type of the same size and
             product rate: BF16's stage 24 takes stage 20's FP16 classes).
+        dependent_launch: whether the kernel waits for the kernel ahead of it in the stream
+            (``griddepcontrol.wait``, ``ptx.tma.pdl_wait``) before its first GMEM access and lets
+            the next start early: the launcher then launches it with programmatic dependent
+            launch (``launch.driver.dependent_launch``), so back-to-back calls overlap one's
+            launch and set-up with the tail of the one before.
     """
 
     name: str
@@ -155,6 +160,7 @@ class Stage:
     tensor_maps: Callable[[str], tuple[str, tuple[int, int], tuple[int, int]]] | None = None
     persistent: bool = False
     tuned_as: str | None = None
+    dependent_launch: bool = False
 
     def block(self, cfg: Mapping[str, int] | None = None) -> tuple[int, int, int]:
         """``(rows, columns, K step)`` of one block of configuration ``cfg`` (default: the

@@ -10,8 +10,9 @@ Every call's return code is checked (:class:`CudaDriverError` names the failing 
 driver's error name). Only the real-GPU path imports this module; the simulator never does.
 
 Source: CUDA Driver API reference, "Module Management" (cuModuleLoadData, cuModuleGetFunction),
-"Execution Control" (cuLaunchKernel, cuFuncSetAttribute, cuFuncGetParamInfo), "Context
-Management", "Event Management".
+"Execution Control" (cuLaunchKernel, cuLaunchKernelEx, cuFuncSetAttribute, cuFuncGetParamInfo),
+"Context Management", "Event Management"; CUDA Programming Guide, "Programmatic Dependent Launch
+and Synchronization".
 """
 
 from __future__ import annotations
@@ -116,6 +117,63 @@ def raw_launch() -> Any:
     f = ctypes.CDLL(name).cuLaunchKernel
     f.restype = _c_int
     return f
+
+
+#: ``CUlaunchAttributeID`` of programmatic dependent launch (``cuLaunchKernelEx``).
+CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION = 6
+
+
+class LaunchAttribute(ctypes.Structure):
+    """``CUlaunchAttribute``: an id, padding to 8 bytes, and a 64-byte value union whose first
+    int is the setting of the attributes used here."""
+
+    _fields_ = [("id", _c_int), ("pad", ctypes.c_char * 4), ("value", _c_int * 16)]
+
+
+class LaunchConfig(ctypes.Structure):
+    """``CUlaunchConfig``: grid, block, dynamic SMEM, stream and the attributes of a launch."""
+
+    _fields_ = [
+        ("grid", _c_uint * 3),
+        ("block", _c_uint * 3),
+        ("smem", _c_uint),
+        ("stream", _c_void_p),
+        ("attrs", ctypes.POINTER(LaunchAttribute)),
+        ("count", _c_uint),
+    ]
+
+
+def dependent_launch(grid: tuple, block: tuple, smem: int) -> Any:
+    """A function with :func:`raw_launch`'s arguments (``fn, gx, gy, gz, bx, by, bz, smem,
+    stream, params, extra``) that launches with ``cuLaunchKernelEx`` and the programmatic
+    stream serialization attribute (*programmatic dependent launch*): the kernel may start
+    before the one ahead of it in the stream has finished, once that one's blocks have all
+    executed ``griddepcontrol.launch_dependents`` or exited; it must execute
+    ``griddepcontrol.wait`` before it touches GMEM (``ptx.tma.pdl_wait``). The geometry is
+    ``grid``, ``block`` and ``smem`` (the arguments' copies are ignored); each host thread gets
+    its own ``CUlaunchConfig``, whose stream is set per call."""
+    name = "nvcuda.dll" if sys.platform == "win32" else "libcuda.so.1"
+    ex = ctypes.CDLL(name).cuLaunchKernelEx
+    ex.restype = _c_int
+    tls = threading.local()
+
+    def config():
+        attr = LaunchAttribute(CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION)
+        attr.value[0] = 1
+        cfg = LaunchConfig((_c_uint * 3)(*grid), (_c_uint * 3)(*block), smem, None)
+        cfg.attrs, cfg.count = ctypes.pointer(attr), 1
+        tls.cfg = (cfg, ctypes.byref(cfg), attr)
+        return tls.cfg
+
+    def launch(fn, gx, gy, gz, bx, by, bz, nbytes, stream, params, extra):
+        try:
+            cfg, ref, _ = tls.cfg
+        except AttributeError:
+            cfg, ref, _ = config()
+        cfg.stream = stream.value if stream is not None else None
+        return ex(ref, fn, params, extra)
+
+    return launch
 
 
 #: ``cuLaunchKernel``'s answer when no (or a destroyed) context is current in the calling thread.

@@ -244,6 +244,7 @@ def gemm_launcher(
     block: tuple,
     split: Any = None,
     maps: Any = None,
+    dependent: bool = False,
 ) -> Any:
     """``launch(a, b, c, alpha, beta, stream)`` for one stage kernel at one geometry: the hot path.
 
@@ -257,7 +258,9 @@ def gemm_launcher(
     ``split(stream) -> (W, L)`` gives a split-K plan's buffers of that stream (objects with
     ``ptr``); without it W and L stay null (a kernel with SPLITK == 1 never touches them).
     ``maps(a, b) -> (ta, tb)``: for a TMA stage (spec ``...MMff``), the device pointers of A's
-    and B's tensor maps for these operand pointers.
+    and B's tensor maps for these operand pointers. ``dependent``: launch with programmatic
+    dependent launch (``driver.dependent_launch``; the kernel waits for the one ahead itself,
+    ``Stage.dependent_launch``).
 
     Context: the function must be launched in its device's context. With one visible GPU the
     only context in play is that GPU's primary context, so it is made current once per host
@@ -267,7 +270,7 @@ def gemm_launcher(
 
     multi = _driver.device_count() > 1
     lay = _layout(spec)
-    raw = _driver.raw_launch()
+    raw = _driver.dependent_launch(grid, block, kernel.smem) if dependent else _driver.raw_launch()
     fn = ctypes.c_void_p(kernel.fn)
     ctx = kernel.ctx
     gx, gy, gz = grid
@@ -624,6 +627,7 @@ class Runner:
                 p.block,
                 self._buffers if p.split_k != 1 else None,
                 self._map_pointers if self._maps else None,
+                st.dependent_launch,
             )
             self.run_plain = launch
             self.run = lambda A, B, C, alpha, beta, stream: launch(

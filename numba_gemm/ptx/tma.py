@@ -29,6 +29,15 @@ Numba kernels:
 - ``setmaxnreg_inc(n)`` / ``setmaxnreg_dec(n)``: move registers between the warpgroups of a
   warp-specialized block (every thread of a warpgroup executes it; ``n`` a literal multiple of 8 in
   24..256).
+- ``pdl_wait()`` / ``pdl_launch_dependents()``: *programmatic dependent launch* (PDL). A kernel
+  launched with the ``PROGRAMMATIC_STREAM_SERIALIZATION`` attribute may start before the kernel
+  ahead of it in the stream has finished: as soon as every block of that one has executed
+  ``griddepcontrol.launch_dependents`` (or exited). ``pdl_wait`` (``griddepcontrol.wait``) then
+  blocks until the kernel ahead has completed and its memory operations are visible, so a kernel
+  that waits before its first GMEM access may be launched that way safely whatever runs before it;
+  ``pdl_launch_dependents`` lets the next such launch start (its blocks take SMs as ours exit:
+  launch and set-up overlap our tail). Without the attribute both are no-ops, and so on the
+  simulator (its launches run one after another).
 
 **Tensor maps** are checked in plain Python before anything is encoded
 (:func:`check_tensor_map`: the driver's documented rules, with a ``ValueError`` that names the
@@ -321,6 +330,12 @@ if SIMULATOR:
     def setmaxnreg_dec(n):
         """Simulator path: no registers to move."""
 
+    def pdl_wait():
+        """Simulator path: the kernel ahead has completed (launches run one after another)."""
+
+    def pdl_launch_dependents():
+        """Simulator path: nothing launches early."""
+
 else:
     from llvmlite import ir
     from numba import types
@@ -510,6 +525,21 @@ else:
     setmaxnreg_dec = intrinsic(_setmaxnreg("dec"))
     setmaxnreg_dec.__doc__ = "``setmaxnreg.dec.sync.aligned.u32 n`` (literal n; see module)."
 
+    def _griddepcontrol(action):
+        def typer(typingctx):
+            def codegen(context, builder, sig, args):
+                _asm(builder, f"griddepcontrol.{action};", "~{memory}", [], [])
+                return context.get_dummy_value()
+
+            return types.void(), codegen
+
+        fn = intrinsic(typer)
+        fn.__doc__ = f"``griddepcontrol.{action}`` (see module)."
+        return fn
+
+    pdl_wait = _griddepcontrol("wait")
+    pdl_launch_dependents = _griddepcontrol("launch_dependents")
+
 
 __all__ = [
     "RECORD_TAG",
@@ -528,6 +558,8 @@ __all__ = [
     "mbar_fence_init",
     "mbar_init",
     "mbar_wait",
+    "pdl_launch_dependents",
+    "pdl_wait",
     "read_box",
     "setmaxnreg_dec",
     "setmaxnreg_inc",
