@@ -18,7 +18,10 @@ grouped order (``GROUP_M`` rows of tiles column by column, Triton's and CUTLASS'
 tiles in flight together share their A and B tiles in L2). The ring's buffers and phases run on
 from tile to tile, so while the consumers write one tile's C the producer already loads the
 next tile's first K tiles. The producer warpgroup hands its registers to the consumers
-(``setmaxnreg``, :func:`consumer_registers`).
+(``setmaxnreg``, :func:`consumer_registers`). Launched with programmatic dependent launch
+(``Stage.dependent_launch``): every thread waits for the kernel ahead in the stream
+(``griddepcontrol.wait``) before any GMEM access, and the next launch may start as these blocks
+exit (its launch and set-up overlap this kernel's tail; docs/design.md §5.5).
 
 Pipeline: ``NBUF`` buffers. The producer fills buffer ``s`` once its *empty* phase completes
 (immediately in the first pass); a consumer waits for *full*, issues tile t's ``BK / 16``

@@ -33,9 +33,15 @@ this pipeline. B's fragments are split into TF32 ``big + small`` in registers; t
 threads write A's small parts (``tf32(a - trunc_tf32(a))``) of each landed tile to one of three
 SMEM tiles and meet on an mbarrier before the products read them; per step three products
 (``b_small * a_big``, ``b_big * a_small``, ``b_big * a_big``) into fresh accumulators, added to
-the FP32 sums once the tile's products are done. The small parts of tile t + 1 are made while
-tile t's products run (three small-part tiles: a warpgroup may still read tile t - 1's while
-another writes tile t + 1's).
+the FP32 sums once the tile's products are done. Where the sums and a whole tile's fresh
+accumulators would not fit the registers, the tile's products are made in slices of the A
+tile's rows (:func:`derived`'s ``SLICES``), each slice's into the same fresh registers and added
+before the next. The small parts of tile t + 1 are made while tile t's products run (three
+small-part tiles: a warpgroup may still read tile t - 1's while another writes tile t + 1's).
+
+Launch: with programmatic dependent launch (``Stage.dependent_launch``, as stage 20): every
+thread waits for the kernel ahead in the stream (``griddepcontrol.wait``) before any GMEM
+access.
 
 Shapes: A ``(M, K)``, B ``(K, N)``, C ``(M, N)``, float32, row-major; A's and B's rows 16-byte
 aligned (``K % 4 == 0``, ``N % 4 == 0``: the tensor maps' strides); rows and columns past the
