@@ -119,6 +119,15 @@ def raw_launch() -> Any:
     return f
 
 
+@functools.cache
+def _launch_ex() -> Any:
+    """``cuLaunchKernelEx`` without declared argument types (as :func:`raw_launch`)."""
+    name = "nvcuda.dll" if sys.platform == "win32" else "libcuda.so.1"
+    f = ctypes.CDLL(name).cuLaunchKernelEx
+    f.restype = _c_int
+    return f
+
+
 #: ``CUlaunchAttributeID`` of programmatic dependent launch (``cuLaunchKernelEx``).
 CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION = 6
 
@@ -152,9 +161,7 @@ def dependent_launch(grid: tuple, block: tuple, smem: int) -> Any:
     ``griddepcontrol.wait`` before it touches GMEM (``ptx.tma.pdl_wait``). The geometry is
     ``grid``, ``block`` and ``smem`` (the arguments' copies are ignored); each host thread gets
     its own ``CUlaunchConfig``, whose stream is set per call."""
-    name = "nvcuda.dll" if sys.platform == "win32" else "libcuda.so.1"
-    ex = ctypes.CDLL(name).cuLaunchKernelEx
-    ex.restype = _c_int
+    ex = _launch_ex()
     tls = threading.local()
 
     def config():
