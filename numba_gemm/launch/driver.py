@@ -113,17 +113,14 @@ def raw_launch() -> Any:
     converts nothing. The GIL is released during the call, as for every ``CDLL`` function: a
     launch can block on a full launch queue, and a stream's host callback needs the GIL to drain
     it. (Holding the GIL with ``PyDLL`` measured no faster on an H200 host: 4.78 us either way.)"""
-    name = "nvcuda.dll" if sys.platform == "win32" else "libcuda.so.1"
-    f = ctypes.CDLL(name).cuLaunchKernel
-    f.restype = _c_int
-    return f
+    return _untyped("cuLaunchKernel")
 
 
 @functools.cache
-def _launch_ex() -> Any:
-    """``cuLaunchKernelEx`` without declared argument types (as :func:`raw_launch`)."""
+def _untyped(symbol: str) -> Any:
+    """The driver function ``symbol`` with no argument types declared, returning an int."""
     name = "nvcuda.dll" if sys.platform == "win32" else "libcuda.so.1"
-    f = ctypes.CDLL(name).cuLaunchKernelEx
+    f = getattr(ctypes.CDLL(name), symbol)
     f.restype = _c_int
     return f
 
@@ -161,7 +158,7 @@ def dependent_launch(grid: tuple, block: tuple, smem: int) -> Any:
     ``griddepcontrol.wait`` before it touches GMEM (``ptx.tma.pdl_wait``). The geometry is
     ``grid``, ``block`` and ``smem`` (the arguments' copies are ignored); each host thread gets
     its own ``CUlaunchConfig``, whose stream is set per call."""
-    ex = _launch_ex()
+    ex = _untyped("cuLaunchKernelEx")
     tls = threading.local()
 
     def config():
