@@ -23,7 +23,7 @@ if SIMULATOR:  # numba-cuda's CUDA simulator, with its block barrier and SMEM lo
 
     _simulator.install()
 
-from .api import COMPUTE, autotune, explain, hgemm, matmul, sgemm  # noqa: E402
+from .api import COMPUTE, autotune, explain, hgemm, linear, matmul, sgemm  # noqa: E402
 from .kernels import STAGES, get_stage  # noqa: E402
 from .kernels.stage import Stage  # noqa: E402
 from .plan.choose import Plan, plan_for  # noqa: E402
@@ -38,6 +38,7 @@ __all__ = [
     "explain",
     "get_stage",
     "hgemm",
+    "linear",
     "matmul",
     "plan_for",
     "sgemm",

@@ -18,13 +18,17 @@ per call on an H100 machine's host (docs/design.md, "The call path"); it crosses
 from __future__ import annotations
 
 import functools
+import math
 from typing import Any
 
 from . import checks, dispatch
 from .arrays import (
+    BF16,
+    F32,
     HALF,
     PLAIN,
     PLAIN_T,
+    PLAIN_V,
     Operand,
     all_rows_aligned,
     new_output,
@@ -32,13 +36,27 @@ from .arrays import (
     plain_overlap,
 )
 from .checks import COMPUTE, HGEMM_OUT, SCALARS
+from .kernels._epilogue import ACTIVATIONS, Epilogue
 from .kernels.stage import Stage
 from .launch.launcher import DEFAULT_STREAM
 from .plan import tuning
 from .plan.choose import Plan
 from .plan.geometry import Alignment, Geometry
 
-__all__ = ["COMPUTE", "HGEMM_OUT", "autotune", "explain", "hgemm", "matmul", "sgemm"]
+__all__ = [
+    "COMPUTE",
+    "HGEMM_OUT",
+    "autotune",
+    "explain",
+    "hgemm",
+    "linear",
+    "matmul",
+    "sgemm",
+]
+
+
+#: The dtypes a 16-bit product's bias may have.
+HALF_BIAS = (F32, checks.F16)
 
 
 def explain(
@@ -96,6 +114,10 @@ def sgemm(
     beta: float = 0.0,
     stream: Any = 0,
     compute: str | None = None,
+    bias: Any = None,
+    activation: str | None = None,
+    epilogue: Any = None,
+    epilogue_args: tuple = (),
 ) -> Any:
     """``C = alpha * A @ B + beta * C`` in FP32 on the GPU, with one of the ladder's kernels.
 
@@ -133,6 +155,17 @@ def sgemm(
             compute types do: the automatic choice may run an FP32 kernel (as accurate or
             more) where it is predicted faster, e.g. a matrix-vector product
             (``plan.choose.ALLOWED``; ``explain`` says which).
+        bias, activation, epilogue, epilogue_args: a fused epilogue, applied to each result
+            ``v = alpha * acc + beta * C`` before it is stored, in this order (each optional):
+            ``v + bias`` (float32, shape ``(N,)`` or ``(1, N)``: one per column, as ``x @ W.T +
+            b``; ``(M, 1)``: one per row), then ``activation`` (``"relu"``, ``"gelu"`` (erf
+            form), ``"gelu_tanh"`` or ``"silu"``), then ``epilogue(v, row, col,
+            *epilogue_args)``: a ``@cuda.jit(device=True)`` function (or a plain Python function,
+            compiled as one) of the FP32 value, its row and column (within its matrix of a
+            batch) and up to three device arrays (float32 or float16, 1-D or 2-D,
+            C-contiguous), returning the value to store. The tunable FP32 stages compile it into
+            their kernel (one per epilogue, cached on disk, keyed by the function's code); any
+            other plan runs the product and then the epilogue over C in a second kernel.
 
     Returns:
         ``out`` if given, else the new array.
@@ -164,16 +197,33 @@ def sgemm(
             name (valid names listed); a stage that does not support the shape, layout or batch,
             or this GPU's compute capability (``Stage.min_cc``); an unknown ``compute``, one
             that the named stage does not compute, or that no stage serves for this GPU or
-            layout. Nothing is launched or written when an error is raised.
+            layout. Epilogue arguments as ``checks.check_epilogue`` says (a bias of another
+            shape or dtype, an unknown activation, an ``epilogue`` that is not a device
+            function of ``(value, row, col, *epilogue_args)``); an ``epilogue`` that does not
+            compile raises ``TypeError`` at its first call. Nothing is launched or written when
+            an error is raised.
     """
-    if compute is None and type(stream) is int and stream == 0:
-        done = _plain_call(a, b, out, stage, alpha, beta)
+    if type(stream) is int and stream == 0 and _no_epilogue(None, None, epilogue, epilogue_args):
+        done = _plain_call(a, b, out, stage, alpha, beta, compute, bias, activation)
         if done is not None:
             return done
     A, B, C, g, shape = checks.validate(a, b, out)
     if compute is not None:
         checks.check_compute(compute)
-    return dispatch.run(A, B, C, g, shape, out, alpha, beta, stage, stream, compute)
+    epi, extras = checks.check_epilogue(
+        "sgemm", bias, activation, epilogue, epilogue_args, *shape[-2:], A.device
+    )
+    return dispatch.run(A, B, C, g, shape, out, alpha, beta, stage, stream, compute, epi, extras)
+
+
+def _no_epilogue(bias: Any, activation: Any, epilogue: Any, epilogue_args: Any) -> bool:
+    """Whether a call asks for no fused epilogue (then it may take the fast lane)."""
+    return (
+        bias is None
+        and activation is None
+        and epilogue is None
+        and (epilogue_args is None or (type(epilogue_args) is tuple and not epilogue_args))
+    )
 
 
 @functools.lru_cache(maxsize=dispatch.MAX_PLANS)
@@ -190,14 +240,25 @@ def _lane_beta(beta: Any) -> float | None:
     return SCALARS.get(beta) if type(beta) is float else None
 
 
-def _plain_call(a: Any, b: Any, out: Any, stage: Any, alpha: Any, beta: Any) -> Any:
+def _plain_call(
+    a: Any,
+    b: Any,
+    out: Any,
+    stage: Any,
+    alpha: Any,
+    beta: Any,
+    compute: str | None = None,
+    bias: Any = None,
+    activation: str | None = None,
+) -> Any:
     """``sgemm``'s fast lane, for the call nearly every caller makes: plain operands
     (``arrays.PLAIN``: 2-D, float32, C-contiguous, on the one visible GPU, no producer stream;
     A or B may be the transpose of one, ``arrays.PLAIN_T``, as ``x @ w.T`` passes it), float
     scalars the call path has met before, the default stream, and a plan already made for the
-    shape (and layout: ``Geometry.dense``). One pass over the operands, no ``Operand`` objects,
-    the plan's pointer launcher (``Runner.run_plain``; a staged runner's inherited one wraps the
-    pointers for its copies). Returns
+    shape (and layout: ``Geometry.dense``), arithmetic and epilogue (a plain bias vector per
+    column, ``arrays.PLAIN_V``, and an activation; no user function). One pass over the
+    operands, no ``Operand`` objects, the plan's pointer launcher (``Runner.run_plain``; a staged
+    runner's inherited one wraps the pointers for its copies; ``Runner.run_epilogue``). Returns
     the result, or None with nothing done for any other call (a first call, an error to raise):
     the general path then decides, and it keys its plans as this lane does, so both launch the
     same plan for the same operands."""
@@ -221,8 +282,31 @@ def _plain_call(a: Any, b: Any, out: Any, stage: Any, alpha: Any, beta: Any) -> 
         layout = "TT" if layout else "NT"
     a0, M, K = pa
     b0, kb, N = pb
+    if kb != K:
+        return None
+    return _lane(a, a0, b0, M, N, K, layout, out, stage, alpha, beta, compute, bias, activation)
+
+
+def _lane(
+    a: Any,
+    a0: int,
+    b0: int,
+    M: int,
+    N: int,
+    K: int,
+    layout: str | None,
+    out: Any,
+    stage: Any,
+    alpha: Any,
+    beta: Any,
+    compute: str | None,
+    bias: Any,
+    activation: str | None,
+) -> Any:
+    """The fast lane after its operands A and B are read (:func:`_plain_call`; ``linear``'s):
+    data pointers, shape, ``layout`` (None: NN, the plain geometry)."""
     alpha32 = SCALARS.get(alpha) if type(alpha) is float else None
-    if kb != K or not (M and N and K) or alpha32 is None:
+    if not (M and N and K) or alpha32 is None:
         return None
     if out is None:
         c0, beta32 = a0, 0.0  # the general path's stand-in for the new C's pointer
@@ -239,28 +323,47 @@ def _plain_call(a: Any, b: Any, out: Any, stage: Any, alpha: Any, beta: Any) -> 
             return None
     skey = stage if stage is None or type(stage) is str else dispatch.stage_key(stage)
     if layout is None:
-        p = dispatch.PLANS.get((0, M, N, K, all_rows_aligned(a0, b0, c0, K, N), skey, None))
+        key: tuple = (0, M, N, K, all_rows_aligned(a0, b0, c0, K, N), skey, compute)
     else:  # keyed as the general path keys a geometry (its alignment: the pointers')
-        p = dispatch.PLANS.get(
-            (
-                0,
-                _dense(M, N, K, layout),
-                (not ((a0 | b0) & 15)) + (not ((a0 | b0 | c0) & 15)),
-                skey,
-                None,
-            )
-        )
-    if p is None:
+        aligned = (not ((a0 | b0) & 15)) + (not ((a0 | b0 | c0) & 15))
+        key = (0, _dense(M, N, K, layout), aligned, skey, compute)
+    e: tuple = ()
+    if bias is not None or activation is not None:
+        if bias is not None:
+            rv = PLAIN_V.get(type(bias))
+            pv = rv(bias) if rv is not None else None
+            if pv is None or pv[1] != N:
+                return None
+            e = (pv[0],)
+        epi = _LANE_EPILOGUES.get((bias is not None, activation))
+        if epi is None:
+            return None
+        key = (*key, epi, ((N,),) if e else ())
+    p = dispatch.PLANS.get(key)
+    if p is None or (e or activation) and not hasattr(p, "run_epilogue"):
         return None
     if out is None:
         out = new_output(a, 0, (M, N))
         rc = PLAIN.get(type(out))
         pc = rc(out) if rc is not None else None
         if pc is None or pc[0] & 15:  # not seen so far: allocators align to 256 bytes
-            return sgemm(a, b, stage=stage, out=out, alpha=alpha)
+            return None
         c0 = pc[0]
-    p.run_plain(a0, b0, c0, alpha32, beta32, DEFAULT_STREAM)
+    if e or activation is not None:
+        p.run_epilogue(a0, b0, c0, alpha32, beta32, DEFAULT_STREAM, e)
+    else:
+        p.run_plain(a0, b0, c0, alpha32, beta32, DEFAULT_STREAM)
     return out
+
+
+#: The epilogues the fast lane keys by (a bias per column or none, an activation or none), as
+#: ``checks.check_epilogue`` makes them.
+_LANE_EPILOGUES = {
+    (has_bias, act): Epilogue("column" if has_bias else None, act, None, "V" if has_bias else "")
+    for has_bias in (False, True)
+    for act in (None, *ACTIVATIONS)
+    if has_bias or act is not None
+}
 
 
 def hgemm(
@@ -273,6 +376,10 @@ def hgemm(
     beta: float = 0.0,
     stream: Any = 0,
     stage: str | Stage | None = None,
+    bias: Any = None,
+    activation: str | None = None,
+    epilogue: Any = None,
+    epilogue_args: tuple = (),
 ) -> Any:
     """``C = alpha * A @ B + beta * C`` with FP16 or BF16 operands on tensor cores, FP32
     accumulation (BLAS's HGEMM; cuBLAS ``cublasGemmEx`` with ``CUDA_R_16F`` or ``CUDA_R_16BF``
@@ -299,6 +406,10 @@ def hgemm(
         stage: None (the stage for the shape and dtype) or the name / ``Stage`` of a stage of
             the operands' precision (``"fp16"``, e.g. ``"hgemm_mma"``; ``"bf16"``:
             ``"bf16_tma"``).
+        bias, activation, epilogue, epilogue_args: a fused epilogue on the FP32 results, as
+            for :func:`sgemm` (``bias`` float32 or float16): in the TMA stages' stores (20,
+            24; a 16-bit C is then stored in column pairs), else by a second kernel over C
+            (stages 14, 17), which rounds a 16-bit C twice.
 
     Returns:
         ``out`` if given, else the new array.
@@ -323,14 +434,20 @@ def hgemm(
             on different GPUs; a stage of another precision; a GPU below the compute capability
             the dtype needs. Nothing is launched or written when an error is raised.
     """
-    if type(stream) is int and stream == 0:
+    plain = _no_epilogue(bias, activation, epilogue, epilogue_args)
+    if plain and type(stream) is int and stream == 0:
         done = _half_call(a, b, out, out_dtype, alpha, beta, stage)
         if done is not None:
             return done
     A, B = operand(a), operand(b)
     C = None if out is None else operand(out)
     M, N, K, out_dtype, layout = checks.check_hgemm(A, B, C, out_dtype)
-    return dispatch.run_fp16(A, B, C, out, (M, N, K), out_dtype, alpha, beta, stage, stream, layout)
+    epi, extras = checks.check_epilogue(
+        "hgemm", bias, activation, epilogue, epilogue_args, M, N, A.device, HALF_BIAS
+    )
+    return dispatch.run_fp16(
+        A, B, C, out, (M, N, K), out_dtype, alpha, beta, stage, stream, layout, epi, extras
+    )
 
 
 def _half_call(
@@ -411,6 +528,10 @@ def matmul(
     stage: str | Stage | None = None,
     stream: Any = 0,
     compute: str | None = None,
+    bias: Any = None,
+    activation: str | None = None,
+    epilogue: Any = None,
+    epilogue_args: tuple = (),
 ) -> Any:
     """``a @ b`` in FP32 on the GPU, with ``numpy.matmul``'s shape rules.
 
@@ -425,6 +546,9 @@ def matmul(
         out: the result, of the broadcast shape ``(*batch, M, N)`` (less removed dimensions),
             float32, with row-major matrices; default: a new C-contiguous array of ``a``'s kind.
         stage, stream, compute: as for :func:`sgemm`.
+        bias, activation, epilogue, epilogue_args: a fused epilogue, as for :func:`sgemm`
+            (``row`` and ``col`` are within each matrix of a batch; a bias is broadcast over
+            the batch).
 
     Returns:
         ``out`` or the new array.
@@ -444,7 +568,8 @@ def matmul(
     """
     # 2-D operands (nearly every call) are sgemm's product with alpha 1 and beta 0: its fast lane,
     # checks, plans and launch, at sgemm's host cost
-    if compute is None and type(stream) is int and stream == 0:
+    plain = _no_epilogue(bias, activation, epilogue, epilogue_args)
+    if plain and compute is None and type(stream) is int and stream == 0:
         done = _plain_call(a, b, out, stage, 1.0, 0.0)
         if done is not None:
             return done
@@ -452,16 +577,138 @@ def matmul(
     A, B = operand(a), operand(b)
     C = None if out is None else operand(out)
     checks.check_dtypes(A, B, C)  # first: nothing below is read as float32 unless it is
+
+    def fused(M: int, N: int) -> tuple:
+        return checks.check_epilogue(
+            "matmul", bias, activation, epilogue, epilogue_args, M, N, A.device
+        )
+
     if len(A.shape) == 2 and len(B.shape) == 2:
         A, B, C, g, shape = checks.validate_operands(A, B, C)
-        return dispatch.run(A, B, C, g, shape, out, 1.0, 0.0, stage, stream, compute)
+        epi, extras = fused(*shape)
+        return dispatch.run(A, B, C, g, shape, out, 1.0, 0.0, stage, stream, compute, epi, extras)
 
     def allocate(shape: tuple) -> tuple[Any, Operand]:
         new = new_output(A.obj, A.device, shape)
         return new, operand(new)
 
-    new, launches = checks.matmul_launches(A, B, C, allocate)
+    got: list = []
+    new, launches = checks.matmul_launches(A, B, C, allocate, lambda M, N: got.append(fused(M, N)))
+    epi, extras = got[0]
     out = new if out is None else out
     for Av, Bv, Cv, g, vshape in launches:
-        dispatch.run(Av, Bv, Cv, g, vshape, out, 1.0, 0.0, stage, stream, compute)
+        dispatch.run(Av, Bv, Cv, g, vshape, out, 1.0, 0.0, stage, stream, compute, epi, extras)
     return out
+
+
+def linear(
+    x: Any,
+    weight: Any,
+    bias: Any = None,
+    activation: str | None = None,
+    *,
+    out: Any = None,
+    compute: str | None = None,
+    stream: Any = 0,
+    epilogue: Any = None,
+    epilogue_args: tuple = (),
+) -> Any:
+    """``activation(x @ weight.T + bias)``: ``torch.nn.functional.linear``'s layout, with the
+    bias and the activation fused into the product's epilogue.
+
+    Args:
+        x: the input, shape ``(..., in_features)`` (``K``): float32 (:func:`sgemm`, in
+            ``compute``'s arithmetic) or float16 / bfloat16 (:func:`hgemm`, FP32 sums, the
+            result in ``x``'s dtype), on the GPU. 2-D: any layout :func:`sgemm` takes (float32;
+            16-bit: C-contiguous); more dimensions: C-contiguous, flattened to ``(rows, K)``
+            without a copy.
+        weight: ``(out_features, in_features)`` (``(N, K)``), C-contiguous, of ``x``'s dtype,
+            on the same GPU: read as ``B = weight.T`` (stored transposed, no copy).
+        bias: None or ``(N,)`` (float32, or float16 for 16-bit operands).
+        activation: None, ``"relu"``, ``"gelu"`` (erf form, as ``torch.nn.GELU()``),
+            ``"gelu_tanh"`` (``GELU(approximate="tanh")``) or ``"silu"``.
+        out: the result, ``(..., out_features)``, C-contiguous (default: a new array of
+            ``x``'s kind).
+        compute, stream, epilogue, epilogue_args: as for :func:`sgemm` (``compute`` for
+            float32 only).
+
+    Returns:
+        ``out`` or the new array, shape ``(*x.shape[:-1], N)``.
+
+    Raises:
+        TypeError: ``x`` neither float32 nor 16-bit, ``weight`` of another dtype; as
+            :func:`sgemm` / :func:`hgemm` for the rest.
+        ValueError: ``weight`` not 2-D C-contiguous; ``x`` 0-D or 1-D, or of more than two
+            dimensions and not C-contiguous; ``out`` of another shape or not C-contiguous;
+            inner dimensions that differ; as :func:`sgemm` / :func:`hgemm` for the rest.
+    """
+    if type(stream) is int and stream == 0 and _no_epilogue(None, None, epilogue, epilogue_args):
+        rx, rw = PLAIN.get(type(x)), PLAIN.get(type(weight))
+        px = rx(x) if rx is not None else None
+        pw = rw(weight) if rw is not None and px is not None else None
+        if pw is not None and px[2] == pw[2]:  # x (M, K), weight (N, K): x @ weight.T, NT
+            lane = (px[0], pw[0], px[1], pw[1], px[2], "NT", out, None, 1.0, 0.0)
+            done = _lane(x, *lane, compute, bias, activation)
+            if done is not None:
+                return done
+    X, W = operand(x), operand(weight)
+    half = X.dtype == checks.F16 or X.dtype is BF16
+    if not (X.dtype == F32 or half):
+        raise TypeError(f"linear: x must be float32, float16 or bfloat16, got dtype {X.dtype}")
+    if not W.dtype == X.dtype:
+        raise TypeError(f"linear: weight must be of x's dtype {X.dtype}, got dtype {W.dtype}")
+    if len(W.shape) != 2 or not W.is_c_contiguous():
+        raise ValueError(
+            "linear: weight must be a 2-D C-contiguous (out_features, in_features) array, got "
+            f"shape {tuple(W.shape)} and strides {tuple(W.strides)} bytes"
+        )
+    N, K = W.shape
+    if len(X.shape) < 2:
+        raise ValueError(f"linear: x must have at least 2 dimensions, got shape {X.shape}")
+    if X.shape[-1] != K:
+        raise ValueError(
+            f"linear: x has {X.shape[-1]} features (shape {tuple(X.shape)}), weight {K} "
+            f"(shape {tuple(W.shape)})"
+        )
+    lead = tuple(X.shape[:-1])
+    rows = math.prod(lead)
+    item = X.dtype.itemsize
+    if len(X.shape) > 2:
+        if not X.is_c_contiguous():
+            raise ValueError(
+                f"linear: x of shape {tuple(X.shape)} must be C-contiguous to be read as "
+                f"({rows}, {K}) rows (x.contiguous() copies it)"
+            )
+        X = Operand(X.obj, X.ptr, (rows, K), (K * item, item), X.dtype, X.device, X.stream)
+    Wt = Operand(W.obj, W.ptr, (K, N), tuple(W.strides[::-1]), W.dtype, W.device, W.stream)
+    out_dtype = "float32" if not half else ("bfloat16" if X.dtype is BF16 else "float16")
+    result = out
+    if out is None:
+        result = new_output(X.obj, X.device, (*lead, N), out_dtype)
+    C = operand(result)
+    if tuple(C.shape) != (*lead, N) or not C.is_c_contiguous():
+        raise ValueError(
+            f"linear: out must be C-contiguous of shape {(*lead, N)}, got shape "
+            f"{tuple(C.shape)} and strides {tuple(C.strides)} bytes"
+        )
+    if len(C.shape) != 2:
+        citem = C.dtype.itemsize
+        C = Operand(C.obj, C.ptr, (rows, N), (N * citem, citem), C.dtype, C.device, C.stream)
+    if half:
+        if compute is not None:
+            raise ValueError(f"linear: compute is for float32 inputs, got {compute!r}")
+        M, N, K, out_dtype, layout = checks.check_hgemm(X, Wt, C, out_dtype)
+        epi, extras = checks.check_epilogue(
+            "linear", bias, activation, epilogue, epilogue_args, M, N, X.device, HALF_BIAS
+        )
+        dispatch.run_fp16(
+            X, Wt, C, result, (M, N, K), out_dtype, 1.0, 0.0, None, stream, layout, epi, extras
+        )
+        return result
+    A, B, C, g, shape = checks.validate_operands(X, Wt, C)
+    checks.check_compute(compute)
+    epi, extras = checks.check_epilogue(
+        "linear", bias, activation, epilogue, epilogue_args, *shape, A.device
+    )
+    dispatch.run(A, B, C, g, shape, result, 1.0, 0.0, None, stream, compute, epi, extras)
+    return result

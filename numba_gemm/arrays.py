@@ -310,6 +310,43 @@ def _plain_t_simulator(x: Any) -> tuple[int, int, int] | None:
     return None
 
 
+# Plain vectors: 1-D, float32, contiguous, on the one visible GPU, nothing to order after (a
+# fused epilogue's bias). Their readers return ``(ptr, length)``, None for anything else.
+
+
+def _vector_torch(x: Any) -> tuple[int, int] | None:
+    if x.is_cuda and x.dtype is _TORCH_F32:
+        st = x.stride()
+        if len(st) == 1 and st[0] == 1:
+            return x.data_ptr(), x.shape[0]
+    return None
+
+
+def _vector_numba(x: Any) -> tuple[int, int] | None:
+    if len(x.shape) == 1 and x.strides[0] == 4 and x.dtype == F32:
+        gd = x.gpu_data
+        if gd is not None and not x.stream:
+            return int(gd.device_pointer), x.shape[0]
+    return None
+
+
+def _vector_cupy(x: Any) -> tuple[int, int] | None:
+    if (
+        len(x.shape) == 1
+        and x.strides[0] == 4
+        and x.dtype == F32
+        and not sys.modules["cupy"].cuda.get_current_stream().ptr
+    ):
+        return x.data.ptr, x.shape[0]
+    return None
+
+
+def _vector_simulator(x: Any) -> tuple[int, int] | None:
+    if len(x.shape) == 1 and x.strides[0] == 4 and x.dtype == F32:
+        return int(x.__array_interface__["data"][0]), x.shape[0]
+    return None
+
+
 # 16-bit readers: ``hgemm``'s fast lane. ``(ptr, rows, cols, dtype name, transposed)`` of a 2-D
 # float16 or bfloat16 operand that is C-contiguous (transposed False) or the transpose of a
 # C-contiguous one (True), with nothing to order after; None for anything else.
@@ -354,11 +391,13 @@ _HALF_OF = {_from_torch: _half_torch, _from_simulator: _half_simulator}
 PLAIN: dict[type, Any] = {}
 #: type -> its transposed plain reader (every type of :data:`PLAIN`)
 PLAIN_T: dict[type, Any] = {}
+#: type -> its plain vector reader (every type of :data:`PLAIN`)
+PLAIN_V: dict[type, Any] = {}
 _PLAIN_OF = {
-    _from_torch: (_plain_torch, _plain_t_torch),
-    _from_numba: (_plain_numba, _plain_t_numba),
-    _from_cupy: (_plain_cupy, _plain_t_cupy),
-    _from_simulator: (_plain_simulator, _plain_t_simulator),
+    _from_torch: (_plain_torch, _plain_t_torch, _vector_torch),
+    _from_numba: (_plain_numba, _plain_t_numba, _vector_numba),
+    _from_cupy: (_plain_cupy, _plain_t_cupy, _vector_cupy),
+    _from_simulator: (_plain_simulator, _plain_t_simulator, _vector_simulator),
 }
 
 _READERS: dict[type, Any] = {}
@@ -391,6 +430,7 @@ def _reader(tp: type, x: Any) -> Any:
     _READERS[tp] = r
     if r in _PLAIN_OF and (SIMULATOR or not _MULTI_GPU):
         PLAIN_T[tp] = _PLAIN_OF[r][1]
+        PLAIN_V[tp] = _PLAIN_OF[r][2]
         PLAIN[tp] = _PLAIN_OF[r][0]
         if r in _HALF_OF:
             HALF[tp] = _HALF_OF[r]

@@ -11,14 +11,19 @@ here.
 
 from __future__ import annotations
 
+import inspect
 import math
 import numbers
 import struct
+import types
 from typing import Any
 
 import numpy as np
+from numba import cuda
 
 from .arrays import BF16, F32, Operand, operand, overlaps, plain_overlap
+from .device import SIMULATOR
+from .kernels._epilogue import ACTIVATIONS, MAX_OPERANDS, OPERAND_SPECS, Epilogue
 from .plan.geometry import Geometry
 
 _F32 = struct.Struct("f")
@@ -347,14 +352,15 @@ def check_hgemm(
 
 
 def matmul_launches(
-    A: Operand, B: Operand, C: Operand | None, allocate: Any
+    A: Operand, B: Operand, C: Operand | None, allocate: Any, on_shape: Any = None
 ) -> tuple[Any, list[tuple[Operand, Operand, Operand, Geometry, tuple]]]:
     """``(new output or None, launches)`` of ``matmul(a, b, out=out)`` for operands that are not
     both 2-D (dtypes already checked): NumPy's rules for 1-D operands and broadcast batch
     dimensions, the batch dimensions collapsed into one stride per operand where they allow it,
     and one :func:`validate_general` result per launch, every one checked before the caller
     launches the first. ``allocate(shape) -> (array, Operand)`` makes the output when ``C`` is
-    None (after the shapes are checked).
+    None (after the shapes are checked, and after ``on_shape(M, N)``, the caller's own checks of
+    the matrices' shape).
 
     Raises:
         ValueError: a 0-D operand; inner dimensions that differ; batch dimensions that do not
@@ -391,6 +397,8 @@ def matmul_launches(
     M, N = ashape[-2], bshape[-1]
     shape = batch + (M, N)
     final = shape[:-2] + ((M,) if not a_vec else ()) + ((N,) if not b_vec else ())
+    if on_shape is not None:
+        on_shape(M, N)
     given = C is not None
     out = None
     if not given:
@@ -453,3 +461,152 @@ def matmul_launches(
             )
         launches.append(validate_general(*views))
     return out, launches
+
+
+# --- fused epilogues ------------------------------------------------------------------------------
+
+#: Plain Python functions given as an epilogue, compiled as device functions once each (kept
+#: for the process, as Numba keeps their kernels).
+_DEVICE_FNS: dict = {}
+
+
+def _epilogue_operand(who: str, label: str, x: Any, device: int, dtypes: tuple) -> Operand:
+    """A fused epilogue's array operand, read and checked: on the GPU of the product, one of
+    ``dtypes``, 1-D or 2-D, C-contiguous."""
+    X = operand(x)
+    if not any(X.dtype == d for d in dtypes):
+        names = " or ".join(str(d) for d in dtypes)
+        raise TypeError(f"{who}: {label} must be {names}, got dtype {X.dtype}")
+    if X.ndim not in (1, 2) or not X.is_c_contiguous():
+        raise ValueError(
+            f"{who}: {label} must be a 1-D or 2-D C-contiguous array, got shape "
+            f"{tuple(X.shape)} and strides {tuple(X.strides)} bytes"
+        )
+    if X.device != device:
+        raise ValueError(f"{who}: {label} is on GPU {X.device}, the operands on GPU {device}")
+    return X
+
+
+def _device_function(who: str, fn: Any, nargs: int) -> Any:
+    """``fn`` as a CUDA device function taking ``(value, row, col)`` and ``nargs`` operands: a
+    ``@cuda.jit(device=True)`` function as it is, a plain Python function compiled as one (once
+    per function)."""
+    py = getattr(fn, "py_func", None)
+    if py is not None:
+        device = (getattr(fn, "targetoptions", None) or {}).get("device")
+        if device is None:
+            device = getattr(fn, "_device", False)  # the simulator's dispatcher
+        if not device:
+            raise TypeError(
+                f"{who}: epilogue must be a device function (@cuda.jit(device=True)) or a plain "
+                f"Python function, got the kernel {getattr(py, '__name__', fn)!r}"
+            )
+    elif isinstance(fn, types.FunctionType):
+        py = fn
+        got = _DEVICE_FNS.get(fn)
+        if got is None:
+            got = _DEVICE_FNS[fn] = cuda.jit(device=True)(fn)
+        fn = got
+    else:
+        raise TypeError(
+            f"{who}: epilogue must be a device function (@cuda.jit(device=True)) or a plain "
+            f"Python function of (value, row, col, *epilogue_args), got {type(fn).__name__}"
+        )
+    try:
+        inspect.signature(py).bind(0.0, 0, 0, *range(nargs))
+    except TypeError:
+        raise TypeError(
+            f"{who}: epilogue {py.__name__}{inspect.signature(py)} must take (value, row, col)"
+            f" and the {nargs} epilogue_args"
+        ) from None
+    return fn
+
+
+def _probe(who: str, fn: Any, args: Any) -> None:
+    """Simulator only: call ``fn`` once on the host at ``(1.0, 0, 0, *args)``, so that a
+    function that fails fails before the kernel writes anything (on a GPU it fails to compile,
+    before the launch)."""
+    py = fn.py_func
+    try:
+        float(py(np.float32(1.0), 0, 0, *args))
+    except Exception as e:
+        raise TypeError(
+            f"{who}: the epilogue function {py.__name__} fails on (1.0, row 0, col 0, "
+            f"*epilogue_args): {type(e).__name__}: {e}"
+        ) from e
+
+
+def check_epilogue(
+    who: str,
+    bias: Any,
+    activation: Any,
+    epilogue: Any,
+    epilogue_args: Any,
+    M: int,
+    N: int,
+    device: int,
+    bias_dtypes: tuple = (F32,),
+) -> tuple[Any, tuple]:
+    """``(Epilogue or None, its operands)`` of a call's fused-epilogue arguments
+    (``kernels._epilogue``) for a ``(M, N)`` result on GPU ``device``: ``bias`` of shape ``(N,)``
+    or ``(1, N)`` is added per column, ``(M, 1)`` per row (NumPy's broadcasting of ``A @ B +
+    bias``; a 1-D bias is a row of C's width even when ``M == N``); ``activation`` one of
+    ``ACTIVATIONS``; ``epilogue`` a device function of ``(value, row, col, *epilogue_args)``.
+
+    Raises:
+        TypeError: a bias or operand of another dtype or not a device array; an ``epilogue``
+            that is not a function, is a kernel, or does not take its arguments; more than
+            ``MAX_OPERANDS`` operands.
+        ValueError: a bias of another shape; an unknown activation; an operand not 1-D or 2-D
+            C-contiguous, or on another GPU; ``epilogue_args`` without an ``epilogue``.
+    """
+    if epilogue_args is None:
+        epilogue_args = ()
+    if not isinstance(epilogue_args, (tuple, list)):
+        raise TypeError(
+            f"{who}: epilogue_args must be a tuple of device arrays, got "
+            f"{type(epilogue_args).__name__}"
+        )
+    if bias is None and activation is None and epilogue is None:
+        if epilogue_args:
+            raise ValueError(f"{who}: epilogue_args given without an epilogue function")
+        return None, ()
+    if activation is not None and activation not in ACTIVATIONS:
+        raise ValueError(
+            f"{who}: activation must be one of {ACTIVATIONS} or None, got {activation!r}"
+        )
+    ops: list[Operand] = []
+    kind = None
+    spec = ""
+    if bias is not None:
+        Bv = _epilogue_operand(who, "bias", bias, device, bias_dtypes)
+        shape = tuple(Bv.shape)
+        if shape in ((N,), (1, N)):
+            kind, n = "column", N
+        elif shape == (M, 1):
+            kind, n = "row", M
+        else:
+            raise ValueError(
+                f"{who}: bias must have shape ({N},) or (1, {N}) (one per column of the "
+                f"({M}, {N}) result) or ({M}, 1) (one per row), got {shape}; a full matrix "
+                "goes in out with beta=1"
+            )
+        item = Bv.dtype.itemsize
+        ops.append(Operand(Bv.obj, Bv.ptr, (n,), (item,), Bv.dtype, Bv.device, Bv.stream))
+        spec += OPERAND_SPECS[(str(Bv.dtype), 1)]
+    if epilogue is not None:
+        if len(epilogue_args) > MAX_OPERANDS:
+            raise TypeError(
+                f"{who}: an epilogue takes at most {MAX_OPERANDS} epilogue_args, got "
+                f"{len(epilogue_args)}"
+            )
+        epilogue = _device_function(who, epilogue, len(epilogue_args))
+        for i, x in enumerate(epilogue_args):
+            X = _epilogue_operand(who, f"epilogue_args[{i}]", x, device, (F32, F16))
+            ops.append(X)
+            spec += OPERAND_SPECS[(str(X.dtype), X.ndim)]
+        if SIMULATOR and M and N:
+            _probe(who, epilogue, epilogue_args)
+    elif epilogue_args:
+        raise ValueError(f"{who}: epilogue_args given without an epilogue function")
+    return Epilogue(kind, activation, epilogue, spec), tuple(ops)

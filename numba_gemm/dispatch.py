@@ -23,6 +23,8 @@ from .launch.launcher import (
     DEFAULT_STREAM,
     SHARED_STREAMS,
     Runner,
+    apply_epilogue,
+    epilogue_runner,
     runner,
     scale_kernel,
     stream_handle,
@@ -76,8 +78,12 @@ def run(
     stage: Any,
     stream: Any,
     compute: str | None = None,
+    epilogue: Any = None,
+    extras: tuple = (),
 ) -> Any:
-    """The call after validation: scalars, plan (a dictionary hit), output, launch."""
+    """The call after validation: scalars, plan (a dictionary hit), output, launch. A fused
+    ``epilogue`` (``kernels._epilogue``, operands ``extras``: ``checks.check_epilogue``) keys
+    a runner of its own (:func:`epilogue_key`)."""
     alpha32 = checks.SCALARS.get(alpha) if type(alpha) is float else None
     if alpha32 is None:
         alpha32 = checks.check_scalar("alpha", alpha)
@@ -115,23 +121,52 @@ def run(
             stage if stage is None or type(stage) is str else stage_key(stage),
             compute,
         )
+    if epilogue is not None:
+        key = (*key, *epilogue_key(epilogue, extras))
     p = PLANS.get(key)
     if p is None:
-        p = kept(key, lambda: plan_runner(M, N, K, g, stage, aligned, A.device, compute))
+        p = kept(
+            key,
+            lambda: with_epilogue(
+                plan_of(M, N, K, g, stage, aligned, A.device, compute), epilogue, extras
+            ),
+        )
     if C is None:
         out = new_output(A.obj, A.device, shape)
         C = operand(out)
         if C.ptr & 15 and aligned:  # a fresh allocation is 256-byte aligned
-            p = plan_runner(M, N, K, g, stage, False if g is None else 1, A.device, compute)
+            unaligned = False if g is None else 1
+            p = with_epilogue(
+                plan_of(M, N, K, g, stage, unaligned, A.device, compute), epilogue, extras
+            )
     if M == 0 or N == 0 or (g is not None and g.batch == 0):
         return out
     if (A.stream is not None or B.stream is not None or C.stream is not None) and not SIMULATOR:
-        order_after_producers(strm, p, A, B, C)
+        order_after_producers(strm, p, A, B, C, *extras)
     if K == 0:
         scale(C, g, beta32, strm, p)
+        if epilogue is not None:
+            apply_epilogue(p.plan, C, epilogue, extras, strm)
         return out
-    p.run(A, B, C, alpha32, beta32, strm)
+    if epilogue is None:
+        p.run(A, B, C, alpha32, beta32, strm)
+    else:
+        p.run(A, B, C, alpha32, beta32, strm, extras)
     return out
+
+
+def epilogue_key(epilogue: Any, extras: tuple) -> tuple:
+    """What a fused epilogue adds to a :data:`PLANS` key: the epilogue and its operands' shapes
+    (the bound launcher packs their shapes once)."""
+    return (epilogue, tuple(tuple(e.shape) for e in extras))
+
+
+def with_epilogue(plan: Plan, epilogue: Any, extras: tuple) -> Any:
+    """The runner of ``plan``, with ``epilogue`` fused or applied after it
+    (``launch.launcher.epilogue_runner``) when there is one."""
+    if epilogue is None:
+        return runner(plan)
+    return epilogue_runner(plan, epilogue, tuple(tuple(e.shape) for e in extras))
 
 
 def plan_of(
@@ -174,11 +209,6 @@ def plan_of(
 def plan_runner(*args: Any) -> Runner:
     """The runner of :func:`plan_of`'s plan (same arguments)."""
     return runner(plan_of(*args))
-
-
-def runner_of(*args: Any, **kwargs: Any) -> Runner:
-    """``launch.launcher.runner(plan_for(...))``."""
-    return runner(plan_for(*args, **kwargs))
 
 
 def order_after_producers(strm: int, p: Plan, *ops: Operand) -> None:
@@ -228,10 +258,12 @@ def run_fp16(
     stage: Any,
     stream: Any,
     layout: str = "NN",
+    epilogue: Any = None,
+    extras: tuple = (),
 ) -> Any:
     """``hgemm`` after :func:`checks.check_hgemm`: ``shape`` its ``(M, N, K)``, ``out_dtype`` the
     output's dtype name, ``layout`` ``"NT"`` for B stored transposed. The operands' dtype picks
-    the arithmetic: FP16, or BF16 for bfloat16."""
+    the arithmetic: FP16, or BF16 for bfloat16. ``epilogue``, ``extras``: as for :func:`run`."""
     M, N, K = shape
     compute = "bf16" if A.dtype is BF16 else "fp16"
     alpha32 = checks.SCALARS.get(alpha) if type(alpha) is float else None
@@ -245,21 +277,27 @@ def run_fp16(
     # C's rows 16-byte aligned (a new output's are): else the stage's element-store variant
     c_ok = C is None or not (C.ptr & 15)
     key = half_key(compute, A.device, M, N, K, stage, out_dtype, layout, c_ok)
+    if epilogue is not None:
+        key = (*key, *epilogue_key(epilogue, extras))
     p = PLANS.get(key)
     if p is None and M and N:
         g = None if layout == "NN" else Geometry.dense(M, N, K, layout)
         p = kept(
             key,
-            lambda: runner_of(
-                M,
-                N,
-                K,
-                stage=stage,
-                device=A.device,
-                compute=compute,
-                out_dtype=out_dtype,
-                geometry=g,
-                alignment=Alignment.ALL if c_ok else Alignment.AB,
+            lambda: with_epilogue(
+                plan_for(
+                    M,
+                    N,
+                    K,
+                    stage=stage,
+                    device=A.device,
+                    compute=compute,
+                    out_dtype=out_dtype,
+                    geometry=g,
+                    alignment=Alignment.ALL if c_ok else Alignment.AB,
+                ),
+                epilogue,
+                extras,
             ),
         )
     if out is None:
@@ -268,6 +306,9 @@ def run_fp16(
     if M == 0 or N == 0:
         return out
     if (A.stream is not None or B.stream is not None or C.stream is not None) and not SIMULATOR:
-        order_after_producers(strm, p, A, B, C)
-    p.run(A, B, C, alpha32, beta32, strm)
+        order_after_producers(strm, p, A, B, C, *extras)
+    if epilogue is None:
+        p.run(A, B, C, alpha32, beta32, strm)
+    else:
+        p.run(A, B, C, alpha32, beta32, strm, extras)
     return out

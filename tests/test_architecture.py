@@ -23,7 +23,7 @@ ALLOWED = {
     "arrays": {"device", "launch.driver"},
     "launch": _RUN - {"launch"},
     "plan": _RUN,
-    "checks": {"plan", "device", "arrays"},
+    "checks": {"plan", "device", "arrays", "kernels"},  # kernels: the epilogue record
     "dispatch": _RUN | {"plan", "checks"},
     "api": _RUN | {"plan", "checks", "dispatch"},
     "tools": _RUN | {"plan", "checks", "dispatch", "api", "bench", "init"},

@@ -918,6 +918,7 @@ def test_tile_sum_adds_rounds_of_items_in_slice_order(depth, ipr, n, step, vec, 
             np.float32(0.5),
             np.float32(0.0),
             vec,
+            (),
         )
 
     W = randn(rng, (S * M, N))

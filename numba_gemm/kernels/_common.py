@@ -1,6 +1,8 @@
 """Pieces every stage shares: the jit wrappers that drop GPU-only options on the simulator, and
-the C epilogue ``C = alpha * acc + beta * C``.
+the C epilogue ``C = alpha * acc + beta * C`` (and a fused epilogue's: :func:`make_stores`).
 """
+
+from types import SimpleNamespace
 
 from numba import cuda, float32
 
@@ -26,19 +28,6 @@ def device_jit(fn):
     if SIMULATOR:
         return cuda.jit(device=True)(fn)
     return cuda.jit(device=True, forceinline=True)(fn)
-
-
-@device_jit
-def store_c(C, row, col, acc, alpha, beta):
-    """Epilogue for one element: ``C[row, col] = alpha * acc + beta * C[row, col]``.
-
-    C is not read when ``beta == 0`` (BLAS convention: NaN or garbage in C must not leak). C may
-    be float32, float16 or bfloat16 bits (uint16: ``ptx.bf16``).
-    """
-    if beta == 0:
-        C[row, col] = to_c(C, alpha * acc)
-    else:
-        C[row, col] = to_c(C, alpha * acc + beta * from_c(C, C[row, col]))
 
 
 if SIMULATOR:
@@ -230,77 +219,134 @@ def zero_at(i, acc):
 
 
 @device_jit
-def store_c2(C, r, c, x0, x1, alpha, beta, M, N, vec):
-    """Epilogue for ``C[r, c:c+2]`` (``c % 2 == 0``): ``alpha * x + beta * C``, inside (M, N) only.
+def no_epilogue(v, r, c, E):
+    """The ``finish(v, r, c, E)`` of a kernel without a fused epilogue: ``v`` (``E`` is ``()``)."""
+    return v
 
-    ``vec``: one 64-bit (16-bit C: 32-bit) load/store (rows of C 16-byte aligned, so N is
-    even); else two scalar elements, each checked against N. C is not read when ``beta == 0``.
+
+def make_stores(finish):
+    """The epilogue helpers that write results to C, each storing ``finish(v, r, c, E)`` for
+    ``v = alpha * x + beta * C[r, c]`` (``kernels._epilogue``; ``E`` is their last argument):
+
+    - ``store_c(C, row, col, acc, alpha, beta, E)``: one element;
+    - ``store_c2(C, r, c, x0, x1, alpha, beta, M, N, vec, E)``: ``C[r, c:c+2]`` (``c`` even);
+    - ``store_c_cols(C, r, c, step, x0, x1, x2, x3, alpha, beta, M, N, E)``: ``C[r, c + step*i]``;
+    - ``store_c4(C, r, c, x0, x1, x2, x3, alpha, beta, M, N, vec, E)``: ``C[r, c:c+4]``.
+
+    Every one writes inside (M, N) only, and reads C only when ``beta != 0`` (BLAS convention:
+    NaN or garbage in C must not leak). C may be float32, float16 or bfloat16 bits (uint16:
+    ``ptx.bf16``). ``vec``: one 64-bit (``store_c2``; 16-bit C: 32-bit) or 128-bit
+    (``store_c4``, float32 C) access, which needs 16-byte aligned rows of C (N even, N % 4 ==
+    0); else scalar elements, each checked against N. ``step`` 1: consecutive columns
+    (``store_c4``'s scalar variant); the tiled stages' scalar variant spreads a thread's columns a
+    row of lanes apart, so that each store instruction of a warp writes whole 32-byte sectors
+    (``warptiling.make_parts``).
     """
-    if r >= M:
-        return
-    if vec:
+
+    # (each branch stores on its own, as before fused epilogues existed: one store after the
+    # branches changed the kernels' PTX, 30 more instructions in multistage)
+    @device_jit
+    def store_c(C, row, col, acc, alpha, beta, E):
+        if beta == 0:
+            C[row, col] = to_c(C, finish(alpha * acc, row, col, E))
+        else:
+            v = alpha * acc + beta * from_c(C, C[row, col])
+            C[row, col] = to_c(C, finish(v, row, col, E))
+
+    @device_jit
+    def store_c2(C, r, c, x0, x1, alpha, beta, M, N, vec, E):
+        if r >= M:
+            return
+        if vec:
+            if c < N:
+                if beta == 0:
+                    v0, v1 = alpha * x0, alpha * x1
+                    store2(C, r, c, to_c(C, finish(v0, r, c, E)), to_c(C, finish(v1, r, c + 1, E)))
+                else:
+                    c0, c1 = load2(C, r, c)
+                    v0 = alpha * x0 + beta * from_c(C, c0)
+                    v1 = alpha * x1 + beta * from_c(C, c1)
+                    store2(C, r, c, to_c(C, finish(v0, r, c, E)), to_c(C, finish(v1, r, c + 1, E)))
+            return
         if c < N:
-            if beta == 0:
-                store2(C, r, c, to_c(C, alpha * x0), to_c(C, alpha * x1))
-            else:
-                c0, c1 = load2(C, r, c)
-                store2(
-                    C,
-                    r,
-                    c,
-                    to_c(C, alpha * x0 + beta * from_c(C, c0)),
-                    to_c(C, alpha * x1 + beta * from_c(C, c1)),
-                )
-        return
-    if c < N:
-        store_c(C, r, c, x0, alpha, beta)
-    if c + 1 < N:
-        store_c(C, r, c + 1, x1, alpha, beta)
+            store_c(C, r, c, x0, alpha, beta, E)
+        if c + 1 < N:
+            store_c(C, r, c + 1, x1, alpha, beta, E)
+
+    @device_jit
+    def store_c_cols(C, r, c, step, x0, x1, x2, x3, alpha, beta, M, N, E):
+        if r >= M:
+            return
+        if c < N:
+            store_c(C, r, c, x0, alpha, beta, E)
+        if c + step < N:
+            store_c(C, r, c + step, x1, alpha, beta, E)
+        if c + 2 * step < N:
+            store_c(C, r, c + 2 * step, x2, alpha, beta, E)
+        if c + 3 * step < N:
+            store_c(C, r, c + 3 * step, x3, alpha, beta, E)
+
+    @device_jit
+    def finish4(v0, v1, v2, v3, r, c, E):
+        return (
+            finish(v0, r, c, E),
+            finish(v1, r, c + 1, E),
+            finish(v2, r, c + 2, E),
+            finish(v3, r, c + 3, E),
+        )
+
+    @device_jit
+    def store_c4(C, r, c, x0, x1, x2, x3, alpha, beta, M, N, vec, E):
+        if r >= M:
+            return
+        if vec:
+            if c < N:
+                if beta == 0:
+                    v0, v1, v2, v3 = alpha * x0, alpha * x1, alpha * x2, alpha * x3
+                    store4(C, r, c, *finish4(v0, v1, v2, v3, r, c, E))
+                else:
+                    c0, c1, c2, c3 = load4(C, r, c)
+                    v0, v1 = alpha * x0 + beta * c0, alpha * x1 + beta * c1
+                    v2, v3 = alpha * x2 + beta * c2, alpha * x3 + beta * c3
+                    store4(C, r, c, *finish4(v0, v1, v2, v3, r, c, E))
+            return
+        store_c_cols(C, r, c, 1, x0, x1, x2, x3, alpha, beta, M, N, E)
+
+    return SimpleNamespace(
+        store_c=store_c,
+        store_c2=store_c2,
+        store_c_cols=store_c_cols,
+        store_c4=store_c4,
+    )
+
+
+#: The helpers of a kernel without a fused epilogue (``E`` is ``()``).
+PLAIN_STORES = make_stores(no_epilogue)
+# (module globals for the wrappers below: Numba types a function, not a namespace's attribute)
+_store_c, _store_c2 = PLAIN_STORES.store_c, PLAIN_STORES.store_c2
+_store_c_cols, _store_c4 = PLAIN_STORES.store_c_cols, PLAIN_STORES.store_c4
+
+
+@device_jit
+def store_c(C, row, col, acc, alpha, beta):
+    """``C[row, col] = alpha * acc + beta * C[row, col]`` (:func:`make_stores`, no epilogue)."""
+    _store_c(C, row, col, acc, alpha, beta, ())
+
+
+@device_jit
+def store_c2(C, r, c, x0, x1, alpha, beta, M, N, vec):
+    """``C[r, c:c+2] = alpha * x + beta * C`` (:func:`make_stores`, no epilogue)."""
+    _store_c2(C, r, c, x0, x1, alpha, beta, M, N, vec, ())
 
 
 @device_jit
 def store_c_cols(C, r, c, step, x0, x1, x2, x3, alpha, beta, M, N):
-    """Epilogue for ``C[r, c + step * i]``, ``i < 4``: four scalar elements, each inside (M, N)
-    only (C is not read when ``beta == 0``). ``step`` 1: four consecutive columns
-    (:func:`store_c4`'s scalar variant); the tiled stages' scalar variant spreads a thread's
-    columns a row of lanes apart, so that each store instruction of a warp writes whole 32-byte
-    sectors (``warptiling.make_parts``)."""
-    if r >= M:
-        return
-    if c < N:
-        store_c(C, r, c, x0, alpha, beta)
-    if c + step < N:
-        store_c(C, r, c + step, x1, alpha, beta)
-    if c + 2 * step < N:
-        store_c(C, r, c + 2 * step, x2, alpha, beta)
-    if c + 3 * step < N:
-        store_c(C, r, c + 3 * step, x3, alpha, beta)
+    """``C[r, c + step * i] = alpha * x + beta * C``, ``i < 4`` (:func:`make_stores`, no
+    epilogue)."""
+    _store_c_cols(C, r, c, step, x0, x1, x2, x3, alpha, beta, M, N, ())
 
 
 @device_jit
 def store_c4(C, r, c, x0, x1, x2, x3, alpha, beta, M, N, vec):
-    """Epilogue for ``C[r, c:c+4]`` (``c % 4 == 0``): ``alpha * x + beta * C``, inside (M, N) only.
-
-    ``vec``: 128-bit load/store (needs 16-byte aligned rows of C, so ``N % 4 == 0``);
-    else four scalar elements, each checked against N (:func:`store_c_cols`). C is not read when
-    ``beta == 0``.
-    """
-    if r >= M:
-        return
-    if vec:
-        if c < N:
-            if beta == 0:
-                store4(C, r, c, alpha * x0, alpha * x1, alpha * x2, alpha * x3)
-            else:
-                c0, c1, c2, c3 = load4(C, r, c)
-                store4(
-                    C,
-                    r,
-                    c,
-                    alpha * x0 + beta * c0,
-                    alpha * x1 + beta * c1,
-                    alpha * x2 + beta * c2,
-                    alpha * x3 + beta * c3,
-                )
-        return
-    store_c_cols(C, r, c, 1, x0, x1, x2, x3, alpha, beta, M, N)
+    """``C[r, c:c+4] = alpha * x + beta * C`` (:func:`make_stores`, no epilogue)."""
+    _store_c4(C, r, c, x0, x1, x2, x3, alpha, beta, M, N, vec, ())

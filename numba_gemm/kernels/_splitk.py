@@ -35,7 +35,7 @@ import math
 
 from numba import cuda, float32, int32
 
-from ._common import device_jit, load_b4, store_c4, unroll
+from ._common import PLAIN_STORES, device_jit, load_b4, unroll
 
 #: Partial sums one thread loads before it adds them (in slice order): the sum is bound by the
 #: latency of L2, not its bandwidth (one block per tile does it), so the loads must overlap. One
@@ -79,9 +79,9 @@ def arrive(L, c, count):
     return last
 
 
-def make_tile_sum(BM: int, BN: int, NT: int, depth: int, ipr: int = 1):
+def make_tile_sum(BM: int, BN: int, NT: int, depth: int, ipr: int = 1, stores=PLAIN_STORES):
     """``sum_tile(Wg, Dg, z_first, z_step, n, zrows, wr0, wc0, wrows, wcols, d_row0, row0, col0,
-    M, N, alpha, beta, vec)``: over a ``BM x BN`` C tile at ``(row0, col0)``, rows
+    M, N, alpha, beta, vec, E)``: over a ``BM x BN`` C tile at ``(row0, col0)``, rows
     ``d_row0 + [0, M)`` of ``Dg`` = ``alpha * (sum of n partials) + beta * Dg`` (Dg not read when
     ``beta == 0``), the partials of slices ``z_first, z_first + z_step, ...`` summed in that
     order. Slice z's value of element ``(row, col)`` is at ``Wg[z * zrows + row - wr0, col -
@@ -94,13 +94,16 @@ def make_tile_sum(BM: int, BN: int, NT: int, depth: int, ipr: int = 1):
     ``ipr == 1`` keeps a form of its own, one item per round with the item's bounds checked
     once: with the several-item form at one item, ptxas gave the 64 x 128 tile's whole kernel
     167 registers instead of 199 and the kernel ran 2-5 % slower (docs/design.md).
+
+    ``stores``: the C-writing helpers (``_common.make_stores``): a fused epilogue's for a sum
+    that writes C (``d_row0 == 0``), :data:`PLAIN_STORES` for one into the workspace.
     """
     if ipr == 1:
-        return _item_sum(BM, BN, NT, depth)
-    return _round_sum(BM, BN, NT, depth, ipr)
+        return _item_sum(BM, BN, NT, depth, stores.store_c4)
+    return _round_sum(BM, BN, NT, depth, ipr, stores.store_c4)
 
 
-def _item_sum(BM: int, BN: int, NT: int, depth: int):
+def _item_sum(BM: int, BN: int, NT: int, depth: int, store_c4):
     """:func:`make_tile_sum` with one item per round."""
     CG = BN // 4  # threads per row of the tile: four columns each
     ITEMS = BM * CG
@@ -126,6 +129,7 @@ def _item_sum(BM: int, BN: int, NT: int, depth: int):
         alpha,
         beta,
         vec,
+        E,
     ):
         part = cuda.local.array((depth, 4), float32)  # registers: every index is a constant
         acc = cuda.local.array(4, float32)
@@ -164,12 +168,13 @@ def _item_sum(BM: int, BN: int, NT: int, depth: int):
                     d_row0 + M,
                     N,
                     vec,
+                    E,
                 )
 
     return sum_tile
 
 
-def _round_sum(BM: int, BN: int, NT: int, depth: int, ipr: int):
+def _round_sum(BM: int, BN: int, NT: int, depth: int, ipr: int, store_c4):
     """:func:`make_tile_sum` with ``ipr`` items per round."""
     CG = BN // 4  # items per row of the tile
     ITEMS = BM * CG
@@ -227,7 +232,7 @@ def _round_sum(BM: int, BN: int, NT: int, depth: int, ipr: int):
         acc[j, 0] = acc[j, 1] = acc[j, 2] = acc[j, 3] = float32(0.0)
 
     @device_jit
-    def store_one(j, acc, Dg, o0, d_row0, row0, col0, M, N, alpha, beta, vec):
+    def store_one(j, acc, Dg, o0, d_row0, row0, col0, M, N, alpha, beta, vec, E):
         ok, row, col = place(o0 + j * NT, row0, col0, M, N)
         if ok:
             store_c4(
@@ -243,6 +248,7 @@ def _round_sum(BM: int, BN: int, NT: int, depth: int, ipr: int):
                 d_row0 + M,
                 N,
                 vec,
+                E,
             )
 
     fetch, add = unroll(LOADS, fetch_one), unroll(LOADS, add_one)
@@ -268,6 +274,7 @@ def _round_sum(BM: int, BN: int, NT: int, depth: int, ipr: int):
         alpha,
         beta,
         vec,
+        E,
     ):
         part = cuda.local.array((LOADS, 4), float32)  # registers: every index is a constant
         acc = cuda.local.array((ipr, 4), float32)
@@ -294,7 +301,7 @@ def _round_sum(BM: int, BN: int, NT: int, depth: int, ipr: int):
                     vec,
                 )
                 add(part, acc)
-            store(acc, Dg, o0, d_row0, row0, col0, M, N, alpha, beta, vec)
+            store(acc, Dg, o0, d_row0, row0, col0, M, N, alpha, beta, vec, E)
 
     return sum_tile
 
@@ -346,9 +353,10 @@ def items_per_round(BM: int, BN: int, NT: int, SPLITK: int, wide: bool) -> int:
     return max(1, min(items, ROUND_LOADS // min(max(GS, G), FIXUP_DEPTH)))
 
 
-def make_fixup(BM: int, BN: int, NT: int, SPLITK: int, wide: bool = False):
+def make_fixup(BM: int, BN: int, NT: int, SPLITK: int, wide: bool = False, stores=PLAIN_STORES):
     """The device function that ends a split-K block of a ``BM x BN`` C tile and ``NT`` threads:
-    ``fixup(Wg, L, Cg, row0, col0, M, N, alpha, beta, vec)``. ``wide``: the threads have
+    ``fixup(Wg, L, Cg, row0, col0, M, N, alpha, beta, vec, E)`` (``stores``, ``E``: C's writes
+    and a fused epilogue's operands, ``_common.make_stores``). ``wide``: the threads have
     registers to spare for several items per round of a two-level sum (:func:`items_per_round`).
 
     Every thread of the block calls it after the block has written its slice's partial sums of
@@ -364,7 +372,11 @@ def make_fixup(BM: int, BN: int, NT: int, SPLITK: int, wide: bool = False):
     GS, G = groups(SPLITK)
     PER_TILE = counters_per_tile(SPLITK)
     depth = min(max(GS, G), FIXUP_DEPTH)
-    sum_tile = make_tile_sum(BM, BN, NT, depth, items_per_round(BM, BN, NT, SPLITK, wide))
+    ipr = items_per_round(BM, BN, NT, SPLITK, wide)
+    sum_tile = make_tile_sum(BM, BN, NT, depth, ipr)  # into the workspace: no epilogue
+    sum_tile_c = (
+        sum_tile if stores is PLAIN_STORES else make_tile_sum(BM, BN, NT, depth, ipr, stores)
+    )
 
     @device_jit
     def sum_slices(Wg, Dg, z_first, z_step, n, d_row0, row0, col0, M, N, alpha, beta, vec):
@@ -389,14 +401,22 @@ def make_fixup(BM: int, BN: int, NT: int, SPLITK: int, wide: bool = False):
             alpha,
             beta,
             vec,
+            (),
         )
 
     @device_jit
-    def fixup(Wg, L, Cg, row0, col0, M, N, alpha, beta, vec):
+    def sum_into_c(Wg, Cg, z_step, n, row0, col0, M, N, alpha, beta, vec, E):
+        # C over the tile = finish(alpha * (sum of n partials, slices 0, z_step, ...) + beta * C)
+        sum_tile_c(
+            Wg, Cg, 0, z_step, n, M, 0, 0, SPLITK * M, N, 0, row0, col0, M, N, alpha, beta, vec, E
+        )
+
+    @device_jit
+    def fixup(Wg, L, Cg, row0, col0, M, N, alpha, beta, vec, E):
         t = (cuda.blockIdx.y * cuda.gridDim.x + cuda.blockIdx.x) * PER_TILE
         if G == 1:
             if arrive(L, t, SPLITK):
-                sum_slices(Wg, Cg, 0, 1, SPLITK, 0, row0, col0, M, N, alpha, beta, vec)
+                sum_into_c(Wg, Cg, 1, SPLITK, row0, col0, M, N, alpha, beta, vec, E)
             return
         g = cuda.blockIdx.z // GS
         z_first = g * GS
@@ -408,6 +428,6 @@ def make_fixup(BM: int, BN: int, NT: int, SPLITK: int, wide: bool = False):
             Wg, Wg, z_first, 1, n, z_first * M, row0, col0, M, N, float32(1.0), float32(0.0), vec
         )
         if arrive(L, t + G, G):
-            sum_slices(Wg, Cg, 0, GS, G, 0, row0, col0, M, N, alpha, beta, vec)
+            sum_into_c(Wg, Cg, GS, G, row0, col0, M, N, alpha, beta, vec, E)
 
     return fixup

@@ -38,7 +38,7 @@ from __future__ import annotations
 
 from ..device import cdiv
 from . import _splitk
-from ._common import device_jit
+from ._common import PLAIN_STORES, device_jit
 
 
 def dp_tiles(T, G):
@@ -116,16 +116,18 @@ def partial_slots(T, G):
     return G + T
 
 
-def make_fixup(BM: int, BN: int, NT: int):
-    """``fixup(Wg, L, Cg, first, count, counter, row0, col0, M, N, alpha, beta, vec)``: ends a
+def make_fixup(BM: int, BN: int, NT: int, stores=None):
+    """``fixup(Wg, L, Cg, first, count, counter, row0, col0, M, N, alpha, beta, vec, E)``: ends a
     stream-K unit that wrote its partial sums of the ``BM x BN`` tile at ``(row0, col0)`` to its
     slot of ``Wg`` (2-D, ``slots*BM x BN``: slot s is rows ``s*BM + [0, BM)``). The last of the
     tile's ``count`` contributors to arrive at ``L[counter]`` sums slots ``first .. first +
-    count - 1`` in order and writes ``Cg = alpha * sum + beta * Cg`` (``NT`` threads)."""
-    sum_tile = _splitk.make_tile_sum(BM, BN, NT, _splitk.FIXUP_DEPTH)
+    count - 1`` in order and writes ``Cg = alpha * sum + beta * Cg`` (``NT`` threads; through
+    ``stores``, a fused epilogue's C writes with operands ``E``: ``_common.make_stores``, default
+    none)."""
+    sum_tile = _splitk.make_tile_sum(BM, BN, NT, _splitk.FIXUP_DEPTH, 1, stores or PLAIN_STORES)
 
     @device_jit
-    def fixup(Wg, L, Cg, first, count, counter, row0, col0, M, N, alpha, beta, vec):
+    def fixup(Wg, L, Cg, first, count, counter, row0, col0, M, N, alpha, beta, vec, E):
         if _splitk.arrive(L, counter, count):
             sum_tile(
                 Wg,
@@ -146,6 +148,7 @@ def make_fixup(BM: int, BN: int, NT: int):
                 alpha,
                 beta,
                 vec,
+                E,
             )
 
     return fixup

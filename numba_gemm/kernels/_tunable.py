@@ -32,13 +32,15 @@ from __future__ import annotations
 import functools
 import itertools
 from collections.abc import Callable, Mapping
+from typing import Any
 
 from numba import cuda, float32
 
 from ..device import SMEM_STATIC_LIMIT, WARP_SIZE, cdiv, tile_grid
 from ..ptx.vecmem import rows_view
 from . import _splitk, _streamk
-from ._common import device_jit, kernel_jit
+from ._common import PLAIN_STORES, device_jit, kernel_jit
+from ._epilogue import stores_for
 from .stage import Stage
 
 A_PAD = 4  # floats of padding per row of the transposed A tile (keeps rows 16-byte aligned)
@@ -282,30 +284,54 @@ def make_work(BM: int, BN: int, BK: int, SPLITK: int):
     return grid_work
 
 
-def unit_kernel(name: str, unit: Callable, cfg: Mapping[str, int]):
+def unit_kernel(name: str, unit: Callable, cfg: Mapping[str, int], epilogue=None):
     """The kernel ``name(A, B, C, W, L, alpha, beta)`` of a tunable stage from its body ``unit(u,
-    A, B, C, W, L, alpha, beta)`` (one unit of work, :func:`make_work`): the body once, or with
+    A, B, C, W, L, alpha, beta, E)`` (one unit of work, :func:`make_work`): the body once, or with
     stream-K once per unit of the block (``_streamk.units``). (One body called in a loop only
-    where stream-K needs it: NVVM kept a one-trip loop around the body, which cost registers.)"""
+    where stream-K needs it: NVVM kept a one-trip loop around the body, which cost registers.)
+    With a fused ``epilogue`` (``kernels._epilogue``) the kernel takes its operands, the tuple
+    ``E``, before ``alpha``: ``name(A, B, C, W, L, E, alpha, beta)``; without, ``E`` is ``()``."""
     BM, BN, BK = cfg["BM"], cfg["BN"], cfg["BK"]
     if cfg["SPLITK"] == STREAM_K:
 
-        def kernel(A, B, C, W, L, alpha, beta):
+        def units(A, B, C, W, L, alpha, beta, E):
             M, K, N = A.shape[1], A.shape[2], B.shape[2]
             tiles = ((M + BM - 1) // BM) * ((N + BN - 1) // BN)
             for u in range(
                 _streamk.units_dev(cuda.blockIdx.x, tiles, (K + BK - 1) // BK, cuda.gridDim.x)
             ):
-                unit(u, A, B, C, W, L, alpha, beta)
+                unit(u, A, B, C, W, L, alpha, beta, E)
                 cuda.syncthreads()  # everyone is done with SMEM before the next unit fills it
+
+        body = device_jit(units)
     else:
 
+        @device_jit
+        def body(A, B, C, W, L, alpha, beta, E):
+            unit(0, A, B, C, W, L, alpha, beta, E)
+
+    kernel = entry_kernel(name, body, epilogue, launch_bounds=launch_bounds(cfg))
+    kernel.py_func.body = getattr(unit, "py_func", unit)  # the unit, not the loop around it
+    return kernel
+
+
+def entry_kernel(name: str, body: Callable, epilogue: Any = None, **options: Any):
+    """The kernel ``name(A, B, C, W, L, alpha, beta)`` (:data:`SPLIT_ARGS`) that runs the device
+    function ``body(A, B, C, W, L, alpha, beta, E)`` with ``E = ()``; with a fused
+    ``epilogue`` (``kernels._epilogue``), ``name(A, B, C, W, L, E, alpha, beta)``, ``E`` its
+    operands. ``options``: ``kernel_jit``'s."""
+    if epilogue is None:
+
         def kernel(A, B, C, W, L, alpha, beta):
-            unit(0, A, B, C, W, L, alpha, beta)
+            body(A, B, C, W, L, alpha, beta, ())
+    else:
+
+        def kernel(A, B, C, W, L, E, alpha, beta):
+            body(A, B, C, W, L, alpha, beta, E)
 
     kernel.__name__ = kernel.__qualname__ = name
-    kernel.body = getattr(unit, "py_func", unit)  # what the notebooks show as the kernel's source
-    return kernel_jit(launch_bounds=launch_bounds(cfg))(kernel)
+    kernel.body = getattr(body, "py_func", body)  # what the notebooks show as the kernel's source
+    return kernel_jit(**options)(kernel)
 
 
 #: The tunable stages' kernel arguments: A, B, C (strided batches), W (split-K's or stream-K's
@@ -314,28 +340,44 @@ def unit_kernel(name: str, unit: Callable, cfg: Mapping[str, int]):
 SPLIT_ARGS = "SSSSIff"
 
 
-def make_epilogue(store_results: Callable, BM: int, BN: int, NT: int, SPLITK: int):
-    """``epilogue(C, W, L, job, acc, r0, c0, M, N, alpha, beta, vec)``: write the results of one
-    unit of work (``job``, from :func:`make_work`'s ``work``). ``store_results(Cg, acc, r0, c0,
-    alpha, beta, M, N, vec)`` is the stage's own writer of one thread's results at C row ``r0``,
-    column ``c0``. Without split-K it writes C of matrix ``bz``; with it, the block's partial
-    sums go unscaled to rows ``z*M + [0, M)`` of the workspace and :func:`_splitk.make_fixup`
-    ends the tile; with stream-K a unit that computed a whole tile writes C, others write their
-    tile to their slot of the workspace (rows ``slot*BM + [0, BM)``, BN columns) and
-    :func:`_streamk.make_fixup` ends the tile."""
+def make_epilogue(
+    store_with: Callable, BM: int, BN: int, NT: int, SPLITK: int, epilogue: Any = None
+):
+    """``epilogue(C, W, L, job, acc, r0, c0, M, N, alpha, beta, vec, E)``: write the results of
+    one unit of work (``job``, from :func:`make_work`'s ``work``). ``store_with(stores)`` builds
+    the stage's own writer of one thread's results, ``store_results(Cg, acc, r0, c0, alpha, beta,
+    M, N, vec, E)`` at C row ``r0``, column ``c0``, from C-writing helpers
+    (``_common.make_stores``): the fused ``epilogue``'s (``kernels._epilogue``) where it writes
+    C, plain ones where it writes partial sums. Without split-K it writes C of matrix ``bz``;
+    with it, the block's partial sums go unscaled to rows ``z*M + [0, M)`` of the workspace and
+    :func:`_splitk.make_fixup` ends the tile; with stream-K a unit that computed a whole tile
+    writes C, others write their tile to their slot of the workspace (rows ``slot*BM + [0,
+    BM)``, BN columns) and :func:`_streamk.make_fixup` ends the tile."""
+    stores = stores_for(epilogue)
+    store_parts = store_with(PLAIN_STORES)
+    store_results = store_parts if epilogue is None else store_with(stores)
     if SPLITK == STREAM_K:
-        sk_fixup = _streamk.make_fixup(BM, BN, NT)
+        sk_fixup = _streamk.make_fixup(BM, BN, NT, stores)
 
         @device_jit
-        def sk_epilogue(C, W, L, job, acc, r0, c0, M, N, alpha, beta, vec):
+        def sk_epilogue(C, W, L, job, acc, r0, c0, M, N, alpha, beta, vec, E):
             row0, col0, count = job[1], job[2], job[7]
             if count == 1:
-                store_results(rows_view(C, 0), acc, r0, c0, alpha, beta, M, N, vec)
+                store_results(rows_view(C, 0), acc, r0, c0, alpha, beta, M, N, vec, E)
             else:
                 Wg = rows_view(W, 0)
                 s0 = job[5] * BM  # this unit's slot: workspace rows s0 + [0, BM)
-                store_results(
-                    Wg, acc, s0 + r0 - row0, c0 - col0, float32(1.0), float32(0.0), s0 + BM, BN, vec
+                store_parts(
+                    Wg,
+                    acc,
+                    s0 + r0 - row0,
+                    c0 - col0,
+                    float32(1.0),
+                    float32(0.0),
+                    s0 + BM,
+                    BN,
+                    vec,
+                    (),
                 )
                 sk_fixup(
                     Wg,
@@ -351,23 +393,24 @@ def make_epilogue(store_results: Callable, BM: int, BN: int, NT: int, SPLITK: in
                     alpha,
                     beta,
                     vec,
+                    E,
                 )
 
         return sk_epilogue
 
-    fixup = _splitk.make_fixup(BM, BN, NT, SPLITK, wide=True)
+    fixup = _splitk.make_fixup(BM, BN, NT, SPLITK, True, stores)
 
     @device_jit
-    def epilogue(C, W, L, job, acc, r0, c0, M, N, alpha, beta, vec):
+    def epilogue_store(C, W, L, job, acc, r0, c0, M, N, alpha, beta, vec, E):
         if SPLITK == 1:
-            store_results(rows_view(C, job[0]), acc, r0, c0, alpha, beta, M, N, vec)
+            store_results(rows_view(C, job[0]), acc, r0, c0, alpha, beta, M, N, vec, E)
         else:
             Wg = rows_view(W, 0)
             z0 = cuda.blockIdx.z * M  # this slice's rows of the workspace
-            store_results(Wg, acc, z0 + r0, c0, float32(1.0), float32(0.0), z0 + M, N, vec)
-            fixup(Wg, L, rows_view(C, 0), job[1], job[2], M, N, alpha, beta, vec)
+            store_parts(Wg, acc, z0 + r0, c0, float32(1.0), float32(0.0), z0 + M, N, vec, ())
+            fixup(Wg, L, rows_view(C, 0), job[1], job[2], M, N, alpha, beta, vec, E)
 
-    return epilogue
+    return epilogue_store
 
 
 def build_stage(
@@ -389,6 +432,7 @@ def build_stage(
     limits: str | None = None,
     layouts: tuple[str, ...] | None = None,
     general: bool = True,
+    epilogue: bool = True,
 ) -> Stage:
     """A ``Stage`` for one configuration of a tunable stage (validated by ``check`` first).
 
@@ -403,6 +447,8 @@ def build_stage(
     ``Stage.block``), ``launch_config_for(cfg)``, ``supports`` and ``layouts``, and
     ``general=False`` (chosen by the plan only at its tuned price). The kernel takes
     :data:`SPLIT_ARGS`; the tiled stages' split-K sum is the wide one (``make_epilogue``).
+    ``epilogue``: ``make_kernel(items, vec, layout, epilogue)`` builds fused epilogues
+    (``Stage.epilogue``; :func:`entry_kernel`).
     """
     cfg = dict(cfg)
     check(cfg)
@@ -447,4 +493,5 @@ def build_stage(
         threads_of=threads_of,
         cost=cost,
         wide_fixup=block_of is None,
+        epilogue=epilogue,
     )

@@ -49,7 +49,7 @@ from numba import cuda, float32
 from ..device import WARP_SIZE as _WARP
 from ..ptx.vecmem import SMEM_ALIGN, cols_view, load4, rows_view, store4
 from . import _tunable as tun
-from ._common import device_jit, load_a4, load_b4, load_b_cols, store_c4, store_c_cols, unroll
+from ._common import device_jit, load_a4, load_b4, load_b_cols, unroll
 from .stage import Stage
 
 #: Tile configuration used when no tuning result is available (one 128x128 block of 8 warps,
@@ -79,7 +79,7 @@ class Parts(NamedTuple):
     load_tiles: Any
     store_tiles: Any
     mma_tile: Any
-    store_results: Any
+    store_with: Any
     b_slot: Any
 
 
@@ -214,7 +214,8 @@ def make_parts(cfg: Mapping[str, int], layout: str = "NN") -> Parts:
       ``Bs[k, n]``;
     - ``mma_tile(As, Bs, reg_m, reg_n, thread_results, wm0, wn0)``: BK outer-product steps on
       the thread's WMITER x WNITER tiles, unrolled;
-    - ``store_results(C, thread_results, r0, c0, alpha, beta, M, N, vec)``: the epilogue;
+    - ``store_with(stores)``: the epilogue ``store_results(C, thread_results, r0, c0, alpha,
+      beta, M, N, vec, E)`` through C-writing helpers ``stores`` (``_common.make_stores``);
     - ``b_slot(o)``: the SMEM column of B's tile column ``o`` in the scalar variant
       (:func:`make_column_order`; a stage that fills SMEM its own way follows it).
     """
@@ -280,44 +281,50 @@ def make_parts(cfg: Mapping[str, int], layout: str = "NN") -> Parts:
     # --- epilogue: register row m -> C row r0 + (m // TM) * WSUBM + m % TM; register column
     # wn * TN + j -> C column c0 + wn * WSUBN + j (vector), column(c0 + j) + wn * WSUBN (scalar:
     # make_column_order; c0 - c0 % WSUBN is a sub-tile's first column)
-    @device_jit
-    def _store_row(m, C, thread_results, r0, c0, alpha, beta, M, N, vec):
-        row = r0 + (m // TM) * WSUBM + m % TM
-        for wn in range(WNITER):
-            for j in range(0, TN, 4):
-                n = wn * TN + j
-                if vec:
-                    store_c4(
-                        C,
-                        row,
-                        c0 + wn * WSUBN + j,
-                        thread_results[m, n],
-                        thread_results[m, n + 1],
-                        thread_results[m, n + 2],
-                        thread_results[m, n + 3],
-                        alpha,
-                        beta,
-                        M,
-                        N,
-                        True,
-                    )
-                else:
-                    store_c_cols(
-                        C,
-                        row,
-                        b_column(c0 + j) + wn * WSUBN,
-                        LANES_N,
-                        thread_results[m, n],
-                        thread_results[m, n + 1],
-                        thread_results[m, n + 2],
-                        thread_results[m, n + 3],
-                        alpha,
-                        beta,
-                        M,
-                        N,
-                    )
+    def store_with(stores):
+        store_c4, store_c_cols = stores.store_c4, stores.store_c_cols
 
-    store_results = unroll(WMITER * TM, _store_row)
+        @device_jit
+        def _store_row(m, C, thread_results, r0, c0, alpha, beta, M, N, vec, E):
+            row = r0 + (m // TM) * WSUBM + m % TM
+            for wn in range(WNITER):
+                for j in range(0, TN, 4):
+                    n = wn * TN + j
+                    if vec:
+                        store_c4(
+                            C,
+                            row,
+                            c0 + wn * WSUBN + j,
+                            thread_results[m, n],
+                            thread_results[m, n + 1],
+                            thread_results[m, n + 2],
+                            thread_results[m, n + 3],
+                            alpha,
+                            beta,
+                            M,
+                            N,
+                            True,
+                            E,
+                        )
+                    else:
+                        store_c_cols(
+                            C,
+                            row,
+                            b_column(c0 + j) + wn * WSUBN,
+                            LANES_N,
+                            thread_results[m, n],
+                            thread_results[m, n + 1],
+                            thread_results[m, n + 2],
+                            thread_results[m, n + 3],
+                            alpha,
+                            beta,
+                            M,
+                            N,
+                            E,
+                        )
+
+        return unroll(WMITER * TM, _store_row)
+
     return Parts(
         d=d,
         a_view=rows_view if a_k_contiguous else cols_view,
@@ -328,13 +335,13 @@ def make_parts(cfg: Mapping[str, int], layout: str = "NN") -> Parts:
         load_tiles=load_tiles,
         store_tiles=store_tiles,
         mma_tile=mma_tile,
-        store_results=store_results,
+        store_with=store_with,
         b_slot=b_slot,
     )
 
 
 @functools.cache
-def _make_kernel(items: tuple, vec: int, layout: str = "NN"):
+def _make_kernel(items: tuple, vec: int, layout: str = "NN", epilogue=None):
     cfg = dict(items)
     pt = make_parts(cfg, layout)
     a_view, b_view, thread_origin, a_coords, b_coords = (
@@ -344,22 +351,22 @@ def _make_kernel(items: tuple, vec: int, layout: str = "NN"):
         pt.a_coords,
         pt.b_coords,
     )
-    load_tiles, store_tiles, mma_tile, store_results = (
+    load_tiles, store_tiles, mma_tile, store_with = (
         pt.load_tiles,
         pt.store_tiles,
         pt.mma_tile,
-        pt.store_results,
+        pt.store_with,
     )
     BM, BN, BK, TM, TN, SPLITK = (cfg[k] for k in ("BM", "BN", "BK", "TM", "TN", "SPLITK"))
     AS_PITCH, BS_PITCH = pt.d["AS_PITCH"], pt.d["BS_PITCH"]
     A_REGS, B_REGS = 4 * pt.d["A_LOADS"], 4 * pt.d["B_LOADS"]
     RES_M, RES_N = pt.d["WMITER"] * TM, cfg["WNITER"] * TN
     work = tun.make_work(BM, BN, BK, SPLITK)
-    epilogue = tun.make_epilogue(store_results, BM, BN, pt.d["NUM_THREADS"], SPLITK)
+    epilogue_store = tun.make_epilogue(store_with, BM, BN, pt.d["NUM_THREADS"], SPLITK, epilogue)
     CVEC = vec == 1  # 128-bit stores of C (not in the VECTOR_LOADS variant)
 
     @device_jit
-    def sgemm_warptiling_unit(u, A, B, C, W, L, alpha, beta):
+    def sgemm_warptiling_unit(u, A, B, C, W, L, alpha, beta, E):
         # The kernel's body for its u-th unit of work: one C tile's K range (one per block,
         # more with stream-K: tun.unit_kernel). A (batch, M, K), B (batch, K, N), C (batch, M, N):
         # strided batches; W, L: split-K's or stream-K's workspace and tile counters.
@@ -394,9 +401,11 @@ def _make_kernel(items: tuple, vec: int, layout: str = "NN"):
             cuda.syncthreads()  # everyone is done reading before the next tiles overwrite SMEM
 
         # --- epilogue: write C (split-K / stream-K: the workspace; the tile's last sums)
-        epilogue(C, W, L, job, thread_results, row0 + wm0, col0 + wn0, M, N, alpha, beta, CVEC)
+        epilogue_store(
+            C, W, L, job, thread_results, row0 + wm0, col0 + wn0, M, N, alpha, beta, CVEC, E
+        )
 
-    return tun.unit_kernel("sgemm_warptiling", sgemm_warptiling_unit, cfg)
+    return tun.unit_kernel("sgemm_warptiling", sgemm_warptiling_unit, cfg, epilogue)
 
 
 def make_stage(config: Mapping[str, int]) -> Stage:

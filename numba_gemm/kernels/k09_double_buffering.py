@@ -46,7 +46,7 @@ SPACE = tun.make_space(check_config)
 
 
 @functools.cache
-def _make_kernel(items: tuple, vec: int, layout: str = "NN"):
+def _make_kernel(items: tuple, vec: int, layout: str = "NN", epilogue=None):
     cfg = dict(items)
     pt = wt.make_parts(cfg, layout)
     a_view, b_view, thread_origin, a_coords, b_coords = (
@@ -56,22 +56,22 @@ def _make_kernel(items: tuple, vec: int, layout: str = "NN"):
         pt.a_coords,
         pt.b_coords,
     )
-    load_tiles, store_tiles, mma_tile, store_results = (
+    load_tiles, store_tiles, mma_tile, store_with = (
         pt.load_tiles,
         pt.store_tiles,
         pt.mma_tile,
-        pt.store_results,
+        pt.store_with,
     )
     BM, BN, BK, TM, TN, SPLITK = (cfg[k] for k in ("BM", "BN", "BK", "TM", "TN", "SPLITK"))
     AS_PITCH, BS_PITCH = pt.d["AS_PITCH"], pt.d["BS_PITCH"]
     A_REGS, B_REGS = 4 * pt.d["A_LOADS"], 4 * pt.d["B_LOADS"]
     RES_M, RES_N = pt.d["WMITER"] * TM, cfg["WNITER"] * TN
     work = tun.make_work(BM, BN, BK, SPLITK)
-    epilogue = tun.make_epilogue(store_results, BM, BN, pt.d["NUM_THREADS"], SPLITK)
+    epilogue_store = tun.make_epilogue(store_with, BM, BN, pt.d["NUM_THREADS"], SPLITK, epilogue)
     CVEC = vec == 1  # 128-bit stores of C (not in the VECTOR_LOADS variant)
 
     @device_jit
-    def sgemm_double_buffering_unit(u, A, B, C, W, L, alpha, beta):
+    def sgemm_double_buffering_unit(u, A, B, C, W, L, alpha, beta, E):
         # The kernel's body for its u-th unit of work: one C tile's K range (one per block,
         # more with stream-K: tun.unit_kernel). A (batch, M, K), B (batch, K, N), C (batch, M, N):
         # strided batches; W, L: split-K's or stream-K's workspace and tile counters.
@@ -118,9 +118,11 @@ def _make_kernel(items: tuple, vec: int, layout: str = "NN"):
             buf = 1 - buf
 
         # --- epilogue: write C (split-K / stream-K: the workspace; the tile's last sums)
-        epilogue(C, W, L, job, thread_results, row0 + wm0, col0 + wn0, M, N, alpha, beta, CVEC)
+        epilogue_store(
+            C, W, L, job, thread_results, row0 + wm0, col0 + wn0, M, N, alpha, beta, CVEC, E
+        )
 
-    return tun.unit_kernel("sgemm_double_buffering", sgemm_double_buffering_unit, cfg)
+    return tun.unit_kernel("sgemm_double_buffering", sgemm_double_buffering_unit, cfg, epilogue)
 
 
 def make_stage(config: Mapping[str, int]) -> Stage:

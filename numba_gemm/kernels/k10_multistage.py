@@ -162,11 +162,11 @@ def make_copier(extent: int, BK: int, threads: int, k_contiguous: bool, slot=wt.
 
 
 @functools.cache
-def _make_kernel(items: tuple, vec: int, layout: str = "NN"):
+def _make_kernel(items: tuple, vec: int, layout: str = "NN", epilogue=None):
     cfg = dict(items)
     pt = wt.make_parts(cfg, layout)
     a_view, b_view, thread_origin = pt.a_view, pt.b_view, pt.thread_origin
-    mma_tile, store_results = pt.mma_tile, pt.store_results
+    mma_tile, store_with = pt.mma_tile, pt.store_with
     BM, BN, BK, TM, TN, SPLITK = (cfg[k] for k in ("BM", "BN", "BK", "TM", "TN", "SPLITK"))
     NT = pt.d["NUM_THREADS"]
     A_ALONG_K, B_ALONG_K = layout[0] == "N", layout[1] == "T"
@@ -178,7 +178,7 @@ def _make_kernel(items: tuple, vec: int, layout: str = "NN"):
     A_FLOATS = NBUF * BK * AS_PITCH
     RES_M, RES_N = pt.d["WMITER"] * TM, cfg["WNITER"] * TN
     work = tun.make_work(BM, BN, BK, SPLITK)
-    epilogue = tun.make_epilogue(store_results, BM, BN, NT, SPLITK)
+    epilogue_store = tun.make_epilogue(store_with, BM, BN, NT, SPLITK, epilogue)
     CVEC = vec == 1  # 128-bit stores of C (not in the VECTOR_LOADS variant)
 
     @device_jit
@@ -187,7 +187,7 @@ def _make_kernel(items: tuple, vec: int, layout: str = "NN"):
         copy_b(Bs, Bg, k0, tid, col0, N, K, k_end, vec, full)
 
     @device_jit
-    def sgemm_multistage_unit(u, A, B, C, W, L, alpha, beta):
+    def sgemm_multistage_unit(u, A, B, C, W, L, alpha, beta, E):
         # The kernel's body for its u-th unit of work: one C tile's K range (one per block,
         # more with stream-K: tun.unit_kernel). A (batch, M, K), B (batch, K, N), C (batch, M, N):
         # strided batches; W, L: split-K's or stream-K's workspace and tile counters.
@@ -238,9 +238,11 @@ def _make_kernel(items: tuple, vec: int, layout: str = "NN"):
         wait(0)  # no copy may still be writing SMEM when the block exits (or the unit ends)
 
         # --- epilogue: write C (split-K / stream-K: the workspace; the tile's last sums)
-        epilogue(C, W, L, job, thread_results, row0 + wm0, col0 + wn0, M, N, alpha, beta, CVEC)
+        epilogue_store(
+            C, W, L, job, thread_results, row0 + wm0, col0 + wn0, M, N, alpha, beta, CVEC, E
+        )
 
-    return tun.unit_kernel("sgemm_multistage", sgemm_multistage_unit, cfg)
+    return tun.unit_kernel("sgemm_multistage", sgemm_multistage_unit, cfg, epilogue)
 
 
 def make_stage(config: Mapping[str, int]) -> Stage:

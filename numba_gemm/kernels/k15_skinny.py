@@ -68,15 +68,15 @@ from ..ptx.vecmem import SMEM_ALIGN, cols_view, load4, rows_view, store4
 from . import _splitk
 from . import _tunable as tun
 from ._common import (
+    PLAIN_STORES,
     device_jit,
     issue_fence,
-    kernel_jit,
     load_a4,
     load_b4,
     load_b_cols,
-    store_c4,
     unroll,
 )
+from ._epilogue import stores_for
 from .stage import Stage
 
 #: MT rows of C per block; BN columns (BN / 4 threads per row of the B tile); THREADS threads; KC
@@ -188,7 +188,7 @@ SPACE = tun.valid_configs(
 
 
 @functools.cache
-def _make_kernel(items: tuple, vec: int, layout: str = "NN"):
+def _make_kernel(items: tuple, vec: int, layout: str = "NN", epilogue=None):
     cfg = dict(items)
     MT, BN, THREADS, KC, SPLITK, MINB, NBUF = (cfg[k] for k in KEYS)
     d = derived(cfg)
@@ -381,32 +381,37 @@ def _make_kernel(items: tuple, vec: int, layout: str = "NN"):
 
     put_rows = unroll(RM, _put)
 
+    stores = stores_for(epilogue)
+
+    def make_reduce_store(store_c4):
+        @device_jit
+        def _pass(p, acc, red, Cg, tid, kg, c, m0, n0, z0, M, N, alpha, beta, E):
+            # C[z0 + m0 + p*RM + r, n0 + c] = alpha * sum over k-groups + beta * C (128-bit when
+            # aligned); z0 > 0: this K slice's rows of the split-K workspace
+            cuda.syncthreads()  # the previous pass has read red (the first: the last chunk is done)
+            put_rows(acc, red, kg, c, p)
+            cuda.syncthreads()  # every k-group's partial sums of rows p*RM .. are in red
+            for o in range(tid, RM * CG, THREADS):  # four consecutive columns per thread and step
+                r = o // CG
+                col = 4 * (o - r * CG)
+                s0, s1, s2, s3 = load4(red, r, col)
+                for g in range(1, KG):
+                    x0, x1, x2, x3 = load4(red, g * RM + r, col)
+                    s0 += x0
+                    s1 += x1
+                    s2 += x2
+                    s3 += x3
+                row = z0 + m0 + p * RM + r
+                store_c4(Cg, row, n0 + col, s0, s1, s2, s3, alpha, beta, z0 + M, N, CVEC, E)
+
+        return unroll(MT // RM, _pass)
+
+    reduce_store = make_reduce_store(stores.store_c4)  # into C
+    reduce_parts = make_reduce_store(PLAIN_STORES.store_c4)  # into the workspace
+    fixup = _splitk.make_fixup(MT, BN, THREADS, SPLITK, False, stores)
+
     @device_jit
-    def _pass(p, acc, red, Cg, tid, kg, c, m0, n0, z0, M, N, alpha, beta):
-        # C[z0 + m0 + p*RM + r, n0 + c] = alpha * sum over k-groups + beta * C (128-bit when
-        # aligned); z0 > 0: this K slice's rows of the split-K workspace
-        cuda.syncthreads()  # the previous pass has read red (the first: the last chunk is done)
-        put_rows(acc, red, kg, c, p)
-        cuda.syncthreads()  # every k-group's partial sums of rows p*RM .. are in red
-        for o in range(tid, RM * CG, THREADS):  # four consecutive columns per thread and step
-            r = o // CG
-            col = 4 * (o - r * CG)
-            s0, s1, s2, s3 = load4(red, r, col)
-            for g in range(1, KG):
-                x0, x1, x2, x3 = load4(red, g * RM + r, col)
-                s0 += x0
-                s1 += x1
-                s2 += x2
-                s3 += x3
-            store_c4(
-                Cg, z0 + m0 + p * RM + r, n0 + col, s0, s1, s2, s3, alpha, beta, z0 + M, N, CVEC
-            )
-
-    reduce_store = unroll(MT // RM, _pass)
-    fixup = _splitk.make_fixup(MT, BN, THREADS, SPLITK)
-
-    @kernel_jit(launch_bounds=(THREADS, MINB) if MINB else None)
-    def sgemm_skinny(A, B, C, W, L, alpha, beta):
+    def sgemm_skinny(A, B, C, W, L, alpha, beta, E):
         # A (batch, M, K), B (batch, K, N), C (batch, M, N): strided batches, grid z = batch
         # (or, with SPLITK > 1, the K slice: W, L are split-K's workspace and tile counters)
         M, K, N = A.shape[1], A.shape[2], B.shape[2]
@@ -489,10 +494,10 @@ def _make_kernel(items: tuple, vec: int, layout: str = "NN"):
         # --- epilogue: sum the k-groups' partials through SMEM, RM rows at a time; write C, or
         # with SPLITK > 1 this slice's rows of the workspace, and the tile's last slice sums
         if SPLITK == 1:
-            reduce_store(acc, red, rows_view(C, bz), tid, kg, c, m0, n0, 0, M, N, alpha, beta)
+            reduce_store(acc, red, rows_view(C, bz), tid, kg, c, m0, n0, 0, M, N, alpha, beta, E)
         else:
             Wg = rows_view(W, 0)
-            reduce_store(
+            reduce_parts(
                 acc,
                 red,
                 Wg,
@@ -506,10 +511,12 @@ def _make_kernel(items: tuple, vec: int, layout: str = "NN"):
                 N,
                 float32(1.0),
                 float32(0.0),
+                (),
             )
-            fixup(Wg, L, rows_view(C, 0), m0, n0, M, N, alpha, beta, CVEC)
+            fixup(Wg, L, rows_view(C, 0), m0, n0, M, N, alpha, beta, CVEC, E)
 
-    return sgemm_skinny
+    bounds = (THREADS, MINB) if MINB else None
+    return tun.entry_kernel("sgemm_skinny", sgemm_skinny, epilogue, launch_bounds=bounds)
 
 
 def launch_config_for(cfg: Mapping[str, int]):

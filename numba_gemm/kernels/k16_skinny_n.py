@@ -40,7 +40,15 @@ from ..device import SIMULATOR, SMEM_STATIC_LIMIT, WARP_SIZE, tile_grid
 from ..ptx.vecmem import SMEM_ALIGN, cols_view, load4, rows_view, store4, tile_view
 from . import _splitk
 from . import _tunable as tun
-from ._common import device_jit, kernel_jit, load_a4, load_b4, sequence, shfl_xor, store_c, unroll
+from ._common import (
+    device_jit,
+    load_a4,
+    load_b4,
+    sequence,
+    shfl_xor,
+    unroll,
+)
+from ._epilogue import stores_for
 from .stage import Stage
 
 #: NB columns of C per block (the B tile in SMEM); RW rows of A per warp; THREADS threads; KC rows
@@ -188,7 +196,7 @@ def _butterfly(o: int):
 
 
 @functools.cache
-def _make_kernel(items: tuple, vec: int, layout: str = "NN"):
+def _make_kernel(items: tuple, vec: int, layout: str = "NN", epilogue=None):
     cfg = dict(items)
     NB, RW, THREADS, KC, SPLITK, MINB = (cfg[k] for k in KEYS)
     d = derived(cfg)
@@ -299,24 +307,28 @@ def _make_kernel(items: tuple, vec: int, layout: str = "NN"):
                 store_b(breg, Bs, tid)
                 cuda.syncthreads()  # the next B tile is in SMEM
 
+    stores = stores_for(epilogue)
+    store_c = stores.store_c
+
     @device_jit
-    def _write(i, v, Dg, z0, row0, first, n0, M, N, alpha, beta, split):
-        # the warp's total i of this lane: C[row0 + r, n0 + n] (or row z0 + ... of the workspace)
+    def _write(i, v, Dg, z0, row0, first, n0, M, N, alpha, beta, E):
+        # the warp's total i of this lane: C[row0 + r, n0 + n]
         r, n = (first + i) // NB, (first + i) % NB
         if row0 + r < M and n0 + n < N:
-            if split:
-                Dg[z0 + row0 + r, n0 + n] = v[i]
-            else:
-                store_c(Dg, row0 + r, n0 + n, v[i], alpha, beta)
+            store_c(Dg, row0 + r, n0 + n, v[i], alpha, beta, E)
 
-    write_sums = unroll(LF, _write)
-    fixup = _splitk.make_fixup(BM, NB, THREADS, SPLITK)
+    @device_jit
+    def _write_part(i, v, Dg, z0, row0, first, n0, M, N, alpha, beta, E):
+        # ... or row z0 + row0 + r of the workspace, unscaled
+        r, n = (first + i) // NB, (first + i) % NB
+        if row0 + r < M and n0 + n < N:
+            Dg[z0 + row0 + r, n0 + n] = v[i]
 
-    # more than 256 threads: ptxas is told the block size, so that it keeps to the 128 registers
-    # a thread of 512 can have (left to itself it gave the B-transposed and scalar variants
-    # 140-153, and the launch failed: CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES)
-    @kernel_jit(launch_bounds=(THREADS, MINB) if MINB else (THREADS,) if THREADS > 256 else None)
-    def sgemm_skinny_n(A, B, C, W, L, alpha, beta):
+    write_sums, write_parts = unroll(LF, _write), unroll(LF, _write_part)
+    fixup = _splitk.make_fixup(BM, NB, THREADS, SPLITK, False, stores)
+
+    @device_jit
+    def sgemm_skinny_n(A, B, C, W, L, alpha, beta, E):
         # A (batch, M, K), B (batch, K, N), C (batch, M, N): strided batches, grid z = batch
         # (or, with SPLITK > 1, the K slice: W, L are split-K's workspace and tile counters)
         M, K, N = A.shape[1], A.shape[2], B.shape[2]
@@ -355,14 +367,19 @@ def _make_kernel(items: tuple, vec: int, layout: str = "NN"):
         first, _, owner = _lane_sums_owned(V, lane)
         if SPLITK == 1:
             if owner:
-                write_sums(acc, rows_view(C, bz), 0, row0, first, n0, M, N, alpha, beta, False)
+                write_sums(acc, rows_view(C, bz), 0, row0, first, n0, M, N, alpha, beta, E)
         else:
             Wg = rows_view(W, 0)
+            z0 = cuda.blockIdx.z * M
             if owner:
-                write_sums(acc, Wg, cuda.blockIdx.z * M, row0, first, n0, M, N, alpha, beta, True)
-            fixup(Wg, L, rows_view(C, 0), m0, n0, M, N, alpha, beta, vec == 1)
+                write_parts(acc, Wg, z0, row0, first, n0, M, N, alpha, beta, ())
+            fixup(Wg, L, rows_view(C, 0), m0, n0, M, N, alpha, beta, vec == 1, E)
 
-    return sgemm_skinny_n
+    # more than 256 threads: ptxas is told the block size, so that it keeps to the 128 registers
+    # a thread of 512 can have (left to itself it gave the B-transposed and scalar variants
+    # 140-153, and the launch failed: CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES)
+    bounds = (THREADS, MINB) if MINB else (THREADS,) if THREADS > 256 else None
+    return tun.entry_kernel("sgemm_skinny_n", sgemm_skinny_n, epilogue, launch_bounds=bounds)
 
 
 def launch_config_for(cfg: Mapping[str, int]):

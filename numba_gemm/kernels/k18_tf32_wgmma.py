@@ -79,8 +79,17 @@ from ..ptx.wgmma import (
     wait,
 )
 from . import _splitk
-from ._common import device_jit, kernel_jit, store_c, store_c2, unroll, zero_at
-from ._tunable import LAYOUTS, SPLIT_ARGS, block_work, check_keys, check_rules, valid_configs
+from ._common import device_jit, unroll, zero_at
+from ._epilogue import stores_for
+from ._tunable import (
+    LAYOUTS,
+    SPLIT_ARGS,
+    block_work,
+    check_keys,
+    check_rules,
+    entry_kernel,
+    valid_configs,
+)
 from .k12_tf32_mma_multistage import make_copier
 from .k17_hgemm_wgmma import make_swizzled_copier, make_swizzled_transposer
 from .stage import Stage
@@ -214,23 +223,25 @@ def make_add(count: int):
     return unroll(count, _add)
 
 
-def make_rs_store(BM: int):
-    """Device function ``store_all(C, acc, m, n, alpha, beta, M, N, vec)``: the epilogue of a
+def make_rs_store(BM: int, epilogue=None):
+    """Device function ``store_all(C, acc, m, n, alpha, beta, M, N, vec, E)``: the epilogue of a
     ``C^T = B^T A^T`` product whose register rows g, g + 8 stand for C columns n, n + 1 (row-major
     B): fragment i holds C rows ``m + 8 i`` and ``m + 8 i + 1`` of those two columns, stored as
-    pairs (``store_c2``; ``vec``: 64 bits at a time) for ``i < BM / 8``."""
+    pairs (``store_c2``; ``vec``: 64 bits at a time) for ``i < BM / 8``; with a fused
+    ``epilogue`` (``kernels._epilogue``, operands ``E``) applied to each."""
+    store_c2 = stores_for(epilogue).store_c2
 
     @device_jit
-    def _store(i, C, acc, m, n, alpha, beta, M, N, vec):
+    def _store(i, C, acc, m, n, alpha, beta, M, N, vec, E):
         r = m + 8 * i
-        store_c2(C, r, n, acc[4 * i], acc[4 * i + 2], alpha, beta, M, N, vec)
-        store_c2(C, r + 1, n, acc[4 * i + 1], acc[4 * i + 3], alpha, beta, M, N, vec)
+        store_c2(C, r, n, acc[4 * i], acc[4 * i + 2], alpha, beta, M, N, vec, E)
+        store_c2(C, r + 1, n, acc[4 * i + 1], acc[4 * i + 3], alpha, beta, M, N, vec, E)
 
     return unroll(BM // 8, _store)
 
 
 @functools.cache
-def _make_kernel(items: tuple, vec: bool, mode: str, layout: str = "NN"):
+def _make_kernel(items: tuple, vec: bool, mode: str, layout: str = "NN", epilogue=None):
     cfg = dict(items)
     BM, BN, BK, NBUF, SPLITK = (cfg[k] for k in KEYS)
     d = derived(cfg, mode, layout)
@@ -273,23 +284,26 @@ def _make_kernel(items: tuple, vec: bool, mode: str, layout: str = "NN"):
             # 144 bytes apart hit 8 different 16-byte bank groups (the values' bits, as int32)
             return ldmatrix_x4(Bs, n, k)
 
-        @device_jit
-        def _store(i, C, acc, m, n, alpha, beta, M, N, vec):
-            # fragment i holds C^T rows (C columns) n, n + 8 x C rows m + 8 i (+1), stored as
-            # scalars (``vec`` unused)
-            r = m + 8 * i
-            if r < M:
-                if n < N:
-                    store_c(C, r, n, acc[4 * i], alpha, beta)
-                if n + 8 < N:
-                    store_c(C, r, n + 8, acc[4 * i + 2], alpha, beta)
-            if r + 1 < M:
-                if n < N:
-                    store_c(C, r + 1, n, acc[4 * i + 1], alpha, beta)
-                if n + 8 < N:
-                    store_c(C, r + 1, n + 8, acc[4 * i + 3], alpha, beta)
+        def make_store(epi):
+            store_c = stores_for(epi).store_c
 
-        store_all = unroll(BM // 8, _store)
+            @device_jit
+            def _store(i, C, acc, m, n, alpha, beta, M, N, vec, E):
+                # fragment i holds C^T rows (C columns) n, n + 8 x C rows m + 8 i (+1), stored
+                # as scalars (``vec`` unused)
+                r = m + 8 * i
+                if r < M:
+                    if n < N:
+                        store_c(C, r, n, acc[4 * i], alpha, beta, E)
+                    if n + 8 < N:
+                        store_c(C, r, n + 8, acc[4 * i + 2], alpha, beta, E)
+                if r + 1 < M:
+                    if n < N:
+                        store_c(C, r + 1, n, acc[4 * i + 1], alpha, beta, E)
+                    if n + 8 < N:
+                        store_c(C, r + 1, n + 8, acc[4 * i + 3], alpha, beta, E)
+
+            return unroll(BM // 8, _store)
 
     else:
 
@@ -303,7 +317,11 @@ def _make_kernel(items: tuple, vec: bool, mode: str, layout: str = "NN"):
             x2, x3 = load2(Bs, k + 4, n)
             return float_bits(x0), float_bits(x1), float_bits(x2), float_bits(x3)
 
-        store_all = make_rs_store(BM)  # C^T rows (C columns) n, n + 1
+        def make_store(epi):
+            return make_rs_store(BM, epi)  # C^T rows (C columns) n, n + 1
+
+    store_all = make_store(epilogue)  # into C
+    store_parts = store_all if epilogue is None else make_store(None)  # into the workspace
 
     @device_jit
     def _product(s, acc, As, da, Ls, dl, Bs, fn, fk):
@@ -338,7 +356,8 @@ def _make_kernel(items: tuple, vec: bool, mode: str, layout: str = "NN"):
             )
 
     products = unroll(STEPS, _product)
-    fixup = _splitk.make_fixup(BM, BN, NT, SPLITK)
+    stores = stores_for(epilogue)
+    fixup = _splitk.make_fixup(BM, BN, NT, SPLITK, False, stores)
 
     split_all = make_small_parts(LO_PER_THREAD, NT)
     zero_all = unroll(ACC, zero_at)
@@ -390,8 +409,8 @@ def _make_kernel(items: tuple, vec: bool, mode: str, layout: str = "NN"):
         wait(0, part, BM)
         add_all(acc, part, 0)
 
-    @kernel_jit(launch_bounds=(NT, 1))
-    def sgemm_tf32_wgmma(A3, B3, C3, W, L, alpha, beta):
+    @device_jit
+    def sgemm_tf32_wgmma(A3, B3, C3, W, L, alpha, beta, E):
         # A3 (batch, M, K), B3 (batch, K, N), C3 (batch, M, N): strided batches (grid z is the
         # batch index, or with SPLITK > 1 the K slice); A and B as stored, 2-D: rows of M or K,
         # rows of K or N. W, L: split-K's workspace and tile counters (untouched without it).
@@ -497,15 +516,15 @@ def _make_kernel(items: tuple, vec: bool, mode: str, layout: str = "NN"):
         # n (+8)); split-K: the slice's partial sums to its rows of the workspace, then the last
         # slice of the tile to arrive sums them into C (kernels._splitk)
         if SPLITK == 1:
-            store_all(C, acc, row0 + 2 * q, col0 + n, alpha, beta, M, N, vec)
+            store_all(C, acc, row0 + 2 * q, col0 + n, alpha, beta, M, N, vec, E)
         else:
             Wg = rows_view(W, 0)
             z0 = cuda.blockIdx.z * M
             one, zero = float32(1.0), float32(0.0)
-            store_all(Wg, acc, z0 + row0 + 2 * q, col0 + n, one, zero, z0 + M, N, vec)
-            fixup(Wg, L, C, row0, col0, M, N, alpha, beta, vec)
+            store_parts(Wg, acc, z0 + row0 + 2 * q, col0 + n, one, zero, z0 + M, N, vec, ())
+            fixup(Wg, L, C, row0, col0, M, N, alpha, beta, vec, E)
 
-    return sgemm_tf32_wgmma
+    return entry_kernel("sgemm_tf32_wgmma", sgemm_tf32_wgmma, epilogue, launch_bounds=(NT, 1))
 
 
 #: Per mode: stage name and label.
@@ -530,8 +549,8 @@ def make_stage(config: Mapping[str, int], mode: str = "tf32") -> Stage:
     def launch_config(M, N, K):
         return (*tile_grid(M, N, cfg["BM"], cfg["BN"]), cfg["SPLITK"]), (d["NUM_THREADS"],)
 
-    def layout_kernel(vec, layout):
-        return _make_kernel(items, bool(vec), mode, layout)
+    def layout_kernel(vec, layout, epilogue=None):
+        return _make_kernel(items, bool(vec), mode, layout, epilogue)
 
     return Stage(
         name=name,
@@ -554,6 +573,7 @@ def make_stage(config: Mapping[str, int], mode: str = "tf32") -> Stage:
         min_cc=(9, 0),
         arch=(9, 0),
         tile=(cfg["BM"], cfg["BN"]),
+        epilogue=True,
     )
 
 

@@ -71,8 +71,9 @@ from ..ptx.wgmma import (
     smem_desc,
     wait,
 )
-from ._common import device_jit, kernel_jit, store_c2, unroll, zero_at
-from ._tunable import check_keys, check_rules, valid_configs
+from ._common import device_jit, unroll, zero_at
+from ._epilogue import stores_for
+from ._tunable import check_keys, check_rules, entry_kernel, valid_configs
 from .k17_hgemm_wgmma import accumulators_fit
 from .stage import Stage
 
@@ -259,11 +260,15 @@ def make_producer(cfg: Mapping[str, int], layout: str, kind: str):
 
 
 @functools.cache
-def make_kernel(items: tuple, layout: str = "NN", kind: str = "f16", pairs: bool = True):
+def make_kernel(
+    items: tuple, layout: str = "NN", kind: str = "f16", pairs: bool = True, epilogue=None
+):
     """The kernel for one configuration, layout (``"NN"`` or ``"NT"``) and operand kind
     (``"f16"``, ``"bf16"``, ``"tf32"``: TF32 operands must both be K-major, so NT only).
     ``pairs``: C's column pairs stored together when N is even (the ``"vector"`` variant, for C
-    rows 16-byte aligned); else element by element (``"scalar"``: any C)."""
+    rows 16-byte aligned); else element by element (``"scalar"``: any C). ``epilogue``: a fused
+    epilogue (``kernels._epilogue``; the kernel then takes its operands before ``alpha``), whose
+    C is written in column pairs (a 16-bit C's 16-byte stores take none)."""
     cfg = dict(items)
     BM, BN, BK, NBUF = (cfg[k] for k in KEYS)
     d = derived(cfg, kind)
@@ -309,12 +314,15 @@ def make_kernel(items: tuple, layout: str = "NN", kind: str = "f16", pairs: bool
     products = unroll(STEPS, _product)
     zero_all = unroll(ACC, zero_at)
 
+    store_c2 = stores_for(epilogue).store_c2
+    QUADS = epilogue is None  # a 16-bit C's 16-byte stores (no epilogue in them)
+
     @device_jit
-    def _store(i, C, acc, r, c0, alpha, beta, M, N, vec):
+    def _store(i, C, acc, r, c0, alpha, beta, M, N, vec, E):
         # columns c, c + 1 of rows r and r + 8 (the wgmma D fragment, once per 8 columns)
         c = c0 + 8 * i
-        store_c2(C, r, c, acc[4 * i], acc[4 * i + 1], alpha, beta, M, N, vec)
-        store_c2(C, r + 8, c, acc[4 * i + 2], acc[4 * i + 3], alpha, beta, M, N, vec)
+        store_c2(C, r, c, acc[4 * i], acc[4 * i + 1], alpha, beta, M, N, vec, E)
+        store_c2(C, r + 8, c, acc[4 * i + 2], acc[4 * i + 3], alpha, beta, M, N, vec, E)
 
     store_all = unroll(BN // 8, _store)
 
@@ -344,8 +352,8 @@ def make_kernel(items: tuple, layout: str = "NN", kind: str = "f16", pairs: bool
 
     store_quads = unroll(BN // 32, _store_quad)
 
-    @kernel_jit(launch_bounds=(NUM_THREADS, 1))
-    def hgemm_tma(A, B, C, TA, TB, alpha, beta):
+    @device_jit
+    def hgemm_tma(A, B, C, TA, TB, alpha, beta, E):
         M, K = A.shape
         N = B.shape[0] if B_T else B.shape[1]
         # dynamic SMEM: NBUF A tiles, then NBUF B tiles, 16-byte chunks in the 128-byte swizzle
@@ -421,15 +429,15 @@ def make_kernel(items: tuple, layout: str = "NN", kind: str = "f16", pairs: bool
                 # --- epilogue: write C (lane (g, q) of warp w: rows 16 w + g (+ 8), columns
                 # 2 q (+ 1) of each 8-column fragment), while the producer loads the next tile
                 r = row0 + (wg - 1) * WG_M + ((tid // 32) % 4) * 16 + (lane >> 2)
-                if c_bytes(C) == 2 and PAIRS and N % 8 == 0 and beta == 0:
+                if QUADS and c_bytes(C) == 2 and PAIRS and N % 8 == 0 and beta == 0:
                     # a 16-bit C (its type's constant: the other branch is dead code), rows
                     # 16-byte aligned: 16-byte stores (docs/design.md §5.4)
                     store_quads(C, acc, r, col0, lane & 3, alpha, M, N)
                 else:
                     c = col0 + 2 * (lane & 3)
-                    store_all(C, acc, r, c, alpha, beta, M, N, PAIRS and N % 2 == 0)
+                    store_all(C, acc, r, c, alpha, beta, M, N, PAIRS and N % 2 == 0, E)
 
-    return hgemm_tma
+    return entry_kernel("hgemm_tma", hgemm_tma, epilogue, launch_bounds=(NUM_THREADS, 1))
 
 
 #: Per kind: stage name, ladder label, precision, layouts, kernel argument spec.
@@ -479,7 +487,9 @@ def make_stage(config: Mapping[str, int], kind: str = "f16") -> Stage:
         kernel=make_kernel(items, layouts[0], kind),
         scalar_kernel=make_kernel(items, layouts[0], kind, False),
         layouts=layouts,
-        layout_kernel=lambda vec, layout: make_kernel(items, layout, kind, bool(vec)),
+        layout_kernel=lambda vec, layout, epilogue=None: make_kernel(
+            items, layout, kind, bool(vec), epilogue
+        ),
         launch_config=launch_config,
         precision=precision,
         config=cfg,
@@ -495,6 +505,7 @@ def make_stage(config: Mapping[str, int], kind: str = "f16") -> Stage:
         tensor_maps=lambda layout: (MAP_DTYPE[kind], *boxes(cfg, layout, kind)),
         persistent=True,
         dependent_launch=True,
+        epilogue=True,
         tuned_as="hgemm_tma" if kind == "bf16" else None,
     )
 

@@ -82,8 +82,8 @@ from ..ptx.wgmma import (
 )
 from . import k18_tf32_wgmma as k18
 from . import k20_hgemm_tma as k20
-from ._common import device_jit, kernel_jit, unroll, zero_at
-from ._tunable import check_keys, check_rules, valid_configs
+from ._common import device_jit, unroll, zero_at
+from ._tunable import check_keys, check_rules, entry_kernel, valid_configs
 from .k18_tf32_wgmma import MMA_K, STEPS_PER_ROW, SW_ALIGN, WG_N, T
 from .stage import Stage
 
@@ -206,11 +206,14 @@ _lane_chunk = device_jit(lane_chunk)
 
 
 @functools.cache
-def make_kernel(items: tuple, mode: str = "tf32", pairs: bool = True, slices: int = 0):
+def make_kernel(
+    items: tuple, mode: str = "tf32", pairs: bool = True, slices: int = 0, epilogue=None
+):
     """The kernel for one configuration and arithmetic ``mode`` (``"tf32"`` or ``"3xtf32"``);
     ``pairs``: C's column pairs stored together when N is even (the ``"vector"`` variant);
     ``slices``: 3xTF32's slices of a tile's products (0: :func:`derived`'s, the fewest that
-    fit; the tests ask for more on the simulator's small tiles)."""
+    fit; the tests ask for more on the simulator's small tiles); ``epilogue``: a fused epilogue
+    (``kernels._epilogue``; its operands before ``alpha``)."""
     cfg = dict(items)
     BM, BN, BK, NBUF = (cfg[k] for k in KEYS)
     d = derived(cfg, mode)
@@ -306,10 +309,10 @@ def make_kernel(items: tuple, mode: str = "tf32", pairs: bool = True, slices: in
 
     sliced_products = unroll(SLICES, _slice)
 
-    store_all = k18.make_rs_store(BM)  # C^T rows (C columns) n, n + 1
+    store_all = k18.make_rs_store(BM, epilogue)  # C^T rows (C columns) n, n + 1
 
-    @kernel_jit(launch_bounds=(NUM_THREADS, 1))
-    def tf32_tma_rs(A, B, C, TA, TB, alpha, beta):
+    @device_jit
+    def tf32_tma_rs(A, B, C, TA, TB, alpha, beta, E):
         M, K = A.shape
         N = B.shape[1]
         # dynamic SMEM: NBUF A tiles, NBUF B tiles (16-byte chunks, 128-byte swizzle), then
@@ -420,9 +423,9 @@ def make_kernel(items: tuple, mode: str = "tf32", pairs: bool = True, slices: in
 
             # --- epilogue: write C (transposed fragments: C rows 8 i + 2 q (+ 1), columns
             # n, n + 1)
-            store_all(C, acc, row0 + 2 * q, n, alpha, beta, M, N, PAIRS and N % 2 == 0)
+            store_all(C, acc, row0 + 2 * q, n, alpha, beta, M, N, PAIRS and N % 2 == 0, E)
 
-    return tf32_tma_rs
+    return entry_kernel("tf32_tma_rs", tf32_tma_rs, epilogue, launch_bounds=(NUM_THREADS, 1))
 
 
 #: Per mode: stage name and ladder label.
@@ -450,7 +453,9 @@ def make_stage(config: Mapping[str, int], mode: str = "tf32") -> Stage:
         kernel=make_kernel(items, mode),
         scalar_kernel=make_kernel(items, mode, False),
         layouts=("NN",),
-        layout_kernel=lambda vec, layout: make_kernel(items, mode, bool(vec)),
+        layout_kernel=lambda vec, layout, epilogue=None: make_kernel(
+            items, mode, bool(vec), 0, epilogue
+        ),
         launch_config=launch_config,
         precision=mode,
         config=cfg,
@@ -465,6 +470,7 @@ def make_stage(config: Mapping[str, int], mode: str = "tf32") -> Stage:
         threads_of=lambda c: derived(c, mode)["NUM_THREADS"],
         tensor_maps=lambda layout: ("float32", *k20.boxes(cfg, "NN", "tf32")),
         dependent_launch=True,
+        epilogue=True,
     )
 
 

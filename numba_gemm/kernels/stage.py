@@ -161,6 +161,7 @@ class Stage:
     persistent: bool = False
     tuned_as: str | None = None
     dependent_launch: bool = False
+    epilogue: bool = False
 
     def block(self, cfg: Mapping[str, int] | None = None) -> tuple[int, int, int]:
         """``(rows, columns, K step)`` of one block of configuration ``cfg`` (default: the
@@ -222,34 +223,46 @@ class Stage:
         """Whether the kernel takes batches of strided matrices (any layout, grid z = batch)."""
         return self.args.startswith("S")
 
-    def kernel_for(self, variant: str, layout: str = "NN") -> Any:
+    def kernel_for(self, variant: str, layout: str = "NN", epilogue: Any = None) -> Any:
         """The ``"vector"`` kernel, or the ``"scalar"`` one (the vector kernel when the stage has
         no scalar variant: it then uses no 128-bit GMEM access), or the ``"vector_loads"`` one
-        (:data:`VECTOR_LOADS`), for operand ``layout``.
+        (:data:`VECTOR_LOADS`), for operand ``layout``; with a fused ``epilogue``
+        (``kernels._epilogue.Epilogue``) the kernel built with it.
 
         Raises:
-            ValueError: the stage does not serve ``layout``, or has no ``"vector_loads"``
-                variant.
+            ValueError: the stage does not serve ``layout``, has no ``"vector_loads"``
+                variant, or fuses no epilogue.
         """
         if layout not in self.layouts:
             raise ValueError(f"stage {self.name!r} serves layouts {self.layouts}, not {layout!r}")
+        if epilogue is not None and not self.epilogue:
+            raise ValueError(f"stage {self.name!r} fuses no epilogue")
         if variant == "vector_loads":
             if not self.vector_loads or self.layout_kernel is None:
                 raise ValueError(f"stage {self.name!r} has no vector_loads variant")
-            if layout not in self.layouts:
+            return self._built(VECTOR_LOADS, layout, epilogue)
+        if layout != "NN" or epilogue is not None:
+            if self.layout_kernel is None:
                 raise ValueError(
                     f"stage {self.name!r} serves layouts {self.layouts}, not {layout!r}"
                 )
-            return self.layout_kernel(VECTOR_LOADS, layout)
-        if layout != "NN":
-            if layout not in self.layouts or self.layout_kernel is None:
-                raise ValueError(
-                    f"stage {self.name!r} serves layouts {self.layouts}, not {layout!r}"
-                )
-            return self.layout_kernel(variant == "vector" or self.scalar_kernel is None, layout)
+            return self._built(variant == "vector" or self.scalar_kernel is None, layout, epilogue)
         if variant == "scalar" and self.scalar_kernel is not None:
             return self.scalar_kernel
         return self.kernel
+
+    def _built(self, vec: Any, layout: str, epilogue: Any) -> Any:
+        if epilogue is None:
+            return self.layout_kernel(vec, layout)
+        return self.layout_kernel(vec, layout, epilogue)
+
+    def args_for(self, epilogue: Any = None) -> str:
+        """The kernel's argument spec (:attr:`args`), with a fused ``epilogue``'s operands
+        (``Epilogue.spec``, a tuple) inserted before the scalars."""
+        if epilogue is None:
+            return self.args
+        arrays = self.args.rstrip("f")
+        return arrays + epilogue.spec + self.args[len(arrays) :]
 
     def has_vector_loads(self, layout: str = "NN") -> bool:
         """Whether the plan may run the ``"vector_loads"`` variant for operand ``layout``: the

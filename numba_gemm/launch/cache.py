@@ -42,6 +42,7 @@ import contextlib
 import functools
 import hashlib
 import json
+import marshal
 import os
 import re
 import secrets
@@ -318,6 +319,39 @@ def _closure(func: types.FunctionType, depth: int = 0, seen: frozenset = frozens
             contents = "<empty>"
         out.append([name, _stable(contents, depth, seen)])
     return out
+
+
+def epilogue_key(epi: Any) -> str:
+    """A digest naming a fused epilogue (``kernels._epilogue.Epilogue``) in the kernel cache, the
+    same in every process: its parts, and for its user function (and the functions it calls, to
+    a depth of 8) the module, name, bytecode, constants, closure and the globals it reads, so
+    that an edited function is a new kernel."""
+    material: list = [epi.bias, epi.activation, epi.operands]
+    if epi.fn is not None:
+        material.append(_code_material(epi.fn, 0))
+    return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _code_material(fn: Any, depth: int) -> Any:
+    py = getattr(fn, "py_func", fn)
+    if not isinstance(py, types.FunctionType) or depth > 8:
+        return _stable(fn)
+    code, glob = py.__code__, py.__globals__
+    called = []
+    for n in sorted(set(code.co_names) & set(glob)):
+        g = glob[n]
+        if isinstance(g, types.ModuleType):
+            called.append([n, g.__name__])
+        elif isinstance(getattr(g, "py_func", g), types.FunctionType):
+            called.append([n, _code_material(g, depth + 1)])
+        else:
+            called.append([n, _stable(g)])
+    return [
+        f"{py.__module__}.{py.__qualname__}",
+        hashlib.sha256(marshal.dumps(code)).hexdigest(),
+        _stable([c.cell_contents for c in (py.__closure__ or ())]),
+        called,
+    ]
 
 
 def _arch(cc: tuple[int, ...]) -> tuple[int, int, str]:

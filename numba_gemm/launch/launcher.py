@@ -17,21 +17,23 @@ against the driver's ``cuFuncGetParamInfo``; a mismatch raises instead of launch
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import struct
 import threading
 import weakref
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
 from numba import config as numba_config
 from numba import cuda
+from numba.core.errors import NumbaError
 
 from ..arrays import BF16, F32, Operand, operand
 from ..device import SIMULATOR, DeviceInfo, cdiv
-from ..kernels import _pad, _scale, _splitk, _streamk
+from ..kernels import _epilogue, _pad, _scale, _splitk, _streamk
 from ..kernels._tunable import SPLIT_ARGS, STREAM_K
 from ..kernels.stage import variant_key
 from ..ptx.tma import TENSOR_MAP_WORDS
@@ -91,37 +93,55 @@ SHARED_STREAMS = (0, 1, 2)  # legacy, legacy, per-thread default: ordered with o
 
 #: Argument signature of the ladder's stage kernels: ``kernel(A, B, C, alpha, beta)`` on 2-D
 #: C-contiguous arrays (``Stage.args``; the tunable stages take ``"SSSff"``, the FP16 one
-#: ``"HHAff"``; ``U``: a bfloat16 array as its uint16 bits).
+#: ``"HHAff"``; ``U``: a bfloat16 array as its uint16 bits). Letters in parentheses are one tuple
+#: argument (a fused epilogue's operands, ``Stage.args_for``), flattened by Numba's ABI.
 STAGE_ARGS = "AAAff"
 _NUMBA_SIG = {
     "A": "float32[:, ::1]",
     "H": "float16[:, ::1]",
     "U": "uint16[:, ::1]",
     "S": "float32[:, :, :]",
+    "Q": "float16[:, :, :]",
+    "R": "uint16[:, :, :]",
+    "V": "float32[::1]",
+    "h": "float16[::1]",
     "I": "int32[::1]",
     "M": "int64[::1]",
     "f": "float32",
 }
 #: 64-bit ABI fields of a 2-D / 3-D / 1-D array
-_WORDS = {"A": 9, "H": 9, "U": 9, "S": 11, "I": 7, "M": 7}
-_ITEMSIZE = {"A": 4, "H": 2, "U": 2, "S": 4, "I": 4, "M": 8}  # bytes per element of each array spec
+_WORDS = {"A": 9, "H": 9, "U": 9, "S": 11, "Q": 11, "R": 11, "V": 7, "h": 7, "I": 7, "M": 7}
+#: bytes per element of each array spec
+_ITEMSIZE = {"A": 4, "H": 2, "U": 2, "S": 4, "Q": 2, "R": 2, "V": 4, "h": 2, "I": 4, "M": 8}
 
 
 def numba_signature(spec: str) -> str:
     """The Numba signature string of an argument spec (``A``: 2-D C-contiguous float32 array,
-    ``H``: the same in float16, ``S``: 3-D float32 array of any strides, ``I``: 1-D contiguous
-    int32 array, ``f``: float32), e.g.
-    ``"AAAff"`` ->
+    ``H``: the same in float16, ``S``: 3-D float32 array of any strides (``Q``, ``R``: float16,
+    bfloat16 bits), ``V``: 1-D contiguous float32 (``h``: float16), ``I``: 1-D contiguous int32
+    array, ``f``: float32; ``(...)``: a tuple of those), e.g. ``"AAAff"`` ->
     ``"void(float32[:, ::1], ..., float32, float32)"``."""
-    return "void(" + ", ".join(_NUMBA_SIG[c] for c in spec) + ")"
+    parts, i = [], 0
+    while i < len(spec):
+        if spec[i] == "(":
+            j = spec.index(")", i)
+            inner = "".join(_NUMBA_SIG[c] + ", " for c in spec[i + 1 : j])
+            parts.append(f"Tuple(({inner}))")
+            i = j + 1
+        else:
+            parts.append(_NUMBA_SIG[spec[i]])
+            i += 1
+    return "void(" + ", ".join(parts) + ")"
 
 
 class _Layout:
     """Byte layout of a kernel's parameters for an argument spec (arrays first, then scalars)."""
 
     def __init__(self, spec: str) -> None:
-        arrays = spec.rstrip("f")
-        if not set(arrays) <= set(_WORDS) or len(spec) != len(arrays) + spec.count("f"):
+        arrays = spec.replace("(", "").replace(")", "").rstrip("f")
+        if not set(arrays) <= set(_WORDS) or len(arrays) + spec.count("f") != len(
+            spec.replace("(", "").replace(")", "")
+        ):
             raise ValueError(f"argument spec {spec!r}: arrays (A, S) must come before scalars (f)")
         self.spec = spec
         words = sum(_WORDS[c] for c in arrays)
@@ -170,7 +190,8 @@ def array_fields(arrays: Sequence[Any], itemsizes: Sequence[int] | None = None) 
             values += (0, 0, rows * cols, size, a.ptr, rows, cols, cols * size, size)
         else:
             b, rows, cols = a.shape
-            values += (0, 0, b * rows * cols, 4, a.ptr, b, rows, cols, *a.strides)
+            size = 4 if itemsizes is None else itemsizes[i]
+            values += (0, 0, b * rows * cols, size, a.ptr, b, rows, cols, *a.strides)
     return values
 
 
@@ -206,13 +227,16 @@ class Kernel:
         stream: int,
         arrays: Sequence[Any],
         scalars: Sequence[float],
+        extras: Sequence[Any] = (),
     ) -> None:
         """Enqueue the kernel on stream handle ``stream``. ``arrays``: operands with ``ptr`` and a
-        2-D ``shape`` (C-contiguous float32; ``devarray.Operand``); ``scalars``: floats."""
+        2-D ``shape`` (C-contiguous float32; ``devarray.Operand``); ``scalars``: floats;
+        ``extras``: the operands of a tuple argument after the arrays (a fused epilogue's)."""
 
         lay = self._layout
         buf, params = lay.buffers()
-        lay.struct.pack_into(buf, 0, *array_fields(arrays, lay.itemsizes), *scalars)
+        fields = array_fields((*arrays, *extras), lay.itemsizes)
+        lay.struct.pack_into(buf, 0, *fields, *scalars)
         cur = _driver.current_context()
         if cur == self.ctx:
             _driver.launch(self.fn, grid, block, self.smem, stream, params)
@@ -245,6 +269,7 @@ def gemm_launcher(
     split: Any = None,
     maps: Any = None,
     dependent: bool = False,
+    extras: int = 0,
 ) -> Any:
     """``launch(a, b, c, alpha, beta, stream)`` for one stage kernel at one geometry: the hot path.
 
@@ -260,7 +285,9 @@ def gemm_launcher(
     ``maps(a, b) -> (ta, tb)``: for a TMA stage (spec ``...MMff``), the device pointers of A's
     and B's tensor maps for these operand pointers. ``dependent``: launch with programmatic
     dependent launch (``driver.dependent_launch``; the kernel waits for the one ahead itself,
-    ``Stage.dependent_launch``).
+    ``Stage.dependent_launch``). ``extras``: the number of a fused epilogue's operands (their
+    shapes last in ``arrays``): then the launcher is ``launch(a, b, c, alpha, beta, stream, e)``
+    with ``e`` their data pointers.
 
     Context: the function must be launched in its device's context. With one visible GPU the
     only context in play is that GPU's primary context, so it is made current once per host
@@ -281,7 +308,9 @@ def gemm_launcher(
     # word indices of the data pointers among the 64-bit array fields (each array's fifth), and
     # the byte offset of alpha, beta after them
     PA, PB, PC = lay.pointers[:3]
-    PW, PL = lay.pointers[3:5] if len(lay.pointers) == 5 else (0, 0)
+    base = len(lay.pointers) - extras
+    PW, PL = lay.pointers[3:5] if base == 5 else (0, 0)
+    PE = lay.pointers[base:]  # a fused epilogue's operands
     if maps is not None and spec.count("M") != 2:
         raise ValueError(f"TMA launch of {kernel.name}: spec {spec!r} has no tensor maps")
     if split is not None and (not PW or "M" in spec):
@@ -342,7 +371,19 @@ def gemm_launcher(
         if rc:
             _driver.check(rc, f"cuLaunchKernel({kernel.name}, grid={grid}, block={block})")
 
-    return launch
+    if not extras:
+        return launch
+
+    def launch_with(a, b, c, alpha, beta, stream, e):
+        try:
+            words = tls.b[0]
+        except AttributeError:
+            words = first_in_thread()[0]
+        for i, ptr in zip(PE, e, strict=True):
+            words[i] = ptr
+        launch(a, b, c, alpha, beta, stream)
+
+    return launch_with
 
 
 class NumbaKernel:
@@ -352,8 +393,10 @@ class NumbaKernel:
     def __init__(self, name: str, dispatcher: Any, smem: int) -> None:
         self.name, self.dispatcher, self.smem = name, dispatcher, smem
 
-    def launch(self, grid, block, stream, arrays, scalars) -> None:
+    def launch(self, grid, block, stream, arrays, scalars, extras=None) -> None:
         args = [strided_array(a) for a in arrays]
+        if extras is not None:  # a tuple argument: a fused epilogue's operands
+            args.append(tuple(strided_array(e) for e in extras))
         args += [np.float32(s) for s in scalars]
         if not SIMULATOR and self.smem > 0:
             allow_dynamic_smem(self.dispatcher, tuple(args), self.smem)
@@ -565,8 +608,11 @@ class Runner:
     one foreign call.
     """
 
-    def __init__(self, plan: Any) -> None:
+    def __init__(self, plan: Any, epilogue: Any = None, extra_shapes: tuple = ()) -> None:
         self.plan = plan
+        #: a fused epilogue (``kernels._epilogue.Epilogue``, the stage's ``Stage.epilogue``) and
+        #: the shapes of its operands; ``run`` then takes the operands (``extras``)
+        self.epilogue, self.extra_shapes = epilogue, tuple(extra_shapes)
         #: the launch grid; for stream-K clamped to the loaded kernel's resident blocks
         self.grid = plan.grid
         st = plan.stage
@@ -589,17 +635,19 @@ class Runner:
         return k
 
     def _load(self) -> Any:
-        p = self.plan
+        p, epi = self.plan, self.epilogue
         st, layout = p.stage, p.geometry.layout
-        main = load_kernel(
-            st.kernel_for(p.variant, layout),
-            name=st.name,
-            config=dict(st.config),
-            variant=variant_key(p.variant, layout),
-            spec=st.args,
-            smem=p.smem,
-            device=p.device,
-        )
+        with _epilogue_errors(epi):
+            main = load_kernel(
+                st.kernel_for(p.variant, layout, epi),
+                name=st.name,
+                config=dict(st.config),
+                variant=variant_key(p.variant, layout)
+                + ("" if epi is None else "+" + cache.epilogue_key(epi)),
+                spec=st.args_for(epi),
+                smem=p.smem,
+                device=p.device,
+            )
         if p.split_k == STREAM_K:  # no more blocks than can be resident
             fit = p.device.sm_count * main.blocks_per_sm(p.block[0])
             self.grid = (max(1, min(self.grid[0], fit)), 1, 1)
@@ -619,20 +667,28 @@ class Runner:
                 shapes += list(self._buffers(0))
             if self._maps:
                 shapes += [Operand(None, 0, (TENSOR_MAP_WORDS,), None, I64, 0)] * 2
+            shapes += [Operand(None, 0, sh, None, F32, 0) for sh in self.extra_shapes]
             launch = gemm_launcher(
                 main,
-                st.args,
+                st.args_for(epi),
                 shapes,
                 self.grid,
                 p.block,
                 self._buffers if p.split_k != 1 else None,
                 self._map_pointers if self._maps else None,
                 st.dependent_launch,
+                len(self.extra_shapes),
             )
-            self.run_plain = launch
-            self.run = lambda A, B, C, alpha, beta, stream: launch(
-                A.ptr, B.ptr, C.ptr, alpha, beta, stream
-            )
+            if epi is None:
+                self.run_plain = launch
+                self.run = lambda A, B, C, alpha, beta, stream: launch(
+                    A.ptr, B.ptr, C.ptr, alpha, beta, stream
+                )
+            else:
+                self.run_epilogue = launch
+                self.run = lambda A, B, C, alpha, beta, stream, extras: launch(
+                    A.ptr, B.ptr, C.ptr, alpha, beta, stream, tuple(e.ptr for e in extras)
+                )
         return main
 
     def _buffers(self, stream: Any) -> tuple[Operand, Operand]:
@@ -700,13 +756,23 @@ class Runner:
         return workspace.split_operands(s * M, N, counters, stream, dev)
 
     def run(
-        self, A: Operand, B: Operand, C: Operand, alpha: float, beta: float, stream: Any
+        self,
+        A: Operand,
+        B: Operand,
+        C: Operand,
+        alpha: float,
+        beta: float,
+        stream: Any,
+        extras: tuple = (),
     ) -> None:
         """Enqueue the product on ``stream`` (a handle on a GPU; a Numba stream or 0 on the
-        simulator)."""
+        simulator); ``extras``: the fused epilogue's operands (a runner with one only)."""
         main = self._kernel or self.kernel()
         if "run" in self.__dict__:  # the bound launcher, from the first call on
-            self.run(A, B, C, alpha, beta, stream)
+            if self.epilogue is None:
+                self.run(A, B, C, alpha, beta, stream)
+            else:
+                self.run(A, B, C, alpha, beta, stream, extras)
             return
         p = self.plan
         if self._strided:
@@ -720,7 +786,10 @@ class Runner:
             args = (*args, *self._buffers(stream))
         if self._maps:
             args = (*args, *self._map_operands(A.ptr, B.ptr))
-        main.launch(self.grid, p.block, stream, args, (alpha, beta))
+        if self.epilogue is None:
+            main.launch(self.grid, p.block, stream, args, (alpha, beta))
+        else:
+            main.launch(self.grid, p.block, stream, args, (alpha, beta), extras)
 
     def run_plain(self, a: int, b: int, c: int, alpha: float, beta: float, stream: Any) -> None:
         """:meth:`run` for 2-D C-contiguous operands given by their data pointers (a plan of the
@@ -734,6 +803,25 @@ class Runner:
             alpha,
             beta,
             stream,
+        )
+
+    def run_epilogue(
+        self, a: int, b: int, c: int, alpha: float, beta: float, stream: Any, e: tuple
+    ) -> None:
+        """:meth:`run_plain` with a fused epilogue's operands given by their data pointers ``e``
+        (float32, of the runner's ``extra_shapes``): ``api``'s fast lane for a bias."""
+        p = self.plan
+        M, N, K, d = p.M, p.N, p.K, p.device.id
+        shapes = self.extra_shapes
+        extras = tuple(Operand(None, x, sh, None, F32, d) for x, sh in zip(e, shapes, strict=True))
+        self.run(
+            Operand(None, a, (M, K), (4 * K, 4), F32, d),
+            Operand(None, b, (K, N), (4 * N, 4), F32, d),
+            Operand(None, c, (M, N), (4 * N, 4), F32, d),
+            alpha,
+            beta,
+            stream,
+            extras,
         )
 
     def launch(
@@ -805,6 +893,66 @@ class StagedRunner(Runner):
             copy.launch(_pad_grid(out), block, stream, (out, _as3(c)), ())
 
 
+class ApplyRunner:
+    """Runs a plan whose kernel fuses no epilogue (``Stage.epilogue`` False, or a staged plan):
+    the plan's product, then the epilogue over C in a kernel of its own (:func:`apply_epilogue`),
+    on the same stream."""
+
+    def __init__(self, plan: Any, epilogue: Any) -> None:
+        self.plan, self.epilogue = plan, epilogue
+        self.inner = runner(plan)
+
+    def kernel(self) -> Any:
+        """The inner plan's main kernel, loaded on the first call."""
+        return self.inner.kernel()
+
+    def run(
+        self,
+        A: Operand,
+        B: Operand,
+        C: Operand,
+        alpha: float,
+        beta: float,
+        stream: Any,
+        extras: tuple = (),
+    ) -> None:
+        """The product on ``stream``, then C = the epilogue of C (operands ``extras``)."""
+        self.inner.run(A, B, C, alpha, beta, stream)
+        apply_epilogue(self.plan, C, self.epilogue, extras, stream)
+
+
+#: The apply kernel's C argument spec by C's element type.
+_C_SPEC = {"float32": "S", "float16": "Q"}
+
+
+def apply_epilogue(plan: Any, C: Operand, epilogue: Any, extras: tuple, stream: Any) -> None:
+    """Enqueue ``C = finish(C)`` (``kernels._epilogue.make_apply``) over the plan's C (a strided
+    batch as its geometry says; a 16-bit C is 2-D) on ``stream``."""
+    g = plan.geometry
+    if C.dtype is F32:
+        c3 = g.arrays(C, C, C)[2]
+    else:
+        M, N = C.shape
+        c3 = Operand(C.obj, C.ptr, (1, M, N), (0, N * 2, 2), C.dtype, C.device)
+    spec = "R" if C.dtype is BF16 else _C_SPEC[str(C.dtype)]
+    key = ("apply", plan.device.id, spec, epilogue)
+    k = _aux.get(key)
+    if k is None:
+        with _epilogue_errors(epilogue):
+            k = load_kernel(
+                _epilogue.make_apply(epilogue),
+                name="epilogue_apply",
+                variant=spec + "+" + cache.epilogue_key(epilogue),
+                spec=spec + epilogue.spec,
+                device=plan.device,
+            )
+        _aux[key] = k
+    b, M, N = c3.shape
+    bx, by = _epilogue.APPLY_BLOCK
+    grid = (cdiv(N, bx), cdiv(M, by), b)
+    k.launch(grid, (bx, by, 1), stream, (c3,), (), extras)
+
+
 def _storage(x: Operand, rows: int, cols: int) -> Operand:
     """The dense row-major ``(rows, cols)`` storage at ``x.ptr`` as the copy kernel's
     ``(1, rows, cols)`` strided array (B stored transposed: ``(N, K)``, whatever view of it
@@ -824,6 +972,32 @@ def _pad_grid(x: Operand) -> tuple[int, int, int]:
 
 _runners: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _runners_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def _epilogue_errors(epilogue: Any) -> Iterator[None]:
+    """A user's epilogue function that does not compile (Numba's typing or lowering error, while
+    its kernel is built before any launch) as a ``TypeError`` that names it."""
+    try:
+        yield
+    except NumbaError as e:
+        if epilogue is None or epilogue.fn is None:
+            raise
+        py = getattr(epilogue.fn, "py_func", epilogue.fn)
+        raise TypeError(
+            f"the epilogue function {py.__name__} does not compile as a CUDA device function of "
+            f"(float32 value, int row, int col, *epilogue_args) returning a number: "
+            f"{str(e).splitlines()[0] if str(e) else type(e).__name__}"
+        ) from e
+
+
+def epilogue_runner(plan: Any, epilogue: Any, extra_shapes: tuple) -> Runner | ApplyRunner:
+    """A runner of ``plan`` with a fused ``epilogue`` whose operands have ``extra_shapes``: the
+    stage's kernel built with it (``Stage.epilogue``, an unstaged plan), else an
+    :class:`ApplyRunner`. (A new one per call: ``dispatch.PLANS`` keeps them.)"""
+    if plan.stage.epilogue and plan.staging is None:
+        return Runner(plan, epilogue, extra_shapes)
+    return ApplyRunner(plan, epilogue)
 
 
 def runner(plan: Any) -> Runner:
