@@ -23,7 +23,16 @@ if SIMULATOR:  # numba-cuda's CUDA simulator, with its block barrier and SMEM lo
 
     _simulator.install()
 
-from .api import COMPUTE, autotune, explain, hgemm, linear, matmul, sgemm  # noqa: E402
+from .api import (  # noqa: E402
+    COMPUTE,
+    autotune,
+    explain,
+    grouped_mm,
+    hgemm,
+    linear,
+    matmul,
+    sgemm,
+)
 from .kernels import STAGES, get_stage  # noqa: E402
 from .kernels.stage import Stage  # noqa: E402
 from .plan.choose import Plan, plan_for  # noqa: E402
@@ -37,6 +46,7 @@ __all__ = [
     "autotune",
     "explain",
     "get_stage",
+    "grouped_mm",
     "hgemm",
     "linear",
     "matmul",

@@ -48,6 +48,7 @@ __all__ = [
     "HGEMM_OUT",
     "autotune",
     "explain",
+    "grouped_mm",
     "hgemm",
     "linear",
     "matmul",
@@ -712,3 +713,43 @@ def linear(
     )
     dispatch.run(A, B, C, g, shape, result, 1.0, 0.0, None, stream, compute, epi, extras)
     return result
+
+
+def grouped_mm(a: Any, b: Any, offsets: Any, *, out: Any = None, stream: Any = 0) -> Any:
+    """A grouped product in one launch, as mixture-of-experts layers need (the layout of
+    ``torch._grouped_mm``): ``out[rows of g] = a[rows of g] @ b[g]`` for every group ``g``,
+    group ``g`` owning rows ``offsets[g-1] .. offsets[g]`` of ``a`` and ``out``
+    (``offsets[-1]`` is 0).
+
+    Args:
+        a: the tokens, ``(T, K)``, float32, C-contiguous, grouped by expert (group g's rows
+            consecutive), on the GPU (Numba, CuPy, PyTorch or any CUDA Array Interface object).
+        b: the experts' matrices, ``(E, K, N)`` float32: each row-major, or the transpose of a
+            row-major ``(N, K)`` (``w.transpose(1, 2)`` of ``(E, N, K)`` weights, as
+            ``x @ W_g.T``); any non-negative stride between groups.
+        offsets: ``(E,)`` int32 on the GPU: each group's end row (cumulative sums of the group
+            sizes), read by the kernel itself: the host never synchronizes on them. A group
+            whose end is not past the previous one's is empty; ends are clamped to ``[0, T]``.
+        out: ``(T, N)`` float32, C-contiguous, not overlapping the inputs (default: a new array
+            of ``a``'s kind). Rows past ``offsets[E-1]`` are not written.
+        stream: as for :func:`sgemm`.
+
+    Returns:
+        ``out`` or the new array.
+
+    One persistent launch walks every group's ``BM x BN`` tiles of stage 10 (``multistage``,
+    its tiles for the mean group; ``launch.grouped``): no host loop over groups, empty groups
+    cost nothing. FP32 arithmetic.
+
+    Raises:
+        TypeError: ``a``, ``b`` or ``out`` not float32, ``offsets`` not int32, a host array.
+        ValueError: as ``checks.check_grouped`` says (shapes, strides, GPUs, aliasing). Nothing
+            is launched or written when an error is raised.
+    """
+    A, B, O = operand(a), operand(b), operand(offsets)
+    C = None if out is None else operand(out)
+    layout = checks.check_grouped(A, B, O, C)
+    if out is None:
+        out = new_output(A.obj, A.device, (A.shape[0], B.shape[2]))
+        C = operand(out)
+    return dispatch.run_grouped(A, B, C, O, layout, out, stream)

@@ -610,3 +610,75 @@ def check_epilogue(
     elif epilogue_args:
         raise ValueError(f"{who}: epilogue_args given without an epilogue function")
     return Epilogue(kind, activation, epilogue, spec), tuple(ops)
+
+
+# --- grouped products ----------------------------------------------------------------------------
+
+I32 = np.dtype(np.int32)
+
+
+def check_grouped(A: Operand, B: Operand, O: Operand, C: Operand | None) -> str:
+    """The layout (``"NN"``: B's matrices row-major; ``"NT"``: each stored transposed, ``(N,
+    K)``) of ``grouped_mm(a, b, offsets, out=out)``: dtypes first, then shapes, strides, GPUs and
+    aliasing.
+
+    Raises:
+        TypeError: ``a``, ``b`` or ``out`` not float32; ``offsets`` not int32.
+        ValueError: ``a`` not 2-D C-contiguous ``(T, K)``; ``b`` not 3-D ``(E, K, N)`` with
+            row-major or column-major matrices (unit stride along N or K) and a non-negative
+            batch stride; ``offsets`` not 1-D contiguous of ``E`` entries; ``out`` not a
+            C-contiguous ``(T, N)``; inner dimensions that differ; operands on different GPUs;
+            ``out`` overlapping ``a``, ``b`` or ``offsets``.
+    """
+    for label, X in (("a", A), ("b", B)) + ((("out", C),) if C is not None else ()):
+        _check_float32(label, X)
+    if not O.dtype == I32:
+        raise TypeError(
+            f"grouped_mm: offsets must be int32 (each group's end row), got dtype {O.dtype}"
+        )
+    if len(A.shape) != 2 or not A.is_c_contiguous():
+        raise ValueError(
+            f"grouped_mm: a must be a 2-D C-contiguous (tokens, K) array, got shape "
+            f"{tuple(A.shape)} and strides {tuple(A.strides)} bytes"
+        )
+    T, K = A.shape
+    if len(B.shape) != 3:
+        raise ValueError(f"grouped_mm: b must be 3-D (groups, K, N), got shape {tuple(B.shape)}")
+    E, kb, N = B.shape
+    sb = tuple(B.strides)
+    if kb != K:
+        raise ValueError(
+            f"grouped_mm: a has K = {K} columns (shape {tuple(A.shape)}), b's matrices {kb} "
+            f"rows (shape {tuple(B.shape)})"
+        )
+    if sb[2] == 4 and (sb[1] == 4 * N or K <= 1):
+        layout = "NN"
+    elif sb[1] == 4 and (sb[2] == 4 * K or N <= 1):
+        layout = "NT"
+    else:
+        raise ValueError(
+            f"grouped_mm: b's matrices must be row-major (K, N) or the transpose of row-major "
+            f"(N, K) matrices, got shape {tuple(B.shape)} and strides {sb} bytes"
+        )
+    if sb[0] < 0:
+        raise ValueError(f"grouped_mm: b's group stride must be >= 0, got {sb[0]} bytes")
+    if len(O.shape) != 1 or O.shape[0] != E or (E > 1 and O.strides[0] != 4):
+        raise ValueError(
+            f"grouped_mm: offsets must be 1-D contiguous with one end row per group ({E} "
+            f"groups), got shape {tuple(O.shape)}"
+        )
+    for label, X in (("b", B), ("offsets", O)) + ((("out", C),) if C is not None else ()):
+        if X.device != A.device:
+            raise ValueError(
+                f"grouped_mm: {label} is on GPU {X.device}, a on GPU {A.device}: one GPU"
+            )
+    if C is not None:
+        if tuple(C.shape) != (T, N) or not C.is_c_contiguous():
+            raise ValueError(
+                f"grouped_mm: out must be a C-contiguous ({T}, {N}) array, got shape "
+                f"{tuple(C.shape)} and strides {tuple(C.strides)} bytes"
+            )
+        for label, X in (("a", A), ("b", B), ("offsets", O)):
+            if overlaps(C, X):
+                raise ValueError(f"grouped_mm: out overlaps {label}")
+    return layout

@@ -19,6 +19,7 @@ from .device import SIMULATOR, cdiv, check_grid
 from .kernels._scale import BLOCK as SCALE_BLOCK
 from .kernels.stage import Stage
 from .launch import driver
+from .launch.grouped import GroupedRunner
 from .launch.launcher import (
     DEFAULT_STREAM,
     SHARED_STREAMS,
@@ -311,4 +312,39 @@ def run_fp16(
         p.run(A, B, C, alpha32, beta32, strm)
     else:
         p.run(A, B, C, alpha32, beta32, strm, extras)
+    return out
+
+
+def grouped_runner(T: int, N: int, K: int, E: int, layout: str, vec: bool, device: int) -> Any:
+    """The :class:`~numba_gemm.launch.grouped.GroupedRunner` of a grouped product of ``T`` rows
+    in ``E`` groups: multistage's plan for the mean group (``T / E`` rows) in ``layout``,
+    without split-K (kept in :data:`PLANS` per mean group shape, layout, variant and GPU)."""
+    rows = max(1, T // max(E, 1))
+    key = ("grouped", device, rows, N, K, layout, vec)
+    r = PLANS.get(key)
+    if r is None:
+        g = None if layout == "NN" else Geometry.dense(rows, N, max(K, 1), layout)
+        plan = plan_for(rows, N, max(K, 1), stage="multistage", device=device, geometry=g)
+        stage = plan.stage
+        if stage.config["SPLITK"] != 1:
+            stage = stage.with_config({**stage.config, "SPLITK": 1})
+        r = kept(key, lambda: GroupedRunner(stage, layout, vec, plan.device))
+    return r
+
+
+def run_grouped(
+    A: Operand, B: Operand, C: Operand, offsets: Operand, layout: str, out: Any, stream: Any
+) -> Any:
+    """``grouped_mm`` after ``checks.check_grouped``: one launch over every group's tiles."""
+    (T, K), (E, _, N) = A.shape, B.shape
+    if T == 0 or N == 0:
+        return out
+    strm = DEFAULT_STREAM if type(stream) is int and stream == 0 else stream_handle(stream)
+    # 128-bit accesses: every group's rows 16-byte aligned (pointers, row pitches, B's stride)
+    vec = not ((A.ptr | B.ptr | C.ptr | B.strides[0]) & 15 or (K | N) & 3)
+    r = grouped_runner(T, N, K, E, layout, vec, A.device)
+    ops = (A, B, C, offsets)
+    if any(x.stream is not None for x in ops) and not SIMULATOR:
+        order_after_producers(strm, r, *ops)
+    r.run(A, B, C, offsets, strm)
     return out

@@ -248,16 +248,38 @@ def block_work(K, BK, SPLITK):
     return 0, k_begin, min(K, k_begin + per)
 
 
-def make_work(BM: int, BN: int, BK: int, SPLITK: int):
-    """``work(u, M, N, K)``: a block's ``u``-th unit of work as the *job* tuple ``(bz, row0,
-    col0, k_begin, k_end, slot, first, count, counter)``: matrix ``bz`` of the batch, the C tile
-    at ``(row0, col0)``, its K range; the last four say how the epilogue ends it
-    (:func:`make_epilogue`). Without stream-K a block has one unit, the grid's tile (x: BN
-    columns, y: BM rows, z: batch or K slice); with it, ``_streamk.unit``."""
+def make_work(BM: int, BN: int, BK: int, SPLITK: int, grouped: bool = False):
+    """``work(u, M, N, K, L)``: a block's ``u``-th unit of work as the *job* tuple ``(bz, row0,
+    col0, k_begin, k_end, slot, first, count, counter, m_end)``: matrix ``bz`` of the batch, the
+    C tile at ``(row0, col0)``, its K range; the next four say how the epilogue ends it
+    (:func:`make_epilogue`); ``m_end`` bounds the tile's rows (M). Without stream-K a block has
+    one unit, the grid's tile (x: BN columns, y: BM rows, z: batch or K slice); with it,
+    ``_streamk.unit``. ``grouped`` (:func:`grouped_tiles`): unit ``u`` is tile ``u`` of the work
+    list of a grouped product, whose group ``g`` (matrix ``g`` of B, rows ``L[g-1] .. L[g]`` of
+    A and C) is ``bz``, ``m_end`` its last row + 1."""
+    if grouped:
+
+        @device_jit
+        def grouped_work(u, M, N, K, L):
+            tn = (N + BN - 1) // BN
+            start = 0
+            base = 0
+            for g in range(L.shape[0]):
+                end = min(max(int(L[g]), start), M)  # clamped: [start, M]
+                tiles = ((end - start + BM - 1) // BM) * tn
+                if u < base + tiles:
+                    t = u - base
+                    return (g, start + (t // tn) * BM, (t % tn) * BN, 0, K, 0, 0, 1, 0, end)
+                base += tiles
+                start = end
+            return (0, M, 0, 0, 0, 0, 0, 1, 0, M)  # (past the list: nothing to do)
+
+        return grouped_work
+
     if SPLITK == STREAM_K:
 
         @device_jit
-        def stream_k_work(u, M, N, K):
+        def stream_k_work(u, M, N, K, L):
             tn = (N + BN - 1) // BN
             t, ib, ie, slot, first, count, counter = _streamk.unit_dev(
                 cuda.blockIdx.x, u, ((M + BM - 1) // BM) * tn, (K + BK - 1) // BK, cuda.gridDim.x
@@ -272,27 +294,57 @@ def make_work(BM: int, BN: int, BK: int, SPLITK: int):
                 first,
                 count,
                 counter,
+                M,
             )
 
         return stream_k_work
 
     @device_jit
-    def grid_work(u, M, N, K):
+    def grid_work(u, M, N, K, L):
         bz, k_begin, k_end = block_work(K, BK, SPLITK)
-        return (bz, cuda.blockIdx.y * BM, cuda.blockIdx.x * BN, k_begin, k_end, 0, 0, SPLITK, 0)
+        row0, col0 = cuda.blockIdx.y * BM, cuda.blockIdx.x * BN
+        return (bz, row0, col0, k_begin, k_end, 0, 0, SPLITK, 0, M)
 
     return grid_work
 
 
-def unit_kernel(name: str, unit: Callable, cfg: Mapping[str, int], epilogue=None):
+@device_jit
+def grouped_tiles(M, N, BM, BN, L):
+    """Tiles of the work list of a grouped product (:func:`make_work`): over groups ``g``, the
+    ``BM x BN`` tiles of rows ``L[g-1] .. L[g]`` (``L`` clamped non-decreasing into ``[0,
+    M]``) and N columns."""
+    tn = (N + BN - 1) // BN
+    start = 0
+    total = 0
+    for g in range(L.shape[0]):
+        end = min(max(int(L[g]), start), M)
+        total += ((end - start + BM - 1) // BM) * tn
+        start = end
+    return total
+
+
+def unit_kernel(
+    name: str, unit: Callable, cfg: Mapping[str, int], epilogue=None, grouped: bool = False
+):
     """The kernel ``name(A, B, C, W, L, alpha, beta)`` of a tunable stage from its body ``unit(u,
     A, B, C, W, L, alpha, beta, E)`` (one unit of work, :func:`make_work`): the body once, or with
     stream-K once per unit of the block (``_streamk.units``). (One body called in a loop only
     where stream-K needs it: NVVM kept a one-trip loop around the body, which cost registers.)
     With a fused ``epilogue`` (``kernels._epilogue``) the kernel takes its operands, the tuple
-    ``E``, before ``alpha``: ``name(A, B, C, W, L, E, alpha, beta)``; without, ``E`` is ``()``."""
+    ``E``, before ``alpha``: ``name(A, B, C, W, L, E, alpha, beta)``; without, ``E`` is ``()``.
+    ``grouped``: a persistent kernel over a grouped product's work list (:func:`make_work`; L
+    holds the groups' row ends, the body's ``u`` is a tile of the list)."""
     BM, BN, BK = cfg["BM"], cfg["BN"], cfg["BK"]
-    if cfg["SPLITK"] == STREAM_K:
+    if grouped:
+
+        def units(A, B, C, W, L, alpha, beta, E):
+            M, N = A.shape[1], B.shape[2]
+            for u in range(cuda.blockIdx.x, grouped_tiles(M, N, BM, BN, L), cuda.gridDim.x):
+                unit(u, A, B, C, W, L, alpha, beta, E)
+                cuda.syncthreads()  # everyone is done with SMEM before the next unit fills it
+
+        body = device_jit(units)
+    elif cfg["SPLITK"] == STREAM_K:
 
         def units(A, B, C, W, L, alpha, beta, E):
             M, K, N = A.shape[1], A.shape[2], B.shape[2]

@@ -383,7 +383,7 @@ def _make_kernel(items: tuple, vec: int, layout: str = "NN", epilogue=None):
         reg_m = cuda.local.array(RES_M, float32)
         reg_n = cuda.local.array(RES_N, float32)
         thread_results = cuda.local.array((RES_M, RES_N), float32)
-        job = work(u, M, N, K)  # (batch, tile origin, K range; how the epilogue ends it)
+        job = work(u, M, N, K, L)  # (batch, tile origin, K range; how the epilogue ends it)
         bz, row0, col0, k_begin, k_end = job[0], job[1], job[2], job[3], job[4]
         Ag, Bg = a_view(A, bz), b_view(B, bz)  # 2-D storage views (C's: in the epilogue)
         for m in range(RES_M):

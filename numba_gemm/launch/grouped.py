@@ -1,0 +1,63 @@
+"""Grouped products (mixture-of-experts layers) in one launch: ``C[rows of g] = A[rows of g] @
+B[g]`` for every group ``g`` at once.
+
+The groups' rows are given on the device (``offsets``: each group's end row, as
+``torch._grouped_mm`` takes them), so the host never reads them: the kernel is persistent
+(``kernels._tunable.unit_kernel(..., grouped=True)``) and each block walks a *work list* of every
+group's ``BM x BN`` C tiles, ``gridDim.x`` apart, finding a tile's group by scanning the offsets
+(``kernels._tunable.make_work``). Empty groups have no tiles. The tiles are stage 10's
+(``multistage``): A and C are passed as batches of stride 0 (every group sees the whole A and C;
+its tiles start at its first row and stop at its end row), B as the batch of the groups' matrices.
+
+The configuration (``dispatch.grouped_runner``) is multistage's tuned one for the mean group
+(``T / E`` rows) without split-K; the grid is one wave of resident blocks (at least two), at most
+the list's largest possible length.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..arrays import F32, Operand
+from ..device import cdiv
+from ..kernels import k10_multistage as k10
+from ..kernels._tunable import SPLIT_ARGS
+from .launcher import load_kernel
+
+
+class GroupedRunner:
+    """The kernel of one grouped configuration on one GPU: multistage's tiles for layout
+    ``layout`` (``"NN"``: B ``(E, K, N)`` row-major; ``"NT"``: stored ``(E, N, K)``), variant
+    ``vec`` (128-bit accesses: rows 16-byte aligned)."""
+
+    def __init__(self, stage: Any, layout: str, vec: bool, device: Any) -> None:
+        self.stage, self.layout, self.vec, self.device = stage, layout, vec, device
+        items = tuple(sorted(stage.config.items()))
+        self._kernel = load_kernel(
+            k10._make_kernel(items, vec, layout, None, True),
+            name=stage.name,
+            config=dict(stage.config),
+            variant=("vector" if vec else "scalar") + "-grouped-" + layout,
+            spec=SPLIT_ARGS,
+            smem=stage.smem_for(layout),
+            device=device,
+        )
+        self.threads = stage.threads()
+        self.slots = max(2, device.sm_count * self._kernel.blocks_per_sm(self.threads))
+
+    def kernel(self) -> Any:
+        """The loaded kernel (``launcher.Kernel``, or the dispatcher on the simulator)."""
+        return self._kernel
+
+    def run(self, A: Operand, B: Operand, C: Operand, offsets: Operand, stream: Any) -> None:
+        """Enqueue the grouped product: A ``(T, K)``, B ``(E, K, N)`` (strides as stored), C
+        ``(T, N)``, offsets ``(E,)`` int32."""
+        (T, K), (E, _, N) = A.shape, B.shape
+        bm, bn = self.stage.tile
+        d = self.device.id
+        a3 = Operand(A.obj, A.ptr, (E, T, K), (0, 4 * K, 4), F32, d)
+        b3 = Operand(B.obj, B.ptr, (E, K, N), tuple(B.strides), F32, d)
+        c3 = Operand(C.obj, C.ptr, (E, T, N), (0, 4 * N, 4), F32, d)
+        most = (cdiv(T, bm) + E) * cdiv(N, bn)  # the longest the work list can be
+        grid = (max(1, min(self.slots, most)), 1, 1)
+        self._kernel.launch(grid, (self.threads, 1, 1), stream, (a3, b3, c3, c3, offsets), (1, 0))

@@ -1,0 +1,88 @@
+"""Grouped products (``grouped_mm``, ``launch.grouped``): one persistent launch over every
+group's tiles, groups given by their end rows on the device; empty groups, both layouts of the
+experts' matrices, shared weights, unaligned rows; the errors of bad arguments."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from helpers import device_view, randn, to_device
+from numba import cuda
+
+import numba_gemm
+from numba_gemm.tools.reference import rel_error
+
+
+def _reference(a, b, ends):
+    want = np.full((a.shape[0], b.shape[2]), np.nan)
+    start = 0
+    for g, end in enumerate(ends):
+        end = min(max(int(end), start), a.shape[0])
+        want[start:end] = a[start:end].astype(np.float64) @ b[g].astype(np.float64)
+        start = end
+    return want
+
+
+# (group sizes, K, N, layout of b): an empty group, rows not a multiple of any tile; K and N
+# not multiples of 4 (the scalar variant); b stored (E, N, K), as x @ W_g.T
+CASES = [
+    ([10, 0, 20, 7], 20, 24, "NN"),
+    ([3, 5, 0], 13, 9, "NN"),
+    ([6, 0, 0, 11, 2], 16, 20, "NT"),
+]
+
+
+@pytest.mark.parametrize("sizes, K, N, layout", CASES, ids=lambda x: str(x))
+def test_grouped_matches_float64(rng, sizes, K, N, layout):
+    T, E = sum(sizes), len(sizes)
+    ends = np.cumsum(sizes).astype(np.int32)
+    a = randn(rng, (T, K))
+    if layout == "NN":
+        b = randn(rng, (E, K, N))
+        d_b = to_device(b)
+    else:  # the experts' (N, K) weights, read as (E, K, N) without a copy
+        w = randn(rng, (E, N, K))
+        b = w.transpose(0, 2, 1)
+        d_b = device_view(to_device(w), (E, K, N), (4 * N * K, 4, 4 * K))
+    out = to_device(np.full((T, N), np.nan, np.float32))
+    got = numba_gemm.grouped_mm(to_device(a), d_b, to_device(ends), out=out)
+    assert got is out
+    assert rel_error(out.copy_to_host(), _reference(a, b, ends)) < 1e-5
+
+
+def test_shared_weights_clamped_ends_and_a_new_output(rng):
+    """One matrix for every group (batch stride 0), ends past T clamped to T and a decreasing
+    end making an empty group; rows past the last end are not written; a new output."""
+    T, K, N = 21, 12, 16
+    a, w = randn(rng, (T, K)), randn(rng, (K, N))
+    ends = np.array([5, 3, 15], np.int32)  # the second group is empty (3 < 5)
+    d_b = device_view(to_device(w), (3, K, N), (0, 4 * N, 4))
+    out = to_device(np.full((T, N), np.nan, np.float32))
+    numba_gemm.grouped_mm(to_device(a), d_b, to_device(ends), out=out)
+    got = out.copy_to_host()
+    assert rel_error(got[:15], a[:15].astype(np.float64) @ w) < 1e-5
+    assert np.isnan(got[15:]).all()  # past the last group's end: not written
+    new = numba_gemm.grouped_mm(to_device(a), d_b, to_device(np.array([2, 9, 30], np.int32)))
+    assert new.shape == (T, N)
+    assert rel_error(new.copy_to_host(), a.astype(np.float64) @ w) < 1e-5  # clamped to T
+
+
+def test_bad_grouped_arguments_raise_and_write_nothing(rng):
+    T, K, N, E = 8, 4, 6, 2
+    d_a, d_b = to_device(randn(rng, (T, K))), to_device(randn(rng, (E, K, N)))
+    ends = to_device(np.array([3, 8], np.int32))
+    poison = np.full((T, N), np.nan, np.float32)
+    bad = [
+        ((d_a, d_b, to_device(np.array([3, 8], np.int64))), TypeError, "offsets must be int32"),
+        ((d_a, d_b, to_device(np.array([3, 5, 8], np.int32))), ValueError, "one end row per"),
+        ((d_a, to_device(randn(rng, (K, N))), ends), ValueError, "b must be 3-D"),
+        ((d_a, to_device(randn(rng, (E, K + 1, N))), ends), ValueError, "inner|K = "),
+        ((to_device(randn(rng, (T, K)).astype(np.float16)), d_b, ends), TypeError, "float32"),
+    ]
+    for args, error, words in bad:
+        d_c = to_device(poison)
+        with pytest.raises(error, match=words):
+            numba_gemm.grouped_mm(*args, out=d_c)
+        assert np.isnan(d_c.copy_to_host()).all()
+    with pytest.raises(ValueError, match="out must be a C-contiguous"):
+        numba_gemm.grouped_mm(d_a, d_b, ends, out=cuda.to_device(np.zeros((T, N + 1), np.float32)))
