@@ -86,3 +86,20 @@ def test_bad_grouped_arguments_raise_and_write_nothing(rng):
         assert np.isnan(d_c.copy_to_host()).all()
     with pytest.raises(ValueError, match="out must be a C-contiguous"):
         numba_gemm.grouped_mm(d_a, d_b, ends, out=cuda.to_device(np.zeros((T, N + 1), np.float32)))
+
+
+def test_bench_splits_tokens_unevenly_with_empty_experts():
+    """``tools.grouped``'s uneven splits: the asked total, a quarter of the experts (not all)
+    empty, the same split for the same seed; its CLI parses without PyTorch."""
+    from numba_gemm.tools import grouped
+
+    for experts, mean in ((8, 1), (8, 16), (64, 512), (1, 3), (2, 1)):
+        sizes = grouped.group_sizes(experts, mean, seed=3)
+        assert len(sizes) == experts and sum(sizes) == experts * mean
+        assert min(sizes) >= 0 and any(sizes)
+        if experts >= 4:
+            assert sizes.count(0) >= experts // 4
+        assert sizes == grouped.group_sizes(experts, mean, seed=3)
+    with pytest.raises(SystemExit) as e:
+        grouped.main(["--help"])
+    assert e.value.code == 0
