@@ -537,3 +537,25 @@ def test_tensor_cores_where_filters_the_space():
     got = tensor_cores.swept("hgemm_mma", [f"{key}={value}"])
     assert got == [c for c in space if c[key] == value] and 0 < len(got) <= len(space)
     assert tensor_cores.swept("hgemm_mma", ["NO_SUCH_KEY=1"]) == list(space)
+
+
+def test_cases_write_rows_as_json_lines(tmp_path, capsys):
+    """``tools.cases``: rows written as they come, one JSON object a line, printed too; no
+    worker processes when one job is asked."""
+    import json
+
+    from numba_gemm.tools import cases
+
+    cases.warm_in_workers(_never, [1, 2], jobs=1)  # nothing to compile in workers
+    path = tmp_path / "sub" / "rows.jsonl"
+    cases.write_rows(path, ({"i": i, "x": i / 2} for i in range(3)))
+    assert [json.loads(line) for line in path.read_text().splitlines()] == [
+        {"i": 0, "x": 0.0},
+        {"i": 1, "x": 0.5},
+        {"i": 2, "x": 1.0},
+    ]
+    assert capsys.readouterr().out.count("\n") == 3
+
+
+def _never(case):
+    raise AssertionError("warm_in_workers ran a case with jobs=1")

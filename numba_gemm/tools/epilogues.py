@@ -20,13 +20,13 @@ the timed process only loads them. Writes ``epilogues.jsonl`` under ``--out``. N
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from numba import cuda, float32
+
+from .cases import warm_in_workers, write_rows
 
 #: (in_features K, out_features N) of the MLP up- or down-projection of each model.
 MODELS = {
@@ -202,20 +202,13 @@ def main(argv: list[str] | None = None) -> int:
         for m in args.models.split(",")
         for t in tokens
     ]
-    if args.jobs > 1:
-        import multiprocessing
+    warm_in_workers(_warm, cases, args.jobs)
 
-        ctx = multiprocessing.get_context("spawn")  # CUDA in the workers: no fork
-        with ProcessPoolExecutor(args.jobs, mp_context=ctx) as pool:
-            for done in pool.map(_warm, cases):
-                print("compiled", done, flush=True)
-    args.out.mkdir(parents=True, exist_ok=True)
-    with open(args.out / "epilogues.jsonl", "w") as f:
-        for case in cases:
-            rows = _overhead_case(*case[1:]) if case[0] == "overhead" else [_linear_case(*case[1:])]
-            for row in rows:
-                f.write(json.dumps(row) + "\n")
-                print(json.dumps(row), flush=True)
+    def rows():
+        for kind, *rest in cases:
+            yield from _overhead_case(*rest) if kind == "overhead" else [_linear_case(*rest)]
+
+    write_rows(args.out / "epilogues.jsonl", rows())
     return 0
 
 

@@ -21,12 +21,12 @@ FP32 with TF32 off. Kernels are compiled first by ``--jobs`` worker processes. W
 from __future__ import annotations
 
 import argparse
-import json
 import os
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import numpy as np
+
+from .cases import warm_in_workers, write_rows
 
 #: (K, N) of one expert's projection: Mixtral-8x7B's up-projection, DeepSeek-MoE-16B's expert.
 LAYERS = {"mixtral-up": (4096, 14336), "deepseek-moe-expert": (2048, 1408)}
@@ -147,19 +147,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     pairs = [item.split(":") for item in args.layers.split(",")]
     cases = [(layer, int(e), int(m)) for layer, e in pairs for m in args.mean.split(",")]
-    if args.jobs > 1:
-        import multiprocessing
-
-        ctx = multiprocessing.get_context("spawn")  # CUDA in the workers: no fork
-        with ProcessPoolExecutor(args.jobs, mp_context=ctx) as pool:
-            for done in pool.map(_warm, cases):
-                print("compiled", done, flush=True)
-    args.out.mkdir(parents=True, exist_ok=True)
-    with open(args.out / "grouped.jsonl", "w") as f:
-        for case in cases:
-            row = _case(*case)
-            f.write(json.dumps(row) + "\n")
-            print(json.dumps(row), flush=True)
+    warm_in_workers(_warm, cases, args.jobs)
+    write_rows(args.out / "grouped.jsonl", (_case(*case) for case in cases))
     return 0
 
 
