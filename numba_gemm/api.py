@@ -36,7 +36,7 @@ from .arrays import (
     plain_overlap,
 )
 from .checks import COMPUTE, HGEMM_OUT, SCALARS
-from .kernels._epilogue import ACTIVATIONS, Epilogue
+from .kernels._epilogue import ACTIVATIONS, OPERAND_SPECS, Epilogue
 from .kernels.stage import Stage
 from .launch.launcher import DEFAULT_STREAM
 from .plan import tuning
@@ -204,7 +204,15 @@ def sgemm(
             compile raises ``TypeError`` at its first call. Nothing is launched or written when
             an error is raised.
     """
-    if type(stream) is int and stream == 0 and _no_epilogue(None, None, epilogue, epilogue_args):
+    # (the lane takes a bias and an activation, not a user function: checked inline, the call
+    # nearly every caller makes pays for no more)
+    if (
+        epilogue is None
+        and type(epilogue_args) is tuple
+        and not epilogue_args
+        and type(stream) is int
+        and stream == 0
+    ):
         done = _plain_call(a, b, out, stage, alpha, beta, compute, bias, activation)
         if done is not None:
             return done
@@ -328,8 +336,9 @@ def _lane(
     else:  # keyed as the general path keys a geometry (its alignment: the pointers')
         aligned = (not ((a0 | b0) & 15)) + (not ((a0 | b0 | c0) & 15))
         key = (0, _dense(M, N, K, layout), aligned, skey, compute)
-    e: tuple = ()
-    if bias is not None or activation is not None:
+    fused = bias is not None or activation is not None
+    if fused:  # keyed as dispatch.epilogue_key keys it; the bias's pointer is the operand
+        e: tuple = ()
         if bias is not None:
             rv = PLAIN_V.get(type(bias))
             pv = rv(bias) if rv is not None else None
@@ -339,10 +348,13 @@ def _lane(
         epi = _LANE_EPILOGUES.get((bias is not None, activation))
         if epi is None:
             return None
-        key = (*key, epi, ((N,),) if e else ())
-    p = dispatch.PLANS.get(key)
-    if p is None or (e or activation) and not hasattr(p, "run_epilogue"):
-        return None
+        p = dispatch.PLANS.get((*key, epi, ((N,),) if e else ()))
+        if p is None or not hasattr(p, "run_epilogue"):  # (an ApplyRunner: the general path)
+            return None
+    else:
+        p = dispatch.PLANS.get(key)
+        if p is None:
+            return None
     if out is None:
         out = new_output(a, 0, (M, N))
         rc = PLAIN.get(type(out))
@@ -350,7 +362,7 @@ def _lane(
         if pc is None or pc[0] & 15:  # not seen so far: allocators align to 256 bytes
             return None
         c0 = pc[0]
-    if e or activation is not None:
+    if fused:
         p.run_epilogue(a0, b0, c0, alpha32, beta32, DEFAULT_STREAM, e)
     else:
         p.run_plain(a0, b0, c0, alpha32, beta32, DEFAULT_STREAM)
@@ -360,7 +372,12 @@ def _lane(
 #: The epilogues the fast lane keys by (a bias per column or none, an activation or none), as
 #: ``checks.check_epilogue`` makes them.
 _LANE_EPILOGUES = {
-    (has_bias, act): Epilogue("column" if has_bias else None, act, None, "V" if has_bias else "")
+    (has_bias, act): Epilogue(
+        "column" if has_bias else None,
+        act,
+        None,
+        OPERAND_SPECS[("float32", 1)] if has_bias else "",
+    )
     for has_bias in (False, True)
     for act in (None, *ACTIVATIONS)
     if has_bias or act is not None

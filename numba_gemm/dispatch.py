@@ -167,7 +167,7 @@ def with_epilogue(plan: Plan, epilogue: Any, extras: tuple) -> Any:
     (``launch.launcher.epilogue_runner``) when there is one."""
     if epilogue is None:
         return runner(plan)
-    return epilogue_runner(plan, epilogue, tuple(tuple(e.shape) for e in extras))
+    return epilogue_runner(plan, epilogue, epilogue_key(epilogue, extras)[1])
 
 
 def plan_of(

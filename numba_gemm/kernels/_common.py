@@ -243,8 +243,8 @@ def make_stores(finish):
     (``warptiling.make_parts``).
     """
 
-    # (each branch stores on its own, as before fused epilogues existed: one store after the
-    # branches changed the kernels' PTX, 30 more instructions in multistage)
+    # each branch stores on its own: one store after the branches costs multistage 30 more
+    # instructions (PTX), where the two forms should compile alike
     @device_jit
     def store_c(C, row, col, acc, alpha, beta, E):
         if beta == 0:
@@ -323,8 +323,7 @@ def make_stores(finish):
 #: The helpers of a kernel without a fused epilogue (``E`` is ``()``).
 PLAIN_STORES = make_stores(no_epilogue)
 # (module globals for the wrappers below: Numba types a function, not a namespace's attribute)
-_store_c, _store_c2 = PLAIN_STORES.store_c, PLAIN_STORES.store_c2
-_store_c_cols, _store_c4 = PLAIN_STORES.store_c_cols, PLAIN_STORES.store_c4
+_store_c, _store_c2, _store_c4 = PLAIN_STORES.store_c, PLAIN_STORES.store_c2, PLAIN_STORES.store_c4
 
 
 @device_jit
@@ -337,13 +336,6 @@ def store_c(C, row, col, acc, alpha, beta):
 def store_c2(C, r, c, x0, x1, alpha, beta, M, N, vec):
     """``C[r, c:c+2] = alpha * x + beta * C`` (:func:`make_stores`, no epilogue)."""
     _store_c2(C, r, c, x0, x1, alpha, beta, M, N, vec, ())
-
-
-@device_jit
-def store_c_cols(C, r, c, step, x0, x1, x2, x3, alpha, beta, M, N):
-    """``C[r, c + step * i] = alpha * x + beta * C``, ``i < 4`` (:func:`make_stores`, no
-    epilogue)."""
-    _store_c_cols(C, r, c, step, x0, x1, x2, x3, alpha, beta, M, N, ())
 
 
 @device_jit

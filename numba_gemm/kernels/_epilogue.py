@@ -35,7 +35,7 @@ from typing import Any
 from numba import cuda, float32
 
 from ..ptx.bf16 import from_c, to_c
-from ._common import PLAIN_STORES, device_jit, make_stores
+from ._common import PLAIN_STORES, device_jit, make_stores, no_epilogue
 
 #: Activation names, in the order of :func:`make_finish`'s table.
 ACTIVATIONS = ("relu", "gelu", "gelu_tanh", "silu")
@@ -117,12 +117,6 @@ _ACT = {None: _same, "relu": _relu, "gelu": _gelu, "gelu_tanh": _gelu_tanh, "sil
 
 
 @device_jit
-def identity(v, r, c, E):
-    """``finish`` of no epilogue: ``v``."""
-    return v
-
-
-@device_jit
 def _bias_col(v, r, c, E):
     return v + float32(E[0][c])
 
@@ -132,11 +126,6 @@ def _bias_row(v, r, c, E):
     return v + float32(E[0][r])
 
 
-@device_jit
-def _no_bias(v, r, c, E):
-    return v
-
-
 @functools.cache
 def stores_for(epi: Epilogue | None):
     """The C-writing helpers of kernels with epilogue ``epi`` (``_common.make_stores`` around
@@ -144,12 +133,9 @@ def stores_for(epi: Epilogue | None):
     return PLAIN_STORES if epi is None else make_stores(make_finish(epi))
 
 
-def make_finish(epi: Epilogue | None):
-    """The device function ``finish(v, r, c, E) -> float32`` of ``epi`` (module docstring);
-    :func:`identity` for None."""
-    if epi is None:
-        return identity
-    add = {"column": _bias_col, "row": _bias_row, None: _no_bias}[epi.bias]
+def make_finish(epi: Epilogue):
+    """The device function ``finish(v, r, c, E) -> float32`` of ``epi`` (module docstring)."""
+    add = {"column": _bias_col, "row": _bias_row, None: no_epilogue}[epi.bias]
     act = _ACT[epi.activation]
     fn = epi.fn
     if fn is None:

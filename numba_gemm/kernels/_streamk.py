@@ -116,15 +116,15 @@ def partial_slots(T, G):
     return G + T
 
 
-def make_fixup(BM: int, BN: int, NT: int, stores=None):
+def make_fixup(BM: int, BN: int, NT: int, stores=PLAIN_STORES):
     """``fixup(Wg, L, Cg, first, count, counter, row0, col0, M, N, alpha, beta, vec, E)``: ends a
     stream-K unit that wrote its partial sums of the ``BM x BN`` tile at ``(row0, col0)`` to its
     slot of ``Wg`` (2-D, ``slots*BM x BN``: slot s is rows ``s*BM + [0, BM)``). The last of the
     tile's ``count`` contributors to arrive at ``L[counter]`` sums slots ``first .. first +
     count - 1`` in order and writes ``Cg = alpha * sum + beta * Cg`` (``NT`` threads; through
     ``stores``, a fused epilogue's C writes with operands ``E``: ``_common.make_stores``, default
-    none)."""
-    sum_tile = _splitk.make_tile_sum(BM, BN, NT, _splitk.FIXUP_DEPTH, 1, stores or PLAIN_STORES)
+    :data:`~._common.PLAIN_STORES`: none)."""
+    sum_tile = _splitk.make_tile_sum(BM, BN, NT, _splitk.FIXUP_DEPTH, 1, stores)
 
     @device_jit
     def fixup(Wg, L, Cg, first, count, counter, row0, col0, M, N, alpha, beta, vec, E):

@@ -138,10 +138,9 @@ class _Layout:
     """Byte layout of a kernel's parameters for an argument spec (arrays first, then scalars)."""
 
     def __init__(self, spec: str) -> None:
-        arrays = spec.replace("(", "").replace(")", "").rstrip("f")
-        if not set(arrays) <= set(_WORDS) or len(arrays) + spec.count("f") != len(
-            spec.replace("(", "").replace(")", "")
-        ):
+        flat = spec.replace("(", "").replace(")", "")  # a tuple's arrays are its fields, in order
+        arrays = flat.rstrip("f")
+        if not set(arrays) <= set(_WORDS) or len(arrays) + flat.count("f") != len(flat):
             raise ValueError(f"argument spec {spec!r}: arrays (A, S) must come before scalars (f)")
         self.spec = spec
         words = sum(_WORDS[c] for c in arrays)
@@ -794,15 +793,16 @@ class Runner:
     def run_plain(self, a: int, b: int, c: int, alpha: float, beta: float, stream: Any) -> None:
         """:meth:`run` for 2-D C-contiguous operands given by their data pointers (a plan of the
         plain or dense geometry)."""
+        self.run(*self._plain_operands(a, b, c), alpha, beta, stream)
+
+    def _plain_operands(self, a: int, b: int, c: int) -> tuple[Operand, Operand, Operand]:
+        """A, B, C as 2-D C-contiguous float32 operands at data pointers ``a``, ``b``, ``c``."""
         p = self.plan
         M, N, K, d = p.M, p.N, p.K, p.device.id
-        self.run(
+        return (
             Operand(None, a, (M, K), (4 * K, 4), F32, d),
             Operand(None, b, (K, N), (4 * N, 4), F32, d),
             Operand(None, c, (M, N), (4 * N, 4), F32, d),
-            alpha,
-            beta,
-            stream,
         )
 
     def run_epilogue(
@@ -810,19 +810,9 @@ class Runner:
     ) -> None:
         """:meth:`run_plain` with a fused epilogue's operands given by their data pointers ``e``
         (float32, of the runner's ``extra_shapes``): ``api``'s fast lane for a bias."""
-        p = self.plan
-        M, N, K, d = p.M, p.N, p.K, p.device.id
-        shapes = self.extra_shapes
+        d, shapes = self.plan.device.id, self.extra_shapes
         extras = tuple(Operand(None, x, sh, None, F32, d) for x, sh in zip(e, shapes, strict=True))
-        self.run(
-            Operand(None, a, (M, K), (4 * K, 4), F32, d),
-            Operand(None, b, (K, N), (4 * N, 4), F32, d),
-            Operand(None, c, (M, N), (4 * N, 4), F32, d),
-            alpha,
-            beta,
-            stream,
-            extras,
-        )
+        self.run(*self._plain_operands(a, b, c), alpha, beta, stream, extras)
 
     def launch(
         self, a: Any, b: Any, c: Any, alpha: float = 1.0, beta: float = 0.0, stream: Any = 0
@@ -922,7 +912,7 @@ class ApplyRunner:
 
 
 #: The apply kernel's C argument spec by C's element type.
-_C_SPEC = {"float32": "S", "float16": "Q"}
+_C_SPEC = {F32: "S", np.dtype(np.float16): "Q", BF16: "R"}
 
 
 def apply_epilogue(plan: Any, C: Operand, epilogue: Any, extras: tuple, stream: Any) -> None:
@@ -934,7 +924,7 @@ def apply_epilogue(plan: Any, C: Operand, epilogue: Any, extras: tuple, stream: 
     else:
         M, N = C.shape
         c3 = Operand(C.obj, C.ptr, (1, M, N), (0, N * 2, 2), C.dtype, C.device)
-    spec = "R" if C.dtype is BF16 else _C_SPEC[str(C.dtype)]
+    spec = _C_SPEC[C.dtype]
     key = ("apply", plan.device.id, spec, epilogue)
     k = _aux.get(key)
     if k is None:

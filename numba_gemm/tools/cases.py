@@ -4,6 +4,7 @@ processes first, then run each in this process and write its rows as JSON lines.
 from __future__ import annotations
 
 import json
+import multiprocessing
 from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -16,8 +17,6 @@ def warm_in_workers(warm: Callable[[Any], str], cases: list, jobs: int) -> None:
     with ``jobs <= 1``. ``warm`` must be a module-level function (it is pickled)."""
     if jobs <= 1:
         return
-    import multiprocessing  # only where workers are asked for
-
     ctx = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(jobs, mp_context=ctx) as pool:
         for done in pool.map(warm, cases):
