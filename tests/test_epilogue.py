@@ -114,6 +114,18 @@ def test_row_bias_activation_and_user_function(rng, fused_only, activation):
     assert rel_error(d_c.copy_to_host(), v * s + R + 0.25 * rows - 0.5 * cols) < 1e-5
 
 
+def test_activation_alone(rng, fused_only):
+    """An epilogue with no operand (an activation, no bias): its kernel takes an empty operand
+    tuple (the GPU launcher binds none)."""
+    M, N, K = 33, 40, 17
+    a, b = randn(rng, (M, K)), randn(rng, (K, N))
+    d_c = to_device(np.full((M, N), np.nan, np.float32))
+    numba_gemm.sgemm(
+        to_device(a), to_device(b), out=d_c, stage=small("multistage"), activation="silu"
+    )
+    assert rel_error(d_c.copy_to_host(), ACT["silu"](a.astype(np.float64) @ b)) < 1e-5
+
+
 def test_unfused_stage_and_empty_k_apply_the_epilogue(rng):
     """A stage that fuses nothing (a teaching stage) runs the epilogue in a second kernel; so
     does a product with K == 0 (``beta * C``, then the epilogue)."""

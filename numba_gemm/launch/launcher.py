@@ -268,7 +268,7 @@ def gemm_launcher(
     split: Any = None,
     maps: Any = None,
     dependent: bool = False,
-    extras: int = 0,
+    extras: int | None = None,
 ) -> Any:
     """``launch(a, b, c, alpha, beta, stream)`` for one stage kernel at one geometry: the hot path.
 
@@ -284,9 +284,9 @@ def gemm_launcher(
     ``maps(a, b) -> (ta, tb)``: for a TMA stage (spec ``...MMff``), the device pointers of A's
     and B's tensor maps for these operand pointers. ``dependent``: launch with programmatic
     dependent launch (``driver.dependent_launch``; the kernel waits for the one ahead itself,
-    ``Stage.dependent_launch``). ``extras``: the number of a fused epilogue's operands (their
-    shapes last in ``arrays``): then the launcher is ``launch(a, b, c, alpha, beta, stream, e)``
-    with ``e`` their data pointers.
+    ``Stage.dependent_launch``). ``extras``: for a kernel with a fused epilogue, the number of its
+    operands (their shapes last in ``arrays``; 0 for an activation alone): then the launcher is
+    ``launch(a, b, c, alpha, beta, stream, e)`` with ``e`` their data pointers.
 
     Context: the function must be launched in its device's context. With one visible GPU the
     only context in play is that GPU's primary context, so it is made current once per host
@@ -307,7 +307,7 @@ def gemm_launcher(
     # word indices of the data pointers among the 64-bit array fields (each array's fifth), and
     # the byte offset of alpha, beta after them
     PA, PB, PC = lay.pointers[:3]
-    base = len(lay.pointers) - extras
+    base = len(lay.pointers) - (extras or 0)
     PW, PL = lay.pointers[3:5] if base == 5 else (0, 0)
     PE = lay.pointers[base:]  # a fused epilogue's operands
     if maps is not None and spec.count("M") != 2:
@@ -370,7 +370,7 @@ def gemm_launcher(
         if rc:
             _driver.check(rc, f"cuLaunchKernel({kernel.name}, grid={grid}, block={block})")
 
-    if not extras:
+    if extras is None:
         return launch
 
     def launch_with(a, b, c, alpha, beta, stream, e):
@@ -676,7 +676,7 @@ class Runner:
                 self._buffers if p.split_k != 1 else None,
                 self._map_pointers if self._maps else None,
                 st.dependent_launch,
-                len(self.extra_shapes),
+                None if epi is None else len(self.extra_shapes),
             )
             if epi is None:
                 self.run_plain = launch
