@@ -19,7 +19,7 @@ from .device import SIMULATOR, cdiv, check_grid
 from .kernels._scale import BLOCK as SCALE_BLOCK
 from .kernels.stage import Stage
 from .launch import driver
-from .launch.grouped import GroupedRunner
+from .launch.grouped import FEW_ROWS, FEW_ROWS_CONFIG, GroupedRunner
 from .launch.launcher import (
     DEFAULT_STREAM,
     SHARED_STREAMS,
@@ -317,7 +317,8 @@ def run_fp16(
 
 def grouped_runner(T: int, N: int, K: int, E: int, layout: str, vec: bool, device: int) -> Any:
     """The :class:`~numba_gemm.launch.grouped.GroupedRunner` of a grouped product of ``T`` rows
-    in ``E`` groups: multistage's plan for the mean group (``T / E`` rows) in ``layout``,
+    in ``E`` groups: for a mean group (``T / E`` rows) under ``launch.grouped.FEW_ROWS``, the
+    32-row tiles of ``FEW_ROWS_CONFIG``; else multistage's plan for the mean group in ``layout``,
     without split-K (kept in :data:`PLANS` per mean group shape, layout, variant and GPU)."""
     rows = max(1, T // max(E, 1))
     key = ("grouped", device, rows, N, K, layout, vec)
@@ -326,7 +327,9 @@ def grouped_runner(T: int, N: int, K: int, E: int, layout: str, vec: bool, devic
         g = None if layout == "NN" else Geometry.dense(rows, N, max(K, 1), layout)
         plan = plan_for(rows, N, max(K, 1), stage="multistage", device=device, geometry=g)
         stage = plan.stage
-        if stage.config["SPLITK"] != 1:
+        if rows < FEW_ROWS:
+            stage = stage.with_config(FEW_ROWS_CONFIG)
+        elif stage.config["SPLITK"] != 1:
             stage = stage.with_config({**stage.config, "SPLITK": 1})
         r = kept(key, lambda: GroupedRunner(stage, layout, vec, plan.device))
     return r

@@ -103,3 +103,16 @@ def test_bench_splits_tokens_unevenly_with_empty_experts():
     with pytest.raises(SystemExit) as e:
         grouped.main(["--help"])
     assert e.value.code == 0
+
+
+def test_sweep_configs_are_valid_and_apart_from_the_benchmarked_layers():
+    """``tools.grouped --sweep``: every configuration is a valid multistage one, the automatic
+    few-row configuration is among them, and no swept shape is one the bench reports."""
+    from numba_gemm.kernels import k10_multistage
+    from numba_gemm.launch.grouped import FEW_ROWS_CONFIG
+    from numba_gemm.tools import grouped
+
+    for cfg in grouped.SWEEP_CONFIGS.values():
+        k10_multistage.check_config(cfg)
+    assert FEW_ROWS_CONFIG in grouped.SWEEP_CONFIGS.values()
+    assert not set(grouped.SWEEP_LAYERS) & set(grouped.LAYERS.values())

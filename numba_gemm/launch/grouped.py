@@ -9,9 +9,10 @@ group's ``BM x BN`` C tiles, ``gridDim.x`` apart, finding a tile's group by scan
 (``multistage``): A and C are passed as batches of stride 0 (every group sees the whole A and C;
 its tiles start at its first row and stop at its end row), B as the batch of the groups' matrices.
 
-The configuration (``dispatch.grouped_runner``) is multistage's tuned one for the mean group
-(``T / E`` rows) without split-K; the grid is one wave of resident blocks (at least two), at most
-the list's largest possible length.
+The configuration (``dispatch.grouped_runner``): for a mean group (``T / E`` rows) of fewer than
+:data:`FEW_ROWS` rows, :data:`FEW_ROWS_CONFIG`'s 32-row tiles; else multistage's tuned one for the
+mean group, without split-K. The grid is one wave of resident blocks (at least two), at most the
+list's largest possible length.
 """
 
 from __future__ import annotations
@@ -23,6 +24,28 @@ from ..device import cdiv
 from ..kernels import k10_multistage as k10
 from ..kernels._tunable import SPLIT_ARGS
 from .launcher import load_kernel
+
+#: Groups of a few rows: 32-row tiles (multistage's smallest), 256 columns, 128 threads. The
+#: planner's tiles for one product of the mean group's rows (64 to 256 rows) multiply-add rows
+#: that are not there, and with E groups there are tiles enough for the GPU at any BM. The best
+#: of ``tools.grouped --sweep``'s ten configurations on shapes apart from the bench's
+#: (docs/design.md §3.2): geometric mean 0.75x the planner's kernel time over the 30 problems of
+#: fewer than 256 rows a group (0.51-1.09x), 1.005x over the 6 of 384.
+FEW_ROWS_CONFIG = {
+    "BM": 32,
+    "BN": 256,
+    "BK": 16,
+    "WM": 32,
+    "WN": 64,
+    "WNITER": 2,
+    "TM": 8,
+    "TN": 4,
+    "MINB": 0,
+    "SPLITK": 1,
+    "NBUF": 3,
+}
+#: mean rows per group below which :data:`FEW_ROWS_CONFIG` serves
+FEW_ROWS = 256
 
 
 class GroupedRunner:

@@ -16,6 +16,12 @@ End to end (the calls' loops alternated, ``timing.time_calls_paired``) and kerne
 events behind a hold kernel); ``speedup_loop`` = loop / ours, ``vs_bmm`` = bmm / ours_even.
 FP32 with TF32 off. Kernels are compiled first by ``--jobs`` worker processes. Writes
 ``grouped.jsonl`` under ``--out``. Needs PyTorch.
+
+``--sweep``: instead, the tile configurations :data:`SWEEP_CONFIGS` against the automatic one
+(``dispatch.grouped_runner``) and the loop of ``torch.mm``, kernel time, on experts' shapes
+apart from :data:`LAYERS` (:data:`SWEEP_LAYERS`), so that the rule it informs
+(``launch.grouped.FEW_ROWS_CONFIG``) is judged by the table above, never fitted on it. Writes
+``sweep.jsonl``.
 """
 
 from __future__ import annotations
@@ -33,6 +39,32 @@ LAYERS = {"mixtral-up": (4096, 14336), "deepseek-moe-expert": (2048, 1408)}
 #: (layer, experts) timed by default: each model's own expert count, and 8 of DeepSeek's.
 LAYER_EXPERTS = (("mixtral-up", 8), ("deepseek-moe-expert", 8), ("deepseek-moe-expert", 64))
 MEAN_TOKENS = (1, 16, 128, 512)
+
+#: The sweep's experts' (K, N), experts and mean tokens: none of them one of LAYERS'.
+SWEEP_LAYERS = ((3072, 8192), (1536, 4096), (7168, 2048))
+SWEEP_EXPERTS = (16, 32)
+SWEEP_MEANS = (1, 4, 16, 48, 128, 384)
+
+
+def _ms(BM, BN, BK, WM, WN, WNITER, TM, TN, NBUF) -> dict:  # noqa: N803 (the tile names)
+    return dict(
+        BM=BM, BN=BN, BK=BK, WM=WM, WN=WN, WNITER=WNITER, TM=TM, TN=TN, MINB=0, SPLITK=1, NBUF=NBUF
+    )
+
+
+#: multistage tiles of 32 and 64 rows timed by ``--sweep`` (the planner's own are 64-256 rows)
+SWEEP_CONFIGS = {
+    "32x64": _ms(32, 64, 32, 32, 32, 1, 4, 4, 4),
+    "32x128": _ms(32, 128, 32, 32, 32, 1, 4, 4, 4),
+    "32x128-bk16": _ms(32, 128, 16, 32, 32, 1, 4, 4, 4),
+    "32x128-wn64": _ms(32, 128, 32, 32, 64, 1, 4, 4, 4),
+    "32x256": _ms(32, 256, 32, 32, 32, 1, 4, 4, 4),
+    "32x256-wn64": _ms(32, 256, 32, 32, 64, 1, 4, 4, 4),
+    "32x256-tm8": _ms(32, 256, 16, 32, 64, 2, 8, 4, 3),
+    "64x128": _ms(64, 128, 16, 64, 32, 1, 4, 4, 3),
+    "64x128-bk32": _ms(64, 128, 32, 32, 64, 1, 4, 4, 4),
+    "64x256": _ms(64, 256, 16, 32, 64, 1, 8, 4, 3),
+}
 
 
 def group_sizes(experts: int, mean: int, seed: int = 0) -> list[int]:
@@ -69,6 +101,21 @@ def _operands(K: int, N: int, sizes: list[int], seed: int, shared: bool = False)
     return a, w.expand(E, K, N), ends, torch.empty(T, N, device="cuda")
 
 
+def _mm_loop(a, w, c, sizes: list[int]):
+    """A Python loop of ``torch.mm(a[rows of g], w[g], out=c[rows of g])`` over the non-empty
+    groups: what a model without a grouped kernel runs."""
+    import torch  # optional dependency: this tool compares with PyTorch
+
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).tolist()
+    pieces = [(e, s, n) for e, (s, n) in enumerate(zip(starts, sizes, strict=True)) if n]
+
+    def loop():
+        for e, s, n in pieces:
+            torch.mm(a[s : s + n], w[e], out=c[s : s + n])
+
+    return loop
+
+
 def _case(layer: str, experts: int, mean: int, seed: int = 0) -> dict:
     import torch  # optional dependency: this tool compares with PyTorch
 
@@ -85,13 +132,10 @@ def _case(layer: str, experts: int, mean: int, seed: int = 0) -> dict:
     groups = list(enumerate(zip(starts, sizes, strict=True)))
     want = torch.cat([a[s : s + n].double() @ w[e].double() for e, (s, n) in groups])
     err = float((c.double() - want).norm() / want.norm())
-    pieces = [(e, s, n) for e, (s, n) in groups if n]
-
-    def loop():
-        for e, s, n in pieces:
-            torch.mm(a[s : s + n], w[e], out=c[s : s + n])
-
-    calls = {"ours": lambda: numba_gemm.grouped_mm(a, w, ends, out=c), "loop": loop}
+    calls = {
+        "ours": lambda: numba_gemm.grouped_mm(a, w, ends, out=c),
+        "loop": _mm_loop(a, w, c, sizes),
+    }
     if hasattr(torch, "_grouped_mm"):
         try:
             torch._grouped_mm(a, w, offs=ends)
@@ -134,6 +178,61 @@ def _warm(case: tuple) -> str:
     return repr(case)
 
 
+def _sweep_runner(name: str) -> object:
+    """The grouped runner of ``SWEEP_CONFIGS[name]`` (NN, 128-bit variant) on GPU 0."""
+    from numba import cuda
+
+    from numba_gemm import device, get_stage
+    from numba_gemm.launch.grouped import GroupedRunner
+
+    cuda.current_context()  # the primary context, current in this process (a fresh worker)
+    stage = get_stage("multistage").with_config(SWEEP_CONFIGS[name])
+    return GroupedRunner(stage, "NN", True, device.info(0))
+
+
+def _sweep_warm(name: str) -> str:
+    _sweep_runner(name)  # (loading it compiles it into the kernel cache)
+    return name
+
+
+def _sweep_rows():
+    """One row per sweep problem: kernel ms of the automatic choice (``auto``), of each
+    configuration (None where its result differs from ``auto``'s) and of the loop."""
+    import torch  # optional dependency: this tool compares with PyTorch
+
+    from numba_gemm import dispatch
+    from numba_gemm.arrays import operand
+    from numba_gemm.tools.timing import time_launches
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    runners = {name: _sweep_runner(name) for name in SWEEP_CONFIGS}
+    for K, N in SWEEP_LAYERS:
+        for E in SWEEP_EXPERTS:
+            w = torch.randn(E, K, N, device="cuda") / K**0.5
+            for mean in SWEEP_MEANS:
+                sizes = group_sizes(E, mean, seed=7)
+                T = sum(sizes)
+                a, c = torch.randn(T, K, device="cuda"), torch.empty(T, N, device="cuda")
+                ends = torch.tensor(np.cumsum(sizes), dtype=torch.int32, device="cuda")
+                ops = [operand(x) for x in (a, w, c, ends)]
+                auto = dispatch.grouped_runner(T, N, K, E, "NN", True, 0)
+                row = {"K": K, "N": N, "experts": E, "mean_tokens": mean}
+                row["auto_config"] = dict(auto.stage.config)
+                want = None
+                for name, r in [("auto", auto), *runners.items()]:
+
+                    def run(r=r, ops=ops):
+                        r.run(*ops, 0)
+
+                    c.fill_(float("nan"))
+                    run()
+                    want = c.clone() if want is None else want
+                    ok = bool(torch.allclose(c, want, rtol=1e-4, atol=1e-4))
+                    row[name] = time_launches(run, reps=15).median if ok else None
+                row["loop"] = time_launches(_mm_loop(a, w, c, sizes), reps=15).median
+                yield row
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", type=Path, required=True, help="folder for grouped.jsonl")
@@ -144,7 +243,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--mean", default=",".join(map(str, MEAN_TOKENS)), help="tokens per expert")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="compile workers")
+    ap.add_argument("--sweep", action="store_true", help="time SWEEP_CONFIGS (sweep.jsonl)")
     args = ap.parse_args(argv)
+    if args.sweep:
+        warm_in_workers(_sweep_warm, list(SWEEP_CONFIGS), args.jobs)
+        write_rows(args.out / "sweep.jsonl", _sweep_rows())
+        return 0
     pairs = [item.split(":") for item in args.layers.split(",")]
     cases = [(layer, int(e), int(m)) for layer, e in pairs for m in args.mean.split(",")]
     warm_in_workers(_warm, cases, args.jobs)
