@@ -1,6 +1,9 @@
 # numba_gemm developer tasks. `make setup` then `make test` works on a CPU-only machine
 # (the tests run the kernels on the Numba CUDA simulator).
 PYTHON ?= python3
+# PyTorch for the numba_gemm.torch tests (an optional peer of the package): 2.13.0 is the CPU build
+# a CI machine holds on disk; TORCH= (empty) skips it, those tests then skip
+TORCH  ?= torch==2.13.0
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 SIZES  ?= 128..4096
@@ -13,6 +16,7 @@ setup:  ## virtual environment with the package (editable) and the test/bench/li
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e ".[test,bench,lint]"
+	$(if $(TORCH),$(PY) -m pip install -q "$(TORCH)")
 
 test: lint  ## lint, then the whole suite on the CUDA simulator (CPU only)
 	NUMBA_ENABLE_CUDASIM=1 $(PY) -m pytest -n auto --dist loadgroup -q

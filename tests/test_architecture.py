@@ -26,7 +26,8 @@ ALLOWED = {
     "checks": {"plan", "device", "arrays", "kernels"},  # kernels: the epilogue record
     "dispatch": _RUN | {"plan", "checks"},
     "api": _RUN | {"plan", "checks", "dispatch"},
-    "tools": _RUN | {"plan", "checks", "dispatch", "api", "bench", "init"},
+    "torch": {"api", "device", "kernels"},  # the PyTorch operators: over the public functions
+    "tools": _RUN | {"plan", "checks", "dispatch", "api", "bench", "init", "torch"},
 }
 
 

@@ -11,7 +11,9 @@ PyTorch (cuBLAS; FP32 with TF32 off, or TF32):
 - ``linear``: ``numba_gemm.linear(x, W, b, activation="gelu")`` against
   ``torch.nn.functional.gelu(torch.nn.functional.linear(x, W, b))`` for the MLP projections of
   :data:`MODELS` at :data:`TOKENS` tokens, in FP32 and TF32: end-to-end time (paired loops) and
-  the speedup (PyTorch's time / ours); kernel time and host time per call of each.
+  the speedup (PyTorch's time / ours); kernel time and host time per call of each; and the same
+  product through the PyTorch operator ``numba_gemm.torch.linear`` (a new output per call, as
+  PyTorch's: ``op_*`` columns).
 
 Kernels are compiled first by ``--jobs`` worker processes (the on-disk kernel cache), so that
 the timed process only loads them. Writes ``epilogues.jsonl`` under ``--out``. Needs PyTorch.
@@ -63,6 +65,7 @@ def _linear_case(model: str, tokens: int, compute: str, seed: int = 0) -> dict:
     import torch  # optional dependency: this tool compares with PyTorch
 
     import numba_gemm
+    import numba_gemm.torch as ngt  # optional dependency (PyTorch): the operator's row
     from numba_gemm.tools.timing import time_calls_paired, time_host, time_launches
 
     K, N = MODELS[model]
@@ -80,10 +83,11 @@ def _linear_case(model: str, tokens: int, compute: str, seed: int = 0) -> dict:
     calls = [
         lambda: numba_gemm.linear(x, W, b, "gelu", out=out, compute=comp),
         lambda: F.gelu(F.linear(x, W, b)),
+        lambda: ngt.linear(x, W, b, "gelu", compute=comp),
     ]
-    t_ours, t_torch = time_calls_paired(calls)
-    k_ours, k_torch = (time_launches(fn, reps=20).median for fn in calls)
-    h_ours, h_torch = (time_host(fn, calls=200).median for fn in calls)
+    t_ours, t_torch, t_op = time_calls_paired(calls)
+    k_ours, k_torch, _ = (time_launches(fn, reps=20).median for fn in calls)
+    h_ours, h_torch, h_op = (time_host(fn, calls=200).median for fn in calls)
     plan = numba_gemm.explain(x, W.T, compute=comp)
     return {
         "table": "linear",
@@ -102,6 +106,9 @@ def _linear_case(model: str, tokens: int, compute: str, seed: int = 0) -> dict:
         "torch_kernel_ms": k_torch,
         "ours_host_us": h_ours * 1e3,
         "torch_host_us": h_torch * 1e3,
+        "op_e2e_ms": t_op.median,
+        "op_speedup": t_torch.median / t_op.median,
+        "op_host_us": h_op * 1e3,
     }
 
 
