@@ -29,7 +29,10 @@ Launches go on PyTorch's current CUDA stream, so they order with the surrounding
 (the default stream takes the library's fast lane). An eager call of :func:`linear`,
 :func:`matmul` or :class:`Linear` on plain CUDA tensors that need no gradient (inference) runs
 the kernel without the dispatcher, whose Python autograd kernel costs microseconds a call;
-traced calls and calls that need a gradient go through the operators.
+calls that need a gradient, and calls under a compiler, ``torch.jit.trace``, a dispatch mode
+or a functorch transform go through the operators. No forward-mode AD (NotImplementedError).
+CUDA graph capture is not supported: a first call of a shape may load a kernel or build a TMA
+descriptor, which synchronizes.
 
 Tensors must be CUDA tensors; under the Numba CUDA simulator (``NUMBA_ENABLE_CUDASIM=1``, the test
 suite) CPU tensors run the same kernels on the simulator instead (copied into simulator arrays
@@ -43,6 +46,7 @@ from typing import Any
 
 import numpy as np
 import torch
+import torch.nn.functional as F  # noqa: N812 (PyTorch's own alias)
 from numba import cuda
 
 from . import api
@@ -87,7 +91,7 @@ def _simulated(fn: Any, tensors: tuple, **kwargs: Any) -> torch.Tensor:
     if any(t is not None and t.dtype is torch.bfloat16 for t in tensors):
         raise TypeError("bfloat16 CPU tensors cannot enter the CUDA simulator (no NumPy dtype)")
     sim = tuple(None if t is None else cuda.to_device(_host(t)) for t in tensors)
-    return torch.from_numpy(np.ascontiguousarray(fn(*sim, **kwargs).copy_to_host()))
+    return torch.from_numpy(np.array(fn(*sim, **kwargs).copy_to_host(), order="C"))
 
 
 def _host(t: torch.Tensor) -> np.ndarray:
@@ -155,7 +159,7 @@ def _linear_backward(ctx: Any, grad: torch.Tensor) -> tuple:
     if ctx.needs_input_grad[1]:
         dw = mm(g2.t(), x.reshape(-1, k), ctx.compute)
     if bias is not None and ctx.needs_input_grad[2]:
-        db = g2.sum(0)
+        db = g2.sum(0, dtype=torch.float32).to(bias.dtype)
     return dx, dw, db, None, None
 
 
@@ -173,13 +177,26 @@ torch.library.register_autograd(
 # --- matmul ---------------------------------------------------------------------------------
 
 
-def _mm_half(a: Any, b: Any, stream: Any = 0) -> Any:
-    """16-bit 2-D ``a @ b`` with hgemm, whose A is C-contiguous and B C-contiguous or a
-    transposed C-contiguous: another layout is copied first (a backward's ``dZ.T``)."""
-    if isinstance(a, torch.Tensor):
-        a = a.contiguous()
-        if not (b.is_contiguous() or b.t().is_contiguous()):
-            b = b.contiguous()
+def _half_operands(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """hgemm's operands for 16-bit ``a (M, K) @ b (K, N)``: K and N zero-padded to multiples of
+    8 (the product's first N columns are unchanged), A C-contiguous, B C-contiguous or the
+    transpose of one; copies only where one of these does not hold (a backward's ``dZ.T``, a
+    batch of rows that is not a multiple of 8)."""
+    K, N = b.shape
+    pk, pn = -K % 8, -N % 8
+    if pk:
+        a, b = F.pad(a, (0, pk)), F.pad(b, (0, 0, 0, pk))
+    if pn:
+        b = F.pad(b, (0, pn))
+    k8, n8 = K + pk, N + pn
+    if a.stride() != (k8, 1):  # (stride checks: is_contiguous() accepts any stride of a size-1 dim)
+        a = torch.empty_like(a, memory_format=torch.contiguous_format).copy_(a)
+    if b.stride() != (n8, 1) and b.stride() != (1, k8):
+        b = torch.empty_like(b, memory_format=torch.contiguous_format).copy_(b)
+    return a, b
+
+
+def _hgemm(a: Any, b: Any, stream: Any = 0) -> Any:
     out_dtype = "bfloat16" if getattr(a, "dtype", None) is torch.bfloat16 else "float16"
     return api.hgemm(a, b, out_dtype=out_dtype, stream=stream)
 
@@ -188,12 +205,17 @@ def _matmul_impl(a: torch.Tensor, b: torch.Tensor, compute: str | None) -> torch
     if a.dtype in _HALF and a.dim() == 2 and b.dim() == 2:
         if compute is not None:
             raise ValueError(f"matmul: compute is for float32 operands, got {compute!r}")
-        fn, kwargs = _mm_half, {}
-    else:
-        fn, kwargs = api.matmul, {"compute": compute}
+        if a.dtype != b.dtype or a.shape[1] != b.shape[0]:  # hgemm's own message
+            return _hgemm(a, b) if a.is_cuda else _simulated(_hgemm, (a, b))
+        M, N = a.shape[0], b.shape[1]
+        if a.shape[1] == 0 or M == 0 or N == 0:
+            return a.new_zeros((M, N))
+        a, b = _half_operands(a, b)
+        c = _hgemm(a, b, stream=_stream(a)) if a.is_cuda else _simulated(_hgemm, (a, b))
+        return c if c.shape[1] == N else c[:, :N].contiguous()
     if a.is_cuda:
-        return fn(a, b, stream=_stream(a), **kwargs)
-    return _simulated(fn, (a, b), **kwargs)
+        return api.matmul(a, b, compute=compute, stream=_stream(a))
+    return _simulated(api.matmul, (a, b), compute=compute)
 
 
 def _matmul_shape(a: torch.Tensor, b: torch.Tensor) -> list:
@@ -271,13 +293,21 @@ _OPS = torch.ops.numba_gemm
 #: the types an eager call may hand to the kernel directly (a module's weights are Parameters)
 _PLAIN = frozenset((torch.Tensor, torch.nn.Parameter))
 _is_compiling = torch.compiler.is_compiling
+_is_tracing = torch.jit.is_tracing
+_dispatch_modes = torch._C._len_torch_dispatch_stack  # FakeTensorMode, make_fx, FlopCounter...
+_functorch_level = torch._C._functorch.peek_interpreter_stack  # vmap, grad, jvp
+_forward_ad = torch.autograd.forward_ad
 
 
 def _direct(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> bool:
     """Whether an eager call may run the kernel without the dispatcher: plain CUDA tensors (no
-    subclass, no fake tensor), none needing a gradient, outside a trace. The dispatcher's Python
-    autograd kernel costs microseconds per call (docs/design.md §3.3); the result is the same."""
-    if _is_compiling() or type(x) not in _PLAIN or type(weight) not in _PLAIN:
+    subclass, no fake or batched tensor), none needing a gradient, and nothing recording or
+    transforming the call (no compile, ``torch.jit.trace``, dispatch mode or functorch
+    transform). The dispatcher's Python autograd kernel costs microseconds per call
+    (docs/design.md §3.3); the result is the same."""
+    if _is_compiling() or _is_tracing() or _dispatch_modes() or _functorch_level() is not None:
+        return False
+    if type(x) not in _PLAIN or type(weight) not in _PLAIN:
         return False
     if bias is not None and type(bias) not in _PLAIN:
         return False
@@ -286,6 +316,31 @@ def _direct(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) ->
     ):
         return False
     return x.is_cuda
+
+
+def _no_forward_ad() -> None:
+    """Forward-mode AD (``torch.autograd.forward_ad``, ``torch.func.jvp``) has no formula here:
+    raise rather than let the operators' tangents read as zeros."""
+    if _forward_ad._current_level >= 0:
+        raise NotImplementedError(
+            "numba_gemm operators have no forward-mode AD (jvp) formula; use reverse mode "
+            "(backward) or torch's own ops under forward AD"
+        )
+
+
+def _linear_call(x: torch.Tensor, *args: Any) -> torch.Tensor:
+    """``linear(x, weight, bias, activation, compute)`` for the entry points: a 1-D ``x`` as one
+    row, a non-contiguous ``x`` of more than two dimensions copied (as
+    ``torch.nn.functional.linear`` accepts both), then the kernel directly (:func:`_direct`) or
+    the operator."""
+    _no_forward_ad()
+    if x.dim() == 1:
+        return _linear_call(x.unsqueeze(0), *args).squeeze(0)
+    if x.dim() > 2 and not x.is_contiguous():
+        x = x.contiguous()
+    if _direct(x, args[0], args[1]):
+        return _linear_impl(x, *args)
+    return _OPS.linear.default(x, *args)
 
 
 def linear(
@@ -297,24 +352,30 @@ def linear(
     compute: str | None = None,
 ) -> torch.Tensor:
     """``activation(x @ weight.T + bias)`` as the differentiable operator
-    ``torch.ops.numba_gemm.linear`` (:func:`numba_gemm.linear`'s shapes, dtypes and errors).
-    An eager call on CUDA tensors that need no gradient runs the kernel without going through
-    the dispatcher (the same result, microseconds less); traced and differentiated calls go
-    through the operator.
+    ``torch.ops.numba_gemm.linear`` (:func:`numba_gemm.linear`'s dtypes and errors; ``x`` of
+    any shape ``(..., in_features)``, 1-D included, as ``torch.nn.functional.linear``). An
+    eager call on CUDA tensors that need no gradient runs the kernel without going through the
+    dispatcher (the same result, microseconds less); traced, transformed and differentiated
+    calls go through the operator.
 
     Raises:
         ValueError: an unknown ``activation`` (the valid names listed); others as
             :func:`numba_gemm.linear`.
+        NotImplementedError: under forward-mode AD (no jvp formula).
     """
     _check_activation(activation)
-    if _direct(x, weight, bias):
-        return _linear_impl(x, weight, bias, activation, compute)
-    return _OPS.linear.default(x, weight, bias, activation, compute)
+    return _linear_call(x, weight, bias, activation, compute)
 
 
 def matmul(a: torch.Tensor, b: torch.Tensor, *, compute: str | None = None) -> torch.Tensor:
     """``a @ b`` as the differentiable operator ``torch.ops.numba_gemm.matmul`` (float32:
-    :func:`numba_gemm.matmul`; 2-D float16 / bfloat16: :func:`numba_gemm.hgemm`)."""
+    :func:`numba_gemm.matmul`; 2-D float16 / bfloat16: :func:`numba_gemm.hgemm`, any K and N,
+    zero-padded to multiples of 8 where they are not).
+
+    Raises:
+        NotImplementedError: under forward-mode AD (no jvp formula).
+    """
+    _no_forward_ad()
     if _direct(a, b, None):
         return _matmul_impl(a, b, compute)
     return _OPS.matmul.default(a, b, compute)
@@ -322,14 +383,15 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, compute: str | None = None) -> t
 
 def grouped_mm(a: torch.Tensor, b: torch.Tensor, offsets: torch.Tensor) -> torch.Tensor:
     """:func:`numba_gemm.grouped_mm` as the operator ``torch.ops.numba_gemm.grouped_mm`` (a new
-    ``(T, N)`` float32 result; rows past ``offsets[-1]`` are left unwritten)."""
+    ``(T, N)`` float32 result; rows past ``offsets[-1]`` are left unwritten; no autograd)."""
     return _OPS.grouped_mm.default(a, b, offsets)
 
 
 class Linear(torch.nn.Linear):
     """``torch.nn.Linear`` computed by ``numba_gemm::linear``, optionally with a fused activation:
-    the same parameters (``weight (out_features, in_features)``, ``bias (out_features,)``), the
-    same initialization and ``state_dict``, so it loads an ``nn.Linear``'s weights.
+    the same constructor (positional arguments included), parameters (``weight (out_features,
+    in_features)``, ``bias (out_features,)``), initialization and ``state_dict``, so it loads an
+    ``nn.Linear``'s weights; inputs ``(..., in_features)`` as :func:`linear` takes them.
 
     Args:
         in_features, out_features, bias, device, dtype: as ``torch.nn.Linear``.
@@ -338,6 +400,10 @@ class Linear(torch.nn.Linear):
             ``nn.GELU()``).
         compute: the float32 arithmetic (``numba_gemm.COMPUTE``: ``"fp32"``, ``"tf32"``,
             ``"3xtf32"``) or None.
+
+    Not served: ``torch.autocast`` (the input and the weights must share a dtype), forward-mode
+    AD. Code that replaces modules by ``isinstance(m, nn.Linear)`` (quantization, LoRA) keeps
+    the weights but not the fused activation.
 
     Raises:
         ValueError: an unknown ``activation``.
@@ -348,10 +414,11 @@ class Linear(torch.nn.Linear):
         in_features: int,
         out_features: int,
         bias: bool = True,
-        activation: str | None = None,
-        compute: str | None = None,
         device: Any = None,
         dtype: Any = None,
+        *,
+        activation: str | None = None,
+        compute: str | None = None,
     ) -> None:
         _check_activation(activation)
         super().__init__(in_features, out_features, bias, device=device, dtype=dtype)
@@ -361,20 +428,18 @@ class Linear(torch.nn.Linear):
     def from_linear(
         cls, module: torch.nn.Linear, activation: str | None = None, compute: str | None = None
     ) -> "Linear":
-        """A :class:`Linear` sharing ``module``'s parameters (no copy)."""
+        """A :class:`Linear` sharing ``module``'s parameters (no copy) and training mode."""
+        _check_activation(activation)
         new = cls.__new__(cls)
         torch.nn.Module.__init__(new)
         new.in_features, new.out_features = module.in_features, module.out_features
-        new.weight, new.bias = module.weight, module.bias
-        _check_activation(activation)
+        new.register_parameter("weight", module.weight)
+        new.register_parameter("bias", module.bias)  # (None: registered as no parameter)
         new.activation, new.compute = activation, compute
-        return new
+        return new.train(module.training)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        w, b = self.weight, self.bias
-        if _direct(x, w, b):  # inference: no dispatcher
-            return _linear_impl(x, w, b, self.activation, self.compute)
-        return _OPS.linear.default(x, w, b, self.activation, self.compute)
+        return _linear_call(x, self.weight, self.bias, self.activation, self.compute)
 
     def extra_repr(self) -> str:
         return f"{super().extra_repr()}, activation={self.activation}, compute={self.compute}"

@@ -13,6 +13,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
+
 import numba_gemm.torch as ngt  # noqa: E402
 from numba_gemm.device import SIMULATOR  # noqa: E402
 
@@ -40,7 +42,7 @@ def gen(rng):
 
 
 def randn(gen, *shape, dtype=torch.float32, grad=False):
-    return torch.randn(*shape, generator=gen).to(DEV, dtype).requires_grad_(grad)
+    return torch.randn(shape, generator=gen).to(DEV, dtype).requires_grad_(grad)
 
 
 def rel(got, want):
@@ -75,7 +77,7 @@ def test_linear_forward_and_gradients_match_float64(gen, activation):
 def test_matmul_batched_broadcast_and_vectors_with_gradients(gen):
     """numpy.matmul's rules (a broadcast batch, a 1-D operand) and their gradients (summed over
     the broadcast dimension)."""
-    cases = [((2, 1, 5, 4), (3, 4, 6)), ((7,), (7, 3)), ((4, 6), (6,))]
+    cases = [((2, 1, 5, 4), (3, 4, 6)), ((7,), (7, 3)), ((4, 6), (6,)), ((5,), (5,))]
     for sa, sb in cases:
         a, b = randn(gen, *sa, grad=True), randn(gen, *sb, grad=True)
         c = ngt.matmul(a, b)
@@ -153,9 +155,10 @@ def test_linear_module_matches_nn_linear_and_loads_its_state(gen):
 
 
 @pytest.mark.skipif(SIMULATOR, reason="the direct path takes CUDA tensors")
+@pytest.mark.filterwarnings("ignore:`torch.jit.[a-z_]*` is deprecated:DeprecationWarning")
 def test_inference_skips_the_dispatcher_with_the_same_result(gen, monkeypatch):
     """Without gradients an eager call runs the kernel directly; with them, the operator."""
-    layer = ngt.Linear(24, 20, activation="gelu", device=DEV)
+    layer = ngt.Linear(24, 20, device=DEV, activation="gelu")
     x = randn(gen, 7, 24)
     with torch.no_grad():
         want = torch.ops.numba_gemm.linear.default(x, layer.weight, layer.bias, "gelu", None)
@@ -166,6 +169,19 @@ def test_inference_skips_the_dispatcher_with_the_same_result(gen, monkeypatch):
     monkeypatch.undo()
     y = layer(x)  # parameters need a gradient: the operator, then its backward
     assert y.grad_fn is not None and rel(y, want) < 1e-6
+
+    class Record(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            seen.append(str(func))
+            return func(*args, **(kwargs or {}))
+
+    seen = []
+    with torch.no_grad(), Record():  # a dispatch mode sees the operator, not a bypass
+        layer(x)
+    assert "numba_gemm.linear.default" in seen
+    with torch.no_grad():
+        traced = torch.jit.trace(layer, x)
+    assert "numba_gemm::linear" in str(traced.graph)
 
 
 def test_errors(gen):
@@ -183,19 +199,47 @@ def test_errors(gen):
             ngt.linear(x.cpu(), w.cpu())
 
 
-@pytest.mark.skipif(SIMULATOR, reason="16-bit tensor cores: a GPU")
-@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
-def test_half_linear_and_gradients_on_the_gpu(gen, dtype):
-    """16-bit linear (hgemm, FP32 sums) and its gradients, dW through a transposed copy of dZ."""
-    x, w = randn(gen, 40, 64, dtype=dtype, grad=True), randn(gen, 48, 64, dtype=dtype, grad=True)
-    b = randn(gen, 48, dtype=dtype, grad=True)
-    y = ngt.linear(x, w, b, "gelu")
-    assert y.dtype == dtype
-    x64, w64, b64 = (t.detach().double().requires_grad_() for t in (x, w, b))
-    want = F.gelu(F.linear(x64, w64, b64))
-    assert rel(y, want) < 2e-2
-    g = randn(gen, 40, 48, dtype=dtype)
-    y.backward(g)
-    want.backward(g.double())
-    for got, ref in ((x, x64), (w, w64), (b, b64)):
-        assert rel(got.grad, ref.grad) < 2e-2
+HALF = [torch.float16] if SIMULATOR else [torch.float16, torch.bfloat16]
+
+
+@pytest.mark.parametrize("dtype", HALF)
+def test_half_linear_and_gradients(gen, dtype):
+    """16-bit linear (hgemm, FP32 sums) and its gradients for 5 rows (dW's inner dimension, not
+    a multiple of 8: zero-padded for hgemm) and for 1 row of a 1-D input."""
+    K, N = (16, 8) if SIMULATOR else (64, 48)
+    for shape in ((5, K), (K,)):
+        x, w = randn(gen, *shape, dtype=dtype, grad=True), randn(gen, N, K, dtype=dtype, grad=True)
+        b = randn(gen, N, dtype=dtype, grad=True)
+        y = ngt.linear(x, w, b, "gelu")
+        assert y.dtype == dtype and y.shape == (*shape[:-1], N)
+        x64, w64, b64 = (t.detach().double().requires_grad_() for t in (x, w, b))
+        want = F.gelu(F.linear(x64, w64, b64))
+        assert rel(y, want) < 1e-2
+        g = randn(gen, *want.shape, dtype=dtype)
+        y.backward(g)
+        want.backward(g.double())
+        for got, ref in ((x, x64), (w, w64), (b, b64)):
+            assert rel(got.grad, ref.grad) < 1e-2
+
+
+# PyTorch's forward-AD set-up scripts its decompositions, which warns (PyTorch 2.13)
+@pytest.mark.filterwarnings("ignore:`torch.jit.script` is deprecated:DeprecationWarning")
+def test_forward_mode_ad_is_refused(gen):
+    import torch.autograd.forward_ad as fwad
+
+    x, w = randn(gen, 3, 4), randn(gen, 5, 4)
+    with fwad.dual_level():
+        dual = fwad.make_dual(x, torch.ones_like(x))
+        with pytest.raises(NotImplementedError, match="forward-mode AD"):
+            ngt.linear(dual, w)
+        with pytest.raises(NotImplementedError, match="forward-mode AD"):
+            ngt.matmul(dual, w.t())
+
+
+def test_linear_takes_nn_linear_positional_arguments_and_shares_a_biasless_module():
+    layer = ngt.Linear(4, 3, False, DEV, torch.float32, activation="relu")
+    assert layer.bias is None and layer.weight.device.type == DEV and layer.activation == "relu"
+    plain = torch.nn.Linear(4, 3, bias=False).to(DEV).eval()
+    shared = ngt.Linear.from_linear(plain)
+    assert shared.weight is plain.weight and shared.bias is None and not shared.training
+    assert [n for n, _ in shared.named_parameters()] == ["weight"]

@@ -12,8 +12,8 @@ PyTorch (cuBLAS; FP32 with TF32 off, or TF32):
   ``torch.nn.functional.gelu(torch.nn.functional.linear(x, W, b))`` for the MLP projections of
   :data:`MODELS` at :data:`TOKENS` tokens, in FP32 and TF32: end-to-end time (paired loops) and
   the speedup (PyTorch's time / ours); kernel time and host time per call of each; and the same
-  product through the PyTorch operator ``numba_gemm.torch.linear`` (a new output per call, as
-  PyTorch's: ``op_*`` columns).
+  product through the PyTorch operator ``torch.ops.numba_gemm.linear`` (the dispatcher, as a
+  traced or training call makes it; a new output per call, as PyTorch's: ``op_*`` columns).
 
 Kernels are compiled first by ``--jobs`` worker processes (the on-disk kernel cache), so that
 the timed process only loads them. Writes ``epilogues.jsonl`` under ``--out``. Needs PyTorch.
@@ -65,9 +65,10 @@ def _linear_case(model: str, tokens: int, compute: str, seed: int = 0) -> dict:
     import torch  # optional dependency: this tool compares with PyTorch
 
     import numba_gemm
-    import numba_gemm.torch as ngt  # optional dependency (PyTorch): the operator's row
+    import numba_gemm.torch  # noqa: F401 (optional dependency, PyTorch: registers the operator)
     from numba_gemm.tools.timing import time_calls_paired, time_host, time_launches
 
+    op = torch.ops.numba_gemm.linear.default
     K, N = MODELS[model]
     g = torch.Generator(device="cuda").manual_seed(seed)
     x = torch.randn(tokens, K, device="cuda", generator=g)
@@ -83,7 +84,7 @@ def _linear_case(model: str, tokens: int, compute: str, seed: int = 0) -> dict:
     calls = [
         lambda: numba_gemm.linear(x, W, b, "gelu", out=out, compute=comp),
         lambda: F.gelu(F.linear(x, W, b)),
-        lambda: ngt.linear(x, W, b, "gelu", compute=comp),
+        lambda: op(x, W, b, "gelu", comp),
     ]
     t_ours, t_torch, t_op = time_calls_paired(calls)
     k_ours, k_torch, _ = (time_launches(fn, reps=20).median for fn in calls)

@@ -18,8 +18,9 @@ FP32 with TF32 off. Kernels are compiled first by ``--jobs`` worker processes. W
 ``grouped.jsonl`` under ``--out``. Needs PyTorch.
 
 ``--sweep``: instead, the tile configurations :data:`SWEEP_CONFIGS` against the automatic one
-(``dispatch.grouped_runner``) and the loop of ``torch.mm``, kernel time, on experts' shapes
-apart from :data:`LAYERS` (:data:`SWEEP_LAYERS`), so that the rule it informs
+(``dispatch.grouped_runner``: ``auto``), the planner's multistage tiles for the mean group
+(``planner``: the choice before ``FEW_ROWS_CONFIG``) and the loop of ``torch.mm``, kernel time,
+on experts' shapes apart from :data:`LAYERS` (:data:`SWEEP_LAYERS`), so that the rule it informs
 (``launch.grouped.FEW_ROWS_CONFIG``) is judged by the table above, never fitted on it. Writes
 ``sweep.jsonl``.
 """
@@ -196,12 +197,14 @@ def _sweep_warm(name: str) -> str:
 
 
 def _sweep_rows():
-    """One row per sweep problem: kernel ms of the automatic choice (``auto``), of each
-    configuration (None where its result differs from ``auto``'s) and of the loop."""
+    """One row per sweep problem: kernel ms of the automatic choice (``auto``), of the planner's
+    tiles for the mean group (``planner``), of each configuration (None where its result
+    differs from ``auto``'s) and of the loop."""
     import torch  # optional dependency: this tool compares with PyTorch
 
-    from numba_gemm import dispatch
+    from numba_gemm import device, dispatch, plan_for
     from numba_gemm.arrays import operand
+    from numba_gemm.launch.grouped import GroupedRunner
     from numba_gemm.tools.timing import time_launches
 
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -216,10 +219,14 @@ def _sweep_rows():
                 ends = torch.tensor(np.cumsum(sizes), dtype=torch.int32, device="cuda")
                 ops = [operand(x) for x in (a, w, c, ends)]
                 auto = dispatch.grouped_runner(T, N, K, E, "NN", True, 0)
+                st = plan_for(max(1, T // E), N, K, stage="multistage").stage
+                st = st.with_config({**st.config, "SPLITK": 1})
+                planner = GroupedRunner(st, "NN", True, device.info(0))
                 row = {"K": K, "N": N, "experts": E, "mean_tokens": mean}
                 row["auto_config"] = dict(auto.stage.config)
+                row["planner_config"] = dict(st.config)
                 want = None
-                for name, r in [("auto", auto), *runners.items()]:
+                for name, r in [("auto", auto), ("planner", planner), *runners.items()]:
 
                     def run(r=r, ops=ops):
                         r.run(*ops, 0)
