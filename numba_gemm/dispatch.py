@@ -16,6 +16,8 @@ from typing import Any
 from . import checks
 from .arrays import BF16, Operand, all_rows_aligned, new_output, operand
 from .device import SIMULATOR, cdiv, check_grid
+from .device import info as device_info
+from .kernels import get_stage
 from .kernels._scale import BLOCK as SCALE_BLOCK
 from .kernels.stage import Stage
 from .launch import driver
@@ -318,20 +320,24 @@ def run_fp16(
 def grouped_runner(T: int, N: int, K: int, E: int, layout: str, vec: bool, device: int) -> Any:
     """The :class:`~numba_gemm.launch.grouped.GroupedRunner` of a grouped product of ``T`` rows
     in ``E`` groups: for a mean group (``T / E`` rows) under ``launch.grouped.FEW_ROWS``, the
-    32-row tiles of ``FEW_ROWS_CONFIG``; else multistage's plan for the mean group in ``layout``,
-    without split-K (kept in :data:`PLANS` per mean group shape, layout, variant and GPU)."""
+    32-row tiles of ``FEW_ROWS_CONFIG`` (one runner for every such mean); else multistage's plan
+    for the mean group in ``layout``, without split-K (kept in :data:`PLANS` per mean group
+    shape, layout, variant and GPU)."""
     rows = max(1, T // max(E, 1))
-    key = ("grouped", device, rows, N, K, layout, vec)
+    few = rows < FEW_ROWS
+    key = ("grouped", device, "few" if few else rows, N, K, layout, vec)
     r = PLANS.get(key)
     if r is None:
-        g = None if layout == "NN" else Geometry.dense(rows, N, max(K, 1), layout)
-        plan = plan_for(rows, N, max(K, 1), stage="multistage", device=device, geometry=g)
-        stage = plan.stage
-        if rows < FEW_ROWS:
-            stage = stage.with_config(FEW_ROWS_CONFIG)
-        elif stage.config["SPLITK"] != 1:
-            stage = stage.with_config({**stage.config, "SPLITK": 1})
-        r = kept(key, lambda: GroupedRunner(stage, layout, vec, plan.device))
+        if few:
+            stage = get_stage("multistage").with_config(FEW_ROWS_CONFIG)
+            dev = device_info(device)
+        else:
+            g = None if layout == "NN" else Geometry.dense(rows, N, max(K, 1), layout)
+            plan = plan_for(rows, N, max(K, 1), stage="multistage", device=device, geometry=g)
+            stage, dev = plan.stage, plan.device
+            if stage.config["SPLITK"] != 1:
+                stage = stage.with_config({**stage.config, "SPLITK": 1})
+        r = kept(key, lambda: GroupedRunner(stage, layout, vec, dev))
     return r
 
 
