@@ -16,7 +16,8 @@
 # fill the GPU better when C is small or ragged. This notebook covers how `numba_gemm` chooses:
 # the space the tuner sweeps, what it picked on the H200, the **wave quantization** model the plan
 # uses to price a configuration at a given shape, and the two ways to get more parallelism than
-# C's tiles offer, **split-K** (in the package) and **stream-K** (explained, not implemented).
+# C's tiles offer, **split-K** and **stream-K** (both in the package; stream-K's kernels in
+# `numba_gemm/kernels/_streamk.py`).
 
 # %%
 import _helpers as h

@@ -186,7 +186,8 @@ for out_dtype in ("float32", "float16"):
 # the same process at each precision, every implementation checked against float64 before it is
 # timed. The dashed lines are what `mma.sync` reaches from registers alone, with no loads at all;
 # cuBLAS itself is above them because on Hopper it uses `wgmma` (asynchronous warpgroup mma on SMEM
-# operands), which this package does not emit.
+# operands). This chapter's `mma.sync` stages do not; the package's Hopper stages (17-24) do, and
+# are timed in docs/design.md §5, not here.
 
 # %%
 h.plot_tensor_cores()
