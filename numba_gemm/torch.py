@@ -23,7 +23,8 @@ the output's shape and dtype without running anything):
   batches broadcast); 2-D float16 / bfloat16 operands: :func:`numba_gemm.hgemm` (a result of their
   dtype, FP32 sums). Autograd: ``dA = dC @ B^T``, ``dB = A^T @ dC``, summed over broadcast
   batch dimensions.
-- ``grouped_mm(a, b, offsets)``: :func:`numba_gemm.grouped_mm` (float32; no autograd).
+- ``grouped_mm(a, b, offsets)``: :func:`numba_gemm.grouped_mm` (float32; no backward: a
+  backward through it raises NotImplementedError).
 
 Launches go on PyTorch's current CUDA stream, so they order with the surrounding PyTorch work
 (the default stream takes the library's fast lane). An eager call of :func:`linear`,
@@ -287,6 +288,25 @@ _define(
 )
 
 
+def _no_context(ctx: Any, inputs: tuple, output: torch.Tensor) -> None:
+    pass
+
+
+def _grouped_mm_backward(ctx: Any, grad: torch.Tensor) -> tuple:
+    raise NotImplementedError(
+        "numba_gemm::grouped_mm has no backward: each expert's dW = A_g^T dC_g sums over the "
+        "group's rows, a product the grouped kernel does not compute; train with "
+        "torch._grouped_mm or a loop of torch.mm, use grouped_mm for inference"
+    )
+
+
+# registered so that a backward through grouped_mm fails with that message, not silently with no
+# gradient (PyTorch's fallback for operators without an autograd kernel)
+torch.library.register_autograd(
+    "numba_gemm::grouped_mm", _grouped_mm_backward, setup_context=_no_context, lib=_LIB
+)
+
+
 # --- the Python entry points ---------------------------------------------------------------
 
 _OPS = torch.ops.numba_gemm
@@ -383,7 +403,8 @@ def matmul(a: torch.Tensor, b: torch.Tensor, *, compute: str | None = None) -> t
 
 def grouped_mm(a: torch.Tensor, b: torch.Tensor, offsets: torch.Tensor) -> torch.Tensor:
     """:func:`numba_gemm.grouped_mm` as the operator ``torch.ops.numba_gemm.grouped_mm`` (a new
-    ``(T, N)`` float32 result; rows past ``offsets[-1]`` are left unwritten; no autograd)."""
+    ``(T, N)`` float32 result; rows past ``offsets[-1]`` are left unwritten; a backward through
+    it raises NotImplementedError)."""
     return _OPS.grouped_mm.default(a, b, offsets)
 
 

@@ -96,6 +96,9 @@ def test_grouped_mm_operator(gen):
     out = ngt.grouped_mm(a, b, offsets)
     want = torch.cat([a[:4].double() @ b[0].double(), a[4:].double() @ b[2].double()])
     assert out.shape == (12, 5) and rel(out, want) < 1e-5
+    a.requires_grad_()
+    with pytest.raises(NotImplementedError, match="no backward"):
+        ngt.grouped_mm(a, b, offsets).sum().backward()
 
 
 # inductor's import of torch.jit warns (PyTorch 2.11): not ours to fix
