@@ -30,8 +30,6 @@
 # benchmark files, whichever machine runs the notebook.
 
 # %%
-import inspect
-
 import _helpers as h
 import numpy as np
 from numba import cuda
@@ -53,7 +51,7 @@ print("outputs from:", h.machine())
 
 # %%
 for s in numba_gemm.STAGES:
-    doc = inspect.getmodule(h.kernel_function(s)).__doc__.strip().splitlines()[0]
+    doc = h.stage_module(s).__doc__.strip().splitlines()[0]
     print(f"{s.label:<28} {doc}")
 
 # %% [markdown]

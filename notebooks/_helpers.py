@@ -156,6 +156,18 @@ def kernel_function(stage):
     return getattr(fn, "body", fn)
 
 
+def stage_module(stage):
+    """The ``numba_gemm/kernels/kNN_*.py`` module that defines ``stage`` (its ``STAGE``); not the
+    module of its kernel function, which for stages built by a shared builder (13 and 14 by
+    stage 12's) is the builder's."""
+    import numba_gemm.kernels as kernels
+
+    for mod in vars(kernels).values():
+        if inspect.ismodule(mod) and getattr(mod, "STAGE", None) is stage:
+            return mod
+    raise LookupError(f"no module of numba_gemm.kernels defines stage {stage.name!r}")
+
+
 def show_source(obj) -> None:
     """Print the source of a module, function or stage kernel, under its file name."""
     if hasattr(obj, "kernel") and hasattr(obj, "launch_config"):  # a Stage: its kernel
