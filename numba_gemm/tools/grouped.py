@@ -14,8 +14,9 @@ the product is timed, after a check against float64 (``rel_error``), as
 
 End to end (the calls' loops alternated, ``timing.time_calls_paired``) and kernel time (CUDA
 events behind a hold kernel); ``speedup_loop`` = loop / ours, ``vs_bmm`` = bmm / ours_even.
-FP32 with TF32 off. Kernels are compiled first by ``--jobs`` worker processes. Writes
-``grouped.jsonl`` under ``--out``. Needs PyTorch.
+FP32 with TF32 off. ``--layout NT``: the experts' weights stored ``(E, N, K)`` and read
+transposed (``x @ W_g.T``, as ``nn.Linear`` experts store them). Kernels are compiled first by
+``--jobs`` worker processes. Writes ``grouped.jsonl`` under ``--out``. Needs PyTorch.
 
 ``--sweep``: instead, the tile configurations :data:`SWEEP_CONFIGS` against the automatic one
 (``dispatch.grouped_runner``: ``auto``), the planner's multistage tiles for the mean group
@@ -89,15 +90,20 @@ def group_sizes(experts: int, mean: int, seed: int = 0) -> list[int]:
     return sizes
 
 
-def _operands(K: int, N: int, sizes: list[int], seed: int, shared: bool = False):
-    """Tokens ``(T, K)``, the experts' matrices ``(E, K, N)`` (``shared``: one matrix, group
-    stride 0: what a compile needs, at 1/E of the memory), end rows, an output ``(T, N)``."""
+def _operands(
+    K: int, N: int, sizes: list[int], seed: int, shared: bool = False, layout: str = "NN"
+):
+    """Tokens ``(T, K)``, the experts' matrices ``(E, K, N)`` (``layout`` ``"NT"``: the transposed
+    view of ``(E, N, K)`` weights, ``x @ W_g.T``; ``shared``: one matrix, group stride 0: what a
+    compile needs, at 1/E of the memory), end rows, an output ``(T, N)``."""
     import torch  # optional dependency: this tool compares with PyTorch
 
     g = torch.Generator(device="cuda").manual_seed(seed)
     T, E = sum(sizes), len(sizes)
     a = torch.randn(T, K, device="cuda", generator=g)
-    w = torch.randn(1 if shared else E, K, N, device="cuda", generator=g) / K**0.5
+    shape = (1 if shared else E, K, N) if layout == "NN" else (1 if shared else E, N, K)
+    w = torch.randn(*shape, device="cuda", generator=g) / K**0.5
+    w = w if layout == "NN" else w.transpose(1, 2)
     ends = torch.tensor(np.cumsum(sizes), dtype=torch.int32, device="cuda")
     return a, w.expand(E, K, N), ends, torch.empty(T, N, device="cuda")
 
@@ -117,7 +123,7 @@ def _mm_loop(a, w, c, sizes: list[int]):
     return loop
 
 
-def _case(layer: str, experts: int, mean: int, seed: int = 0) -> dict:
+def _case(layer: str, experts: int, mean: int, layout: str = "NN", seed: int = 0) -> dict:
     import torch  # optional dependency: this tool compares with PyTorch
 
     import numba_gemm
@@ -126,7 +132,7 @@ def _case(layer: str, experts: int, mean: int, seed: int = 0) -> dict:
     torch.backends.cuda.matmul.allow_tf32 = False
     K, N = LAYERS[layer]
     sizes = group_sizes(experts, mean, seed)
-    a, w, ends, c = _operands(K, N, sizes, seed)
+    a, w, ends, c = _operands(K, N, sizes, seed, layout=layout)
     numba_gemm.grouped_mm(a, w, ends, out=c)
     torch.cuda.synchronize()
     starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).tolist()
@@ -152,6 +158,7 @@ def _case(layer: str, experts: int, mean: int, seed: int = 0) -> dict:
     kernel = {name: time_launches(fn, reps=20).median for name, fn in calls.items()}
     return {
         "layer": layer,
+        "layout": layout,
         "K": K,
         "N": N,
         "experts": experts,
@@ -171,9 +178,9 @@ def _warm(case: tuple) -> str:
 
     import numba_gemm
 
-    layer, experts, mean = case
+    layer, experts, mean, layout = case
     K, N = LAYERS[layer]
-    a, w, ends, c = _operands(K, N, group_sizes(experts, mean), 0, shared=True)
+    a, w, ends, c = _operands(K, N, group_sizes(experts, mean), 0, shared=True, layout=layout)
     numba_gemm.grouped_mm(a, w, ends, out=c)  # (the even split: the same plan, T / E rows)
     torch.cuda.synchronize()
     return repr(case)
@@ -250,6 +257,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--mean", default=",".join(map(str, MEAN_TOKENS)), help="tokens per expert")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="compile workers")
+    ap.add_argument(
+        "--layout",
+        default="NN",
+        choices=("NN", "NT"),
+        help="experts' weights (E, K, N) row-major, or (E, N, K) read transposed (x @ W_g.T)",
+    )
     ap.add_argument("--sweep", action="store_true", help="time SWEEP_CONFIGS (sweep.jsonl)")
     args = ap.parse_args(argv)
     if args.sweep:
@@ -257,7 +270,9 @@ def main(argv: list[str] | None = None) -> int:
         write_rows(args.out / "sweep.jsonl", _sweep_rows())
         return 0
     pairs = [item.split(":") for item in args.layers.split(",")]
-    cases = [(layer, int(e), int(m)) for layer, e in pairs for m in args.mean.split(",")]
+    cases = [
+        (layer, int(e), int(m), args.layout) for layer, e in pairs for m in args.mean.split(",")
+    ]
     warm_in_workers(_warm, cases, args.jobs)
     write_rows(args.out / "grouped.jsonl", (_case(*case) for case in cases))
     return 0
