@@ -317,12 +317,24 @@ def run_fp16(
     return out
 
 
+def planned_grouped_stage(rows: int, N: int, K: int, layout: str, device: int) -> tuple:
+    """``(stage, DeviceInfo)``: multistage's plan for one product of a mean group (``rows`` x
+    ``N`` x ``K`` in ``layout``), without split-K: the tiles of groups of ``FEW_ROWS`` rows or
+    more (and ``tools.grouped --sweep``'s ``planner`` column)."""
+    g = None if layout == "NN" else Geometry.dense(rows, N, max(K, 1), layout)
+    plan = plan_for(rows, N, max(K, 1), stage="multistage", device=device, geometry=g)
+    stage = plan.stage
+    if stage.config["SPLITK"] != 1:
+        stage = stage.with_config({**stage.config, "SPLITK": 1})
+    return stage, plan.device
+
+
 def grouped_runner(T: int, N: int, K: int, E: int, layout: str, vec: bool, device: int) -> Any:
     """The :class:`~numba_gemm.launch.grouped.GroupedRunner` of a grouped product of ``T`` rows
     in ``E`` groups: for a mean group (``T / E`` rows) under ``launch.grouped.FEW_ROWS``, the
-    32-row tiles of ``FEW_ROWS_CONFIG`` (one runner for every such mean); else multistage's plan
-    for the mean group in ``layout``, without split-K (kept in :data:`PLANS` per mean group
-    shape, layout, variant and GPU)."""
+    32-row tiles of ``FEW_ROWS_CONFIG`` (one runner for every such mean); else
+    :func:`planned_grouped_stage` (kept in :data:`PLANS` per mean group shape, layout, variant
+    and GPU)."""
     rows = max(1, T // max(E, 1))
     few = rows < FEW_ROWS
     key = ("grouped", device, "few" if few else rows, N, K, layout, vec)
@@ -332,11 +344,7 @@ def grouped_runner(T: int, N: int, K: int, E: int, layout: str, vec: bool, devic
             stage = get_stage("multistage").with_config(FEW_ROWS_CONFIG)
             dev = device_info(device)
         else:
-            g = None if layout == "NN" else Geometry.dense(rows, N, max(K, 1), layout)
-            plan = plan_for(rows, N, max(K, 1), stage="multistage", device=device, geometry=g)
-            stage, dev = plan.stage, plan.device
-            if stage.config["SPLITK"] != 1:
-                stage = stage.with_config({**stage.config, "SPLITK": 1})
+            stage, dev = planned_grouped_stage(rows, N, K, layout, device)
         r = kept(key, lambda: GroupedRunner(stage, layout, vec, dev))
     return r
 

@@ -209,7 +209,7 @@ def _sweep_rows():
     differs from ``auto``'s) and of the loop."""
     import torch  # optional dependency: this tool compares with PyTorch
 
-    from numba_gemm import device, dispatch, plan_for
+    from numba_gemm import dispatch
     from numba_gemm.arrays import operand
     from numba_gemm.launch.grouped import GroupedRunner
     from numba_gemm.tools.timing import time_launches
@@ -226,9 +226,8 @@ def _sweep_rows():
                 ends = torch.tensor(np.cumsum(sizes), dtype=torch.int32, device="cuda")
                 ops = [operand(x) for x in (a, w, c, ends)]
                 auto = dispatch.grouped_runner(T, N, K, E, "NN", True, 0)
-                st = plan_for(max(1, T // E), N, K, stage="multistage").stage
-                st = st.with_config({**st.config, "SPLITK": 1})
-                planner = GroupedRunner(st, "NN", True, device.info(0))
+                st, dev = dispatch.planned_grouped_stage(max(1, T // E), N, K, "NN", 0)
+                planner = GroupedRunner(st, "NN", True, dev)
                 row = {"K": K, "N": N, "experts": E, "mean_tokens": mean}
                 row["auto_config"] = dict(auto.stage.config)
                 row["planner_config"] = dict(st.config)
