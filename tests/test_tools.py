@@ -559,3 +559,33 @@ def test_cases_write_rows_as_json_lines(tmp_path, capsys):
 
 def _never(case):
     raise AssertionError("warm_in_workers ran a case with jobs=1")
+
+
+def test_profile_keeps_the_listed_metrics_of_each_kernel():
+    """``tools.profile.parse_raw`` reads ncu's ``--csv --page raw`` layout (a header, a units
+    line, one line per kernel, amid ncu's own log lines) into long rows, numbers parsed (with
+    thousands separators), other metrics dropped."""
+    from numba_gemm.tools import profile
+
+    text = "\n".join(
+        [
+            "==PROF== Connected to process 1",
+            '"ID","Kernel Name","gpu__time_duration.sum","dram__bytes_read.sum","other__x.sum"',
+            '"","","nsecond","byte",""',
+            '"0","fixup","1,500","64","1"',
+            '"1","main_kernel","2,690,000","341,900,000","2"',
+            "==PROF== Disconnected",
+        ]
+    )
+    rows = profile.parse_raw(text, "cublas_fp32")
+    assert {(r["id"], r["metric"]) for r in rows} == {
+        (0, "gpu__time_duration.sum"),
+        (0, "dram__bytes_read.sum"),
+        (1, "gpu__time_duration.sum"),
+        (1, "dram__bytes_read.sum"),
+    }
+    main = {r["metric"]: r for r in rows if r["id"] == 1}
+    assert main["gpu__time_duration.sum"]["value"] == 2.69e6
+    assert main["dram__bytes_read.sum"]["unit"] == "byte"
+    assert all(r["target"] == "cublas_fp32" and r["kernel"] for r in rows)
+    assert profile.parse_raw("==PROF== no kernels", "x") == []

@@ -356,6 +356,22 @@ def make_problem(
 # --- validate, then time ---------------------------------------------------------------------
 
 
+def stored_transposed(x: np.ndarray) -> Any:
+    """A device array equal to the 2-D host array ``x`` whose memory holds ``x.T`` row-major: a
+    zero-copy column-major view, what ``w.T`` of a PyTorch ``nn.Linear`` weight is (the operand
+    of the ``x @ W.T`` layouts). Numba's ``.T`` of a GPU array is a contiguous copy, so it cannot
+    make one; on the simulator the array is a NumPy view."""
+    d = cuda.to_device(np.ascontiguousarray(x.T))
+    strides = (d.strides[1], d.strides[0])
+    if SIMULATOR:
+        from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray  # the simulator's type
+
+        return FakeCUDAArray(np.lib.stride_tricks.as_strided(d._ary, x.shape, strides))
+    from numba.cuda.cudadrv.devicearray import DeviceNDArray  # the GPU's array type
+
+    return DeviceNDArray(x.shape, strides, d.dtype, gpu_data=d.gpu_data)
+
+
 def validate(
     run: Callable[[], Any], problem: Problem, rtol: float
 ) -> tuple[str, float | None, str]:

@@ -220,15 +220,10 @@ def operands(prob: check.Problem, stage) -> tuple[Any, Any]:
     memo = prob.__dict__.setdefault("_operands", {})
     got = memo.get((stage.precision, nt))
     if got is None:
-        from numba.cuda.cudadrv.devicearray import DeviceNDArray  # GPU-only (tuning)
-
         dt = _numpy_half(f16) if f16 else np.float32
         a = cuda.to_device(prob.a.astype(dt)) if f16 else prob.A
         if nt:
-            d = cuda.to_device(np.ascontiguousarray(prob.b.T.astype(dt)))
-            b = DeviceNDArray(
-                prob.b.shape, (d.strides[1], d.strides[0]), d.dtype, gpu_data=d.gpu_data
-            )
+            b = check.stored_transposed(prob.b.astype(dt))
         else:
             b = cuda.to_device(prob.b.astype(dt))
         got = memo[(stage.precision, nt)] = (a, b)

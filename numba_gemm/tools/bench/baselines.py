@@ -26,7 +26,8 @@ import numpy as np
 from ...device import SIMULATOR
 from ...kernels import get_stage
 from ...kernels.stage import TOLERANCE
-from ..check import Blas, Problem, blas_library, error_note, torch_or_none
+from ...plan.geometry import Geometry
+from ..check import Blas, Problem, blas_library, error_note, stored_transposed, torch_or_none
 from .report import (
     AUTO,
     AUTO_LABEL,
@@ -366,10 +367,14 @@ def auto_impl(problem: Problem, plan_for: Callable, sgemm: Callable) -> Impl:
 def stage_impl(problem: Problem, name: str, plan_for: Callable, half: Any = None) -> Impl:
     """Stage ``name`` with its tuned configuration for the shape: kernel time of
     ``plan_for(M, N, K, stage=name).launch``; a 16-bit stage multiplies ``half[precision]``
-    (``(A16, B16)``, :func:`half_operands`; missing: copies of its own)."""
+    (``(A16, B16)``, :func:`half_operands`; missing: copies of its own). A stage that reads only
+    B stored transposed (``Stage.layouts`` without ``"NN"``: ``tf32_tma``) multiplies the same B
+    stored ``(N, K)`` (noted in the row); a stage the planner refuses for the problem (alignment
+    a tensor map needs, a layout) is SKIPPED with the planner's reason."""
     M, N, K = problem.shape
     A, B, C = problem.A, problem.B, problem.C
     label, precision = name, "fp32"
+    geometry, note = None, ""
     try:
         base = get_stage(name)
         label, precision = base.label, base.precision
@@ -377,6 +382,9 @@ def stage_impl(problem: Problem, name: str, plan_for: Callable, half: Any = None
             return Impl(
                 name, label, None, precision=precision, skip="shape not supported by the stage"
             )
+        if "NN" not in base.layouts and "NT" in base.layouts:
+            # a stage that reads only B stored transposed (x @ W.T): the same B, stored (N, K)
+            geometry, note = Geometry.dense(M, N, K, "NT"), "B stored transposed (N, K)"
         if precision in ("fp16", "bf16"):  # hgemm: 16-bit copies, N and K multiples of 8
             if N % 8 or K % 8:
                 return Impl(
@@ -388,9 +396,13 @@ def stage_impl(problem: Problem, name: str, plan_for: Callable, half: Any = None
                 )
             got = (half or {}).get(precision)
             A, B = got if got is not None else half_operands(problem, precision)
-            plan = plan_for(M, N, K, stage=name, compute=precision)
-        else:
-            plan = plan_for(M, N, K, stage=name)
+        if geometry is not None:
+            B = stored_transposed(problem.b)
+        compute = precision if precision in ("fp16", "bf16") else None
+        try:
+            plan = plan_for(M, N, K, stage=name, compute=compute, geometry=geometry)
+        except ValueError as e:  # the planner's reason why the stage cannot serve the problem
+            return Impl(name, label, None, precision=precision, skip=str(e))
     except Exception as e:
         return replace(failed(name, label, e), precision=precision)
 
@@ -406,4 +418,5 @@ def stage_impl(problem: Problem, name: str, plan_for: Callable, half: Any = None
         precision=st.precision,
         config=dict(st.config),
         plan=plan_info(plan),
+        note=note,
     )
