@@ -8,7 +8,7 @@ the baseline that every later stage is measured against.
 Shapes: A ``(M, K)``, B ``(K, N)``, C ``(M, N)``; float32, row-major, C-contiguous; any
 ``M, N, K >= 1``. Computes ``C = alpha * A @ B + beta * C``; C is not read when ``beta == 0``.
 
-Source: the seed's Chapter 2 (naive kernel); S. Boehm, "How to Optimize a CUDA Matmul Kernel for
+Source: S. Boehm, "How to Optimize a CUDA Matmul Kernel for
 cuBLAS-like Performance: a Worklog" (2022), kernel 1.
 """
 

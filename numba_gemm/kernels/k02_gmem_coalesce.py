@@ -7,7 +7,7 @@ their loads of ``A[row, k]`` are one broadcast, and their stores to C are coales
 Shapes: A ``(M, K)``, B ``(K, N)``, C ``(M, N)``; float32, row-major, C-contiguous; any
 ``M, N, K >= 1``. Computes ``C = alpha * A @ B + beta * C``; C is not read when ``beta == 0``.
 
-Source: the seed's Chapter 3 (global memory coalescing); Boehm's SGEMM worklog, kernel 2.
+Source: Boehm's SGEMM worklog, kernel 2.
 """
 
 from numba import cuda, float32

@@ -9,8 +9,8 @@ inner loop needs no bounds checks and any M, N, K works.
 Shapes: A ``(M, K)``, B ``(K, N)``, C ``(M, N)``; float32, row-major, C-contiguous; any
 ``M, N, K >= 1``. Computes ``C = alpha * A @ B + beta * C``; C is not read when ``beta == 0``.
 
-Source: the seed's Chapter 4 (shared-memory tiling, with its zero-fill bounds checks); CUDA C
-Programming Guide, "Shared Memory" matrix-multiplication example; Boehm's SGEMM worklog, kernel 3.
+Source: CUDA C Programming Guide, "Shared Memory" matrix-multiplication example; Boehm's SGEMM
+worklog, kernel 3.
 """
 
 from numba import cuda, float32

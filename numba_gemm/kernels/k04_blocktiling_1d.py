@@ -14,7 +14,7 @@ The BK loop is unrolled with ``_common.unroll`` (Numba has no ``#pragma unroll``
 Shapes: A ``(M, K)``, B ``(K, N)``, C ``(M, N)``; float32, row-major, C-contiguous; any
 ``M, N, K >= 1``. Computes ``C = alpha * A @ B + beta * C``; C is not read when ``beta == 0``.
 
-Source: the seed's Chapter 5 (1D blocktiling); Boehm's SGEMM worklog, kernel 4.
+Source: Boehm's SGEMM worklog, kernel 4.
 """
 
 from numba import cuda, float32

@@ -18,7 +18,7 @@ Edges as in stage 4: rows/columns past M/N clamped, elements past K zero-filled.
 Shapes: A ``(M, K)``, B ``(K, N)``, C ``(M, N)``; float32, row-major, C-contiguous; any
 ``M, N, K >= 1``. Computes ``C = alpha * A @ B + beta * C``; C is not read when ``beta == 0``.
 
-Source: the seed's Chapter 6 (2D blocktiling); Boehm's SGEMM worklog, kernel 5.
+Source: Boehm's SGEMM worklog, kernel 5.
 """
 
 from numba import cuda, float32

@@ -17,7 +17,7 @@ Edges: rows/columns past M/N clamped (never stored), elements past K zero-filled
 Shapes: A ``(M, K)``, B ``(K, N)``, C ``(M, N)``; float32, row-major, C-contiguous; any
 ``M, N, K >= 1``. Computes ``C = alpha * A @ B + beta * C``; C is not read when ``beta == 0``.
 
-Source: the seed's Chapter 7 (vectorized memory access); Boehm's SGEMM worklog, kernel 6.
+Source: Boehm's SGEMM worklog, kernel 6.
 """
 
 from numba import cuda, float32

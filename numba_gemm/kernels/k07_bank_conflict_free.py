@@ -19,7 +19,7 @@ Everything else (tiles, vector variants, edges) is ``vectorize``'s.
 Shapes: A ``(M, K)``, B ``(K, N)``, C ``(M, N)``; float32, row-major, C-contiguous; any
 ``M, N, K >= 1``. Computes ``C = alpha * A @ B + beta * C``; C is not read when ``beta == 0``.
 
-Source: the seed's Chapter 8 (avoiding bank conflicts); Boehm's SGEMM worklog, kernels 7-8
+Source: Boehm's SGEMM worklog, kernels 7-8
 (linearize / pad SMEM); NVIDIA CUDA C++ Best Practices Guide, "Shared Memory and Memory Banks".
 """
 

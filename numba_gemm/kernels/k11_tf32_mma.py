@@ -3,7 +3,7 @@
 The FP32 ladder ends at the FMA pipe: 128 FP32 FMAs per clock per SM. A tensor core multiplies a
 whole 16x8 by 8x8 tile in one warp-wide instruction (``mma.sync.aligned.m16n8k8`` with TF32
 inputs: 10 mantissa bits, FP32 exponent and accumulation), many times the FMA rate. This is the
-teaching rung, shaped like the seed's V5: 64x64 block tile, BK = 8, 4 warps (2x2), each warp
+teaching rung: 64x64 block tile, BK = 8, 4 warps (2x2), each warp
 computing a 32x32 tile as 2x4 fragments of 16x8; every K tile is copied to SMEM with plain
 loads (zeros past the matrix) and, per 8-deep step, each lane reads its elements of the A and B
 fragments (the PTX ISA's ownership map, ``numba_gemm.ptx.mma``), rounds them to TF32
@@ -18,8 +18,8 @@ Shapes: A ``(M, K)``, B ``(K, N)``, C ``(M, N)``; float32, row-major, C-contiguo
 error ~1e-3 of the FP32 result: ``registry.TOLERANCE["tf32"]``); C is not read when ``beta == 0``.
 Needs compute capability 8.0+.
 
-Source: the seed "GEMM Optimization Guide", V5 (TF32 WMMA, 64x64x8 block, 4 warps); PTX ISA,
-"Matrix Fragments for mma.m16n8k8" (.tf32); NVIDIA Ampere GA100 whitepaper (TF32).
+Source: PTX ISA, "Matrix Fragments for mma.m16n8k8" (.tf32); NVIDIA Ampere GA100 whitepaper
+(TF32).
 """
 
 from numba import cuda, float32, int32

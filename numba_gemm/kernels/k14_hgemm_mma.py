@@ -15,9 +15,8 @@ Shapes: A ``(M, K)``, B ``(K, N)`` float16; C ``(M, N)`` float32 (or float16 thr
 ``C = alpha * A @ B + beta * C`` with FP32 products and sums (FP16 inputs are exact in FP32); C is
 not read when ``beta == 0``. Compute capability 8.0+.
 
-Source: the seed guide's V6 (FP16 in, FP32 accumulate, padded SMEM); NVIDIA CUTLASS sm_80
-``MmaMultistage`` with ``ldmatrix`` for both operands; PTX ISA, "mma.m16n8k16" and "ldmatrix"
-(``.trans``).
+Source: NVIDIA CUTLASS sm_80 ``MmaMultistage`` with ``ldmatrix`` for both operands; PTX ISA,
+"mma.m16n8k16" and "ldmatrix" (``.trans``).
 """
 
 from . import k12_tf32_mma_multistage as k12
