@@ -45,9 +45,11 @@ print("outputs from:", h.machine())
 # `numba_gemm/kernels/` whose docstring says what changed from the previous rung. The notebooks
 # follow it: 01 covers stages 1-2, 02 stage 3, 03 stages 4-5, 04 stages 6-7, 05 stages 8-10, and
 # 06 the tuning and shape questions around those three. Stages 11-14 leave the FP32 FMA pipe for
-# tensor cores: TF32 and 3xTF32 (`sgemm(..., compute="tf32")` or `"3xtf32"`) and FP16
-# (`numba_gemm.hgemm`); notebook 07 covers them, with results of their own (the ones plotted
-# here predate them).
+# tensor cores with `mma.sync`: TF32 and 3xTF32 (`sgemm(..., compute="tf32")` or `"3xtf32"`) and
+# FP16 (`numba_gemm.hgemm`): notebook 07. Stages 17-24 are Hopper's own instructions (`wgmma`,
+# TMA, warp specialization): notebook 08. Stages 15-16 serve products with very few rows or
+# columns, which memory bandwidth bounds, not arithmetic: notebook 09. (The terms of those later
+# stages are explained in their notebooks; FMA, the fused multiply-add, is defined below.)
 
 # %%
 for s in numba_gemm.STAGES:
@@ -113,14 +115,45 @@ for n in h.square_sizes():
     )
 
 # %% [markdown]
+# ## Where the data lives
+#
+# A GEMM's operands start in the GPU's DRAM (HBM) and must reach the registers of the threads
+# that multiply them. Every level on the way is smaller and faster than the one below it; the
+# whole ladder is about loading each value from a slow level once and reusing it many times from
+# a faster one. The sizes are those of the GPU of the committed run, from NVIDIA's documents:
+# the *NVIDIA H100 Tensor Core GPU Architecture* whitepaper (the H200 is the same GH100 chip with
+# more and faster memory; per SM: 65,536 32-bit registers,
+# 256 KB of combined L1 cache and shared memory, of which up to 228 KB can be shared memory;
+# 50 MB of L2 cache) and the *NVIDIA H200 Tensor Core GPU* datasheet (141 GB of HBM3e at
+# 4.8 TB/s). Shared memory has 32 banks, each serving 4 bytes per clock (CUDA C++ Programming
+# Guide, "Shared Memory"), so an SM reads at most 128 bytes of it per clock: the GPU-wide rate
+# below is that times the SMs and the clock.
+
+# %%
+smem_bytes_per_s = 32 * 4 * peaks["sms"] * peaks["clock_hz"]
+levels = [  # (name, where, capacity, rate)
+    ("registers", "per SM", "65,536 x 4 B = 256 KB", "operands of every FMA, every clock"),
+    (
+        "shared memory / L1",
+        "per SM",
+        "256 KB (up to 228 KB shared)",
+        f"128 B/clock/SM = {smem_bytes_per_s / 1e12:.0f} TB/s in all",
+    ),
+    ("L2 cache", "whole GPU", "50 MB", "(not published)"),
+    ("DRAM (HBM3e)", "whole GPU", "141 GB", f"{peaks['bytes_per_s'] / 1e12:.1f} TB/s"),
+]
+h.draw_memory_hierarchy(levels, peaks)
+
+# %% [markdown]
 # ## The roofline of the GPU the results come from
 #
 # Two rates bound any kernel: the FP32 peak (every SM issuing FMAs every clock) and the DRAM
 # bandwidth. A kernel with arithmetic intensity `I` can at most reach
 # `min(peak, I * bandwidth)`: below the *ridge point* `peak / bandwidth` it is memory-bound, above
 # it compute-bound. The peak follows from the number of SMs and the clock recorded with the
-# committed results (`results.json`) and the FP32 FMA rate per SM of the architecture (the
-# sources are cited in `_helpers.py`).
+# committed results (`results.json`) and the FP32 FMA rate per SM of the architecture: 128 FP32
+# multiply-adds per clock per SM for compute capability 9.0 (CUDA C++ Programming Guide,
+# "Arithmetic Instructions"). The bandwidth is the H200 datasheet's.
 
 # %%
 print(f"GPU: {peaks['gpu']} (compute capability {peaks['cc'][0]}.{peaks['cc'][1]})")
@@ -151,7 +184,7 @@ for name, label in (
 h.plot_roofline(peaks, pts)
 
 # %% [markdown]
-# Every committed size but the smallest lies far right of the ridge: with ideal reuse, a
+# Every committed size lies right of the ridge, the large ones far right: with ideal reuse, a
 # 4096-cubed product needs a few hundredths of a millisecond of DRAM traffic and milliseconds of
 # FMAs. So SGEMM is a **compute-bound** problem, and the work is keeping the FMA pipes busy.
 # Every load, address computation and barrier is overhead to hide behind FMAs.
@@ -166,8 +199,39 @@ h.plot_roofline(peaks, pts)
 #   about wider loads, fewer SMEM wavefronts (the passes in which shared memory serves one warp
 #   access, defined in notebook 02), fewer barriers and hiding memory latency.
 #
-# At the small sizes, the product is too short to fill the GPU: a 64-cubed C is a handful of
+# At the small sizes, the product is too short to fill the GPU: a 256-cubed C is a handful of
 # tiles for the GPU's SMs, and a launch costs microseconds. Notebook 06 comes back to that.
+#
+# ## The ladder's own kernels on the roofline
+#
+# The intensity above is the ideal: each byte read from DRAM once. A real kernel's intensity is its
+# FLOP over the DRAM bytes it *actually* moved, which Nsight Compute counts (`dram__bytes_read.sum`
+# and `dram__bytes_write.sum`, one profiled call of each stage at 4096^3; `gpu__time_duration.sum`
+# gives its time). The L2 cache absorbs much of the re-reading, so even the first rungs sit at a few
+# dozen FLOP per DRAM byte, right of the ridge, and still far below the roof: what holds them back
+# is not DRAM but the on-chip traffic and the issue of instructions, the subject of notebooks 01-05.
+# The ladder is not monotone at every step: `smem_tiling` moves more DRAM bytes than `gmem_coalesce`
+# (notebook 02 shows why), and stages 8 and 10, with the tiles the plan gives them at 4096^3, are
+# slower than stages 7 and 9 (notebooks 05-06).
+
+# %%
+n = 4096
+FP32_LADDER = [s.name for s in numba_gemm.STAGES[:10]]
+print(f"{'kernel':<20} {'ms':>7} {'DRAM MB':>8} {'FLOP/B':>7} {'GFLOP/s':>8} {'of FP32 peak':>12}")
+pts = {"cuBLAS FP32": [], "stages 1-10": []}
+for name in [h.CUBLAS, *FP32_LADDER]:
+    t = h.ncu(name, "gpu__time_duration.sum") * 1e-9  # ns
+    dram = h.ncu(name, "dram__bytes_read.sum") + h.ncu(name, "dram__bytes_write.sum")
+    flop = 2 * n**3
+    gflops = flop / t / 1e9
+    print(
+        f"{name:<20} {t * 1e3:>7.2f} {dram / 1e6:>8.0f} {flop / dram:>7.1f} {gflops:>8,.0f} "
+        f"{gflops * 1e9 / peaks['flops']:>12.1%}"
+    )
+    group = "cuBLAS FP32" if name == h.CUBLAS else "stages 1-10"
+    label = str(numba_gemm.get_stage(name).label.split(":")[0]) if name != h.CUBLAS else ""
+    pts[group].append((flop / dram, gflops, label))
+h.plot_roofline(peaks, pts, title="measured intensity (DRAM bytes from Nsight Compute), 4096^3")
 
 # %% [markdown]
 # ## What cuBLAS reaches, and why the target is the FMA pipe
@@ -188,9 +252,19 @@ for n in h.square_sizes():
     )
 
 # %% [markdown]
-# The whole ladder against cuBLAS, as measured (the left plot: `sgemm`'s automatic choice; the
-# right: every stage at the largest size where all ran, and at the two ragged sizes 4095 and
-# 4097). The next notebooks take the stages one by one.
+# The whole ladder against cuBLAS, as measured. Two timings appear in every results plot of these
+# notebooks: *kernel time*, the GPU time of the kernels alone (CUDA events, median of 20), and *end
+# to end*, the public call a user makes, back to back (`numba_gemm.sgemm(a, b, out=c)` for ours,
+# `torch.mm` for cuBLAS, which the benchmark calls through PyTorch), host work included. The
+# left plot: `sgemm`'s automatic choice; the
+# right: every stage at the largest size and at the ragged size 4095, each as a share of cuBLAS
+# in its own precision: FP32 and 3xTF32 against cuBLAS FP32, TF32 against cuBLAS TF32, FP16 and
+# BF16 against cuBLAS FP16 and BF16). Stages 15-16 do not serve square products; a stage that
+# does not serve a shape (the TMA stages need 16-byte aligned rows, so none at 4095) or whose
+# check failed in this run has no bar there (notebook 08's table says which). Bars above 100 %
+# are the 3xTF32 stages (13, 19, 23), which reach FP32 accuracy on tensor cores and so outrun
+# cuBLAS's FP32 FMA pipe (notebook 07 explains how). The next notebooks take the stages one by
+# one.
 
 # %%
-h.plot_results(["auto"], highlight=[s.name for s in numba_gemm.STAGES])
+h.plot_results(["auto"], highlight=[s.name for s in numba_gemm.STAGES], ladder=True)

@@ -15,8 +15,8 @@
 # product read straight from global memory (GMEM). They do the same arithmetic and differ in a
 # single line, the map from a thread's index to the element of C it computes. That line decides
 # how many bytes each load instruction of a warp moves. On the GPU the second kernel is more than
-# twice as fast as the first at every power-of-two size where both ran, though not at the ragged
-# sizes 4095 and 4097 (the measurements at the end).
+# twice as fast as the first at every power-of-two size where both ran (the measurements at the
+# end), and the profiler's counts show why.
 
 # %%
 import _helpers as h
@@ -122,7 +122,11 @@ h.check_stages(["naive", "gmem_coalesce"], M, N, K)
 # %% [markdown]
 # ## Registers, shared memory, occupancy
 #
-# The resource report compiles each kernel for sm_90 and runs `ptxas -v`; no GPU is involved. Its
+# Two words first. Numba compiles a kernel to **PTX**, NVIDIA's virtual instruction set (text such
+# as `ld.global.v4.f32`); `ptxas`, NVIDIA's assembler, turns PTX into **SASS**, the machine code
+# the GPU runs (`LDG.E.128` for the same 128-bit global load). The report's `ldg.v4` column is
+# short for that PTX instruction. The resource report compiles each kernel for sm_90 (compute
+# capability 9.0, Hopper) and runs `ptxas -v`; no GPU is involved. Its
 # columns, used in every notebook from here on:
 #
 # - `regs`: registers per thread;
@@ -135,7 +139,9 @@ h.check_stages(["naive", "gmem_coalesce"], M, N, K)
 #   computed from the numbers before them, not measured;
 # - `ldg.v4`, `lds.v4`, `stg.v4`, `sts.v4`, `local`: how many 128-bit global/shared loads and
 #   stores and local-memory accesses the PTX *contains* (a static count of instructions in the
-#   code, not of instructions executed). Notebook 04 is where the first four become non-zero.
+#   code, not of instructions executed). Notebook 04 is where the first four become non-zero;
+# - `mma`, `ldsm`, `wgmma`: tensor-core instructions, zero until notebooks 07-08;
+# - `variant`: which build of the kernel the row is (notebook 04: 128-bit or scalar accesses).
 #
 # The two kernels are the same code up to the index map, so their resources match: the
 # difference in speed below is the memory access pattern alone.
@@ -148,23 +154,19 @@ _ = h.resources(["naive", "gmem_coalesce"])
 #
 # The committed benchmark (kernel time, median of CUDA-event timings) against cuBLAS FP32. From
 # N = 1024 on, both rungs stay in the low single-digit percent of cuBLAS: each FMA still needs two
-# loads from GMEM through the caches, so the kernel is bound by the memory pipeline, far left of
-# the roofline's ridge (notebook 00). (At the smaller sizes the percentages are higher because
+# loads from GMEM through the caches. Counted as requested, 8 bytes per 2 FLOP, that would put
+# them far left of the roofline's ridge; the L2 cache absorbs most of the re-reads, so their
+# DRAM traffic is moderate (notebook 00's table), and what limits them is the load path between
+# L1, L2 and the SMs, below. (At the smaller sizes the percentages are higher because
 # cuBLAS cannot fill the GPU there either.) The cure is to load each value once per block and
 # reuse it from on-chip shared memory: notebook 02.
 #
 # What the table shows, size by size: at every power-of-two size `gmem_coalesce` is the faster
-# (the ratios are printed below the plot), and `naive` holds about the same low rate from 1024 to
-# 4096. At 4095 and 4097 the picture changes: `naive` runs far faster than at 4096, level with or
-# slightly ahead of `gmem_coalesce`, whose rate barely moves. (`naive` at 8192 was skipped by
-# the benchmark's per-kernel time limit.)
-#
-# Why `naive` speeds up at the ragged sizes is not measured here. A likely cause, a hypothesis:
-# at 4096 the 32 lanes of a warp read addresses exactly 16 KiB (a power of two) apart, and
-# addresses with such a stride may map to the same few DRAM channels or L2 slices, which then
-# serve the whole warp's 32 sectors one after another ("partition camping"); at 4095 the stride
-# is not a power of two and spreads them. `gmem_coalesce` reads contiguous lines, so it has no
-# such stride to suffer from. Confirming it would take a profiler's per-channel counters.
+# (the ratios are printed below the plot). At 4096 `naive` exceeded the benchmark's time limit
+# per call and was skipped; its Nsight Compute profile below gives its time there. At 4095 the
+# picture changes: `naive` runs much faster than at 4096, level with `gmem_coalesce`, whose rate
+# barely moves. The profile of 4096 alone cannot say why; what it does show is the access
+# pattern of each kernel.
 
 # %%
 h.print_results(["naive", "gmem_coalesce"])
@@ -176,3 +178,42 @@ for n in h.square_sizes() + h.square_sizes(pow2=False):
     slow, fast = h.result("naive", n), h.result("gmem_coalesce", n)
     if slow and fast and slow["gflops"] and fast["gflops"]:
         print(f"N = {n:>5}: {fast['gflops'] / slow['gflops']:.2f}x")
+
+# %% [markdown]
+# ## What the profiler counts
+#
+# Nsight Compute counts, for one call of each kernel at 4096^3, the global-load *requests* (one
+# per warp load instruction) and the 32-byte *sectors* they touched. A request whose 32 lanes
+# read 32 consecutive floats touches 4 sectors; lanes spread over 32 rows touch up to 32. Also
+# counted: the bytes moved from DRAM and the share of L2 lookups that hit.
+
+# %%
+metrics = [
+    "gpu__time_duration.sum",
+    "l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum",
+    "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum",
+    "dram__bytes_read.sum",
+    "lts__t_sector_hit_rate.pct",
+]
+labels = [
+    "time (ns)",
+    "global load requests",
+    "sectors they touched",
+    "DRAM bytes read",
+    "L2 hit %",
+]
+h.ncu_table(["naive", "gmem_coalesce"], metrics, labels)
+for s in ("naive", "gmem_coalesce"):
+    sectors = h.ncu(s, metrics[2]) / h.ncu(s, metrics[1])
+    print(f"{s}: {sectors:.1f} sectors per request")
+
+# %% [markdown]
+# Both kernels read about the same number of bytes from DRAM: the 50 MB L2 cache catches most of
+# the re-reading either way. The difference is in the sectors per request, and the counts match
+# the index maps exactly. Each step `k` issues two loads per warp. In `naive` the 32 lanes hold 32
+# rows of C: their loads of `A[row, k]` touch 32 sectors, their loads of `B[k, col]` one (every
+# lane reads the same element), `(32 + 1) / 2 = 16.5` on average. In `gmem_coalesce` the lanes
+# hold 32 columns: `A[row, k]` is one sector, `B[k, col]` 32 consecutive floats in 4 sectors,
+# `(1 + 4) / 2 = 2.5`. Each sector is a separate lookup in L1, and the misses go on to L2, so
+# `naive` pushes several times the traffic through the L1/L2 path for the same useful data, and
+# that is where its extra time goes.

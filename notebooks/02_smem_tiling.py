@@ -104,20 +104,24 @@ _ = h.resources(["gmem_coalesce", "smem_tiling"])
 # %% [markdown]
 # ## What bounds it now
 #
-# The GMEM traffic fell by the factor above, and the kernel is now limited by SMEM. SMEM is made
-# of 32 **banks**, each delivering one 4-byte word per pass; a warp's SMEM access is served in one
-# or more such passes, called **wavefronts** (notebook 04 draws them). Per step `k` a warp (32
-# threads of one row of the block, `threadIdx.y` fixed) reads `As[ty, k]` (one address for the
-# whole warp: a broadcast, one wavefront) and `Bs[k, tx]` (32 consecutive floats, one in each
-# bank: one wavefront) for a single FMA instruction. An SM serves one SMEM
-# wavefront per clock but could issue four warp-FMAs per clock, which caps this kernel at a small
-# fraction of the FP32 peak. Both rates are from the CUDA C++ Programming Guide: its table of
-# arithmetic instruction throughput gives 128 FP32 multiply-add results per clock per SM for
-# compute capability 9.0, that is 4 warp instructions of 32 lanes; and its shared-memory section
-# describes 32 banks that each deliver 32 bits per clock, so one wavefront (up to 32 x 4 bytes)
-# per clock.
+# The global loads per FMA fell by the factor above. The DRAM bytes did not: in notebook 00's table
+# `smem_tiling` moves more DRAM bytes than `gmem_coalesce`, because the L2 cache had already
+# absorbed the re-reads of the earlier kernels, and its hit rate is lower here (the profile below).
+# What fell is the traffic between the SMs and the caches, and the kernel is now limited by SMEM.
+# SMEM is made of 32 **banks**, each delivering one 4-byte word per pass; a warp's SMEM access is
+# served in one or more such passes, called **wavefronts** (notebook 04 draws them). Per step `k` a
+# warp (32 threads of one row of the block, `threadIdx.y` fixed) reads `As[ty, k]` (one address for
+# the whole warp: a broadcast, one wavefront) and `Bs[k, tx]` (32 consecutive floats, one in each
+# bank: one wavefront) for a single FMA instruction (FFMA, the FP32 multiply-add of the machine
+# code). An SM serves one SMEM wavefront per clock but could issue four warp-FMAs per clock, which
+# caps this kernel at a small fraction of the FP32 peak. Both rates are from the CUDA C++
+# Programming Guide: its table of arithmetic instruction throughput gives 128 FP32 multiply-add
+# results per clock per SM for compute capability 9.0, that is 4 warp instructions of 32 lanes; and
+# its shared-memory section describes 32 banks that each deliver 32 bits per clock, so one wavefront
+# (up to 32 x 4 bytes) per clock.
 
 # %%
+h.show_source(h.smem_issue_bound)
 peaks = h.gpu_peaks()
 bound = h.smem_issue_bound(ffma=1, wavefronts=2)
 measured = h.result("smem_tiling", max(h.square_sizes()))
@@ -128,11 +132,49 @@ print(
 )
 
 # %% [markdown]
+# The profile of both kernels at 4096^3 shows what moved: the global-load requests and the
+# sectors they touch fell by the tile size, while the DRAM bytes grew as L2's hit rate fell.
+
+# %%
+h.ncu_table(
+    ["gmem_coalesce", "smem_tiling"],
+    [
+        "l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum",
+        "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum",
+        "dram__bytes_read.sum",
+        "lts__t_sector_hit_rate.pct",
+    ],
+    ["global load requests", "sectors they touched", "DRAM bytes read", "L2 hit %"],
+)
+
+# %% [markdown]
+# The count of two wavefronts per FMA instruction is read off the source. The compiled kernel does
+# better: the compiler merges the broadcast loads of `As[ty, k]` and `As[ty, k + 1]` (neighbours in
+# a row) into one 64-bit load, so two steps need three wavefronts, not four. Nsight Compute counts
+# the SMEM wavefronts the kernel really used (one profiled call at 4096^3), and dividing by the
+# number of warp FMA instructions any 4096^3 product needs (`4096^3 / 32`) gives the measured count.
+# With it the same bound becomes the line below; the profiler also says how busy the SMEM pipe was.
+
+# %%
+n = 4096
+wf = h.ncu("smem_tiling", "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum") / (n**3 / 32)
+busy = h.ncu(
+    "smem_tiling", "l1tex__data_pipe_lsu_wavefronts_mem_shared.sum.pct_of_peak_sustained_elapsed"
+)
+print(
+    f"measured: {wf:.2f} SMEM wavefronts per FMA instruction -> bound "
+    f"{h.smem_issue_bound(1, wf):.1%} of peak; SMEM pipe busy {busy:.0f} % of the kernel's time"
+)
+
+# %% [markdown]
 # To do better, each value read from SMEM must feed more than one FMA: each thread has to compute
 # several elements of C and keep the operands it reuses in registers. That is blocktiling,
 # notebook 03.
 #
 # ## Measured on the GPU
+#
+# Against `gmem_coalesce`, and as a share of cuBLAS FP32: at the large sizes the kernel sits a
+# little under the SMEM bound computed above.
 
 # %%
 h.print_results(["gmem_coalesce", "smem_tiling"])

@@ -45,8 +45,9 @@ print("outputs from:", h.machine())
 #
 # Note `_dot_step` (one `k`: one SMEM read of B, `TM` FMAs) and `unroll(BK, ...)`: Numba has no
 # `#pragma unroll`, so `numba_gemm.kernels._common.unroll` chains `BK` copies of the step at
-# compile time; every index into SMEM and into the register array `thread_results` is then a
-# constant, which keeps the array in registers (a run-time index would send it to local memory).
+# compile time; the `k` part of every SMEM index and every index into the register array
+# `thread_results` is then a constant, which keeps the array in registers (a run-time index
+# would send it to local memory).
 
 # %%
 h.show_source(k04)
@@ -117,10 +118,33 @@ for name, BM, BN, BK, TM, TN in rungs:
     )
 
 # %% [markdown]
-# Stage 4 is still SMEM-bound by this count (per `k` a warp issues `TM` loads of A, all
-# broadcasts, and one of B, for `TM` FMA instructions), and it lands close to that bound. Stage 5
-# should not be, by instruction count, yet at the large sizes it measures barely faster than
-# stage 4, and at the small ones slower (below). Two things eat the difference at every size:
+# The source-level count overstates the loads: the compiler merges some of them (neighbouring
+# elements of a row of `As` come in one 64-bit load, which the `lds.v4` column of the resource
+# report below, counting 128-bit loads only, does not show). Nsight Compute counts the wavefronts
+# each kernel really used at 4096^3; divided by the `4096^3 / 32` warp FMA instructions of the
+# product, they give the measured count, its bound, and beside it what the kernel achieved (from the
+# same profiled call) and how busy the SMEM pipe was.
+
+# %%
+n, peak = 4096, h.gpu_peaks()["flops"]
+print(f"{'stage':<16} {'wavefronts/FMA':>14} {'bound':>6} {'achieved':>8} {'SMEM busy':>9}")
+for name, *_ in rungs:
+    wf = h.ncu(name, "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum") / (n**3 / 32)
+    achieved = 2 * n**3 / (h.ncu(name, "gpu__time_duration.sum") * 1e-9) / peak
+    busy = h.ncu(
+        name, "l1tex__data_pipe_lsu_wavefronts_mem_shared.sum.pct_of_peak_sustained_elapsed"
+    )
+    print(
+        f"{name:<16} {wf:>14.3f} {h.smem_issue_bound(1, wf):>6.0%} {achieved:>8.1%} "
+        f"{busy / 100:>9.0%}"
+    )
+
+# %% [markdown]
+# Measured, stage 4 needs fewer wavefronts than the source count, which is why it runs above the
+# bound of the first table; it stays below the bound of the second. Stage 5 should not be
+# SMEM-bound by instruction count, yet the profiler counts more wavefronts per FMA for it than
+# for stage 4, and at the large sizes it measures barely faster than stage 4, at the small ones
+# slower (below). Two things eat the difference at every size:
 #
 # - its SMEM loads are not one wavefront each: the threads of a warp that read different rows of
 #   `As` or columns of `Bs` hit the same banks (**bank conflicts**, notebook 04);
@@ -156,7 +180,7 @@ _ = h.resources(["smem_tiling", "blocktiling_1d", "blocktiling_2d"])
 # applies there: the grid is too small for the GPU. A block computes one `BM x BN` tile of C, so
 # an `N x N` product has `(N / BM) * (N / BN)` blocks; with stage 5's larger tiles that is fewer
 # blocks than the GPU has SMs up to N = 1024, so many SMs idle for the whole kernel (notebook 06
-# comes back to this as wave quantization). The block counts are printed below the plot.
+# comes back to how blocks fill the SMs). The block counts are printed below the plot.
 
 # %%
 h.print_results(["smem_tiling", "blocktiling_1d", "blocktiling_2d"])
@@ -166,7 +190,5 @@ h.plot_results(["smem_tiling", "blocktiling_1d", "blocktiling_2d"])
 sms = h.gpu_peaks()["sms"]
 print(f"blocks in the grid of an N x N product, for the {sms} SMs of the {h.gpu_peaks()['gpu']}:")
 for n in (256, 512, 1024, 2048):
-    counts = ", ".join(
-        f"{name} {h.waves(n, n, BM, BN, sms)['blocks']}" for name, BM, BN, *_ in rungs
-    )
+    counts = ", ".join(f"{name} {-(-n // BM) * -(-n // BN)}" for name, BM, BN, *_ in rungs)
     print(f"N = {n:>4}: {counts}")

@@ -37,8 +37,10 @@ print("outputs from:", h.machine())
 # %% [markdown]
 # ## Stage 6: 128-bit accesses
 #
-# Numba has no `float4` type: `numba_gemm.ptx.vecmem.load4/store4` are `@intrinsic`s that emit an
-# LLVM `<4 x float>` access with 16-byte alignment, which NVVM lowers to the `.v4` instructions.
+# Numba has no `float4` type: `numba_gemm.ptx.vecmem.load4/store4` are `@intrinsic`s (functions
+# that write compiler IR directly) that emit an LLVM `<4 x float>` access (a vector of four floats
+# in the compiler's intermediate language) with 16-byte alignment, which NVVM (NVIDIA's LLVM-based
+# compiler to PTX) lowers to the `.v4` instructions.
 # A 128-bit access needs a 16-byte aligned address, so the stage exists twice (`make_kernel(vec)`):
 # the vector kernel, launched when A, B and C have 16-byte aligned rows (K and N multiples of 4),
 # and the same code with scalar GMEM accesses for any other shape.
@@ -66,14 +68,16 @@ plt.show()
 # in bank `(a / 4) % 32`. In one pass (a **wavefront**) each bank delivers one word, to any
 # number of lanes (equal addresses are broadcast). When the lanes of a warp instruction ask one
 # bank for several *different* words, the instruction takes as many wavefronts as the largest
-# such number: a bank conflict. The model used below, `h.wavefronts`, counts exactly that: the
-# largest number of distinct words any one bank must deliver. (It is a model; Nsight Compute's
-# shared-memory bank-conflict counters measure the real thing.)
+# such number: a bank conflict. The model used below, `h.wavefronts` (its source is printed
+# below), counts exactly that: the largest number of distinct words any one bank must deliver.
+# It is a model of the source; after it, Nsight Compute's bank-conflict counters measure the
+# compiled kernels.
 #
 # The lane-to-word maps of the accesses, copied from the kernels (warp 0, `k = d = 0`). Stage 5
 # reads its fragments one float at a time; stages 6 and 7 four at a time.
 
 # %%
+h.show_source(h.wavefronts)
 LANES = range(32)
 
 
@@ -181,9 +185,47 @@ for name, w in per_k.items():
     )
 
 # %% [markdown]
-# Once the loads are vectorized, SMEM bandwidth is no longer the bound by this count; what the
-# padding and the new column map still buy is fewer wavefronts per instruction, so shorter
-# waits for the fragments that the FMAs depend on, which is measured below.
+# The same counts measured: Nsight Compute's bank conflicts (wavefronts beyond the fewest each
+# SMEM instruction) for loads and stores, and the SMEM wavefronts per warp FMA instruction (all
+# the kernel's load wavefronts over the `4096^3 / 32` FMA instructions of the product), one
+# profiled call at 4096^3. Then the compiled instructions themselves: the SASS of each kernel,
+# counted for its 128-bit (`LDS.128`) and 32-bit (`LDS`) shared loads.
+
+# %%
+n = 4096
+names = ["blocktiling_2d", "vectorize", "bank_conflict_free"]
+h.ncu_table(
+    names,
+    [
+        "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum",
+        "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum",
+        "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum",
+    ],
+    ["bank conflicts, loads", "bank conflicts, stores", "load wavefronts"],
+)
+for name in names:
+    wf = h.ncu(name, "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum") / (n**3 / 32)
+    code = [ln.split(";")[0] for ln in h.sass(name).splitlines() if "LDS" in ln]
+    wide = sum("LDS.128" in ln for ln in code)
+    print(
+        f"{name:<20} {wf:.3f} load wavefronts per FMA instruction; SASS: {wide} LDS.128, "
+        f"{len(code) - wide} other shared loads"
+    )
+
+# %% [markdown]
+# Stage 5's measured wavefronts per FMA match the model's count exactly (48 per `k` for 64 FMA
+# instructions). For the 128-bit loads of stages 6 and 7 the measured counts are about twice the
+# model's: the model lets all 32 lanes share a broadcast word in one pass. The measured counts fit
+# exactly a model in which the hardware serves a warp's 128-bit access as two half-warps, with no
+# broadcast between the halves (stage 7: two A loads of 2 wavefronts and two B loads of 4, per `k`:
+# `(2 x 2 + 2 x 4) / 64 = 0.1875` per FMA; stage 6: `(2 x 2 + 2 x 8) / 64 = 0.3125`). The order of
+# the three stages is the model's. Stage 5's loads conflict heavily; stage 6's 128-bit loads need
+# far fewer wavefronts per FMA but still conflict (its stores of A's transposed tile conflict too);
+# stage 7's padding and column map remove the load conflicts and cut the store conflicts by about 70
+# %, and its wavefronts per FMA are the lowest of the three. Once the loads are vectorized, SMEM
+# bandwidth is no longer the bound by these counts; what the fewer wavefronts per instruction still
+# buy is shorter waits for the fragments that the FMAs depend on, and the timings below show stage 7
+# ahead of stage 6 at every size.
 
 # %% [markdown]
 # ## Stage 7: what changed
@@ -211,7 +253,8 @@ for M, N, K in (h.demo_shape(aligned=True), h.demo_shape()):
 # %% [markdown]
 # ## Registers, SMEM, occupancy, and the 128-bit instructions
 #
-# The last five columns count instructions in the PTX: `ldg.v4`/`lds.v4`/`stg.v4`/`sts.v4` are
+# The columns after `occ` count instructions in the PTX (`mma`, `ldsm` and `wgmma` stay zero
+# until the tensor-core notebooks 07-08): `ldg.v4`/`lds.v4`/`stg.v4`/`sts.v4` are
 # the 128-bit global/shared loads and stores, `local` the local-memory accesses (spilled
 # register arrays; there must be none). Stage 5 has no vector instructions; stages 6 and 7 load
 # their fragments with `lds.v4` only. The padding costs `BK x A_PAD` floats of SMEM per block.
@@ -225,9 +268,9 @@ _ = h.resources(["blocktiling_2d", "vectorize", "bank_conflict_free"], scalar=Tr
 # %% [markdown]
 # ## Measured on the GPU
 #
-# Vectorizing doubles stage 5; removing the conflicts adds a further step. At 4095 and 4097 (rows
-# not 16-byte aligned) both run their scalar-GMEM variant and lose most of the gain, landing
-# close to stage 5: the hatched bars in the right-hand plot.
+# Vectorizing doubles stage 5; removing the conflicts adds a further step. At 4095 (rows not
+# 16-byte aligned) both run their scalar-GMEM variant and lose much of the gain: the last row of
+# the table.
 #
 # The SMEM count of this notebook cannot explain that: the scalar variants keep the 128-bit,
 # conflict-free SMEM accesses. What changes is on the GMEM side, in the resource report above.
@@ -236,7 +279,8 @@ _ = h.resources(["blocktiling_2d", "vectorize", "bank_conflict_free"], scalar=Tr
 # clamp (`_common.load_a4`, `load_b4`). And it needs more registers than the vector kernel,
 # enough (in this report) to leave room for only one block per SM instead of two, so no second
 # block hides its GMEM latency: the same trade-off that made stage 5 keep its BK loop rolled
-# (notebook 03). Which of the two costs more is not measured here.
+# (notebook 03). The profile above is of the aligned 4096^3 product, so it does not say which of
+# the two costs more.
 
 # %%
 h.print_results(["blocktiling_2d", "vectorize", "bank_conflict_free"])

@@ -33,9 +33,17 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 
-#: The committed GPU run every notebook plots (``python -m numba_gemm.bench``; see its
-#: ``results.json`` for the command, GPU, driver and versions). One place to change.
-RESULTS_DIR = ROOT / "bench" / "results" / "nvidia-h200" / "2026-11-22-call-path"
+#: The GPU run the notebooks read, made at the commit their outputs come from (one place to
+#: change): ``bench/`` is ``python -m numba_gemm.bench`` over every stage (its ``results.json``
+#: names the command, GPU, driver and versions), ``ncu/`` is ``python -m numba_gemm.tools.profile``
+#: (Nsight Compute metrics of one call of every stage and of cuBLAS at 4096^3, and SASS).
+RUN = "2026-11-27-notebooks"
+RUN_DIR = next(iter(sorted((ROOT / "bench" / "results").glob(f"*/{RUN}"))), None)
+RESULTS_DIR = (
+    RUN_DIR / "bench"
+    if RUN_DIR is not None
+    else ROOT / "bench" / "results" / "nvidia-h200" / "2026-11-22-call-path"
+)
 
 #: FP32 FMA results per clock per SM, by compute capability: CUDA C++ Programming Guide,
 #: "Arithmetic Instructions", throughput of 32-bit floating-point add, multiply, multiply-add
@@ -51,8 +59,10 @@ CUBLAS = "cublas_fp32"
 
 
 def _quiet() -> None:
-    """Notebook-wide defaults: readable figures, and no low-occupancy warnings (the demo grids
-    are a handful of blocks on purpose; the tests ignore the same warning)."""
+    """Notebook-wide defaults: readable figures, and no warning that a grid is too small to fill
+    the GPU (numba-cuda's "Grid size ... will likely result in GPU under-utilization due to low
+    occupancy": the simulator's demo grids are a handful of blocks on purpose). Only that
+    message is silenced; every other warning shows."""
     import matplotlib as mpl
 
     mpl.rcParams.update({"figure.dpi": 90, "font.size": 9, "axes.titlesize": 9})
@@ -61,7 +71,7 @@ def _quiet() -> None:
             cls = __import__(mod, fromlist=["x"]).NumbaPerformanceWarning
         except (ImportError, AttributeError):
             continue
-        warnings.filterwarnings("ignore", category=cls)
+        warnings.filterwarnings("ignore", message=r"Grid size .* under-utilization", category=cls)
 
 
 # --- where the outputs come from -----------------------------------------------------------------
@@ -102,7 +112,8 @@ def demo_shape(aligned: bool = False) -> tuple[int, int, int]:
 
 def check_stages(stages, M: int, N: int, K: int, seed: int = 0) -> None:
     """Run ``numba_gemm.sgemm(d_a, d_b, stage=s, out=d_c)`` for each stage (a name, a ``Stage``,
-    or None: sgemm's own choice, reported as ``auto``)
+    or None: sgemm's own choice, reported as ``auto``; an FP16 / BF16 stage through
+    ``numba_gemm.hgemm`` on the operands rounded to 16 bits, against their float64 product)
     on one pair of standard-normal float32 operands, into a C poisoned with NaN (an element the
     kernel forgets to write stays NaN), and compare with the float64 NumPy product by relative
     Frobenius error ``||C - ref|| / ||ref||``. Prints one line per stage; raises
@@ -116,14 +127,19 @@ def check_stages(stages, M: int, N: int, K: int, seed: int = 0) -> None:
     rng = np.random.default_rng(seed)
     a = rng.standard_normal((M, K), dtype=np.float32)
     b = rng.standard_normal((K, N), dtype=np.float32)
-    ref = a.astype(np.float64) @ b.astype(np.float64)
-    d_a, d_b = cuda.to_device(a), cuda.to_device(b)
     failed = []
     for s in stages:
         stage = numba_gemm.get_stage(s) if isinstance(s, str) else s
         name, rtol = ("auto", TOLERANCE["fp32"]) if s is None else (stage.name, stage.rtol)
+        precision = "fp32" if s is None else stage.precision
         d_c = cuda.to_device(np.full((M, N), np.nan, np.float32))
-        numba_gemm.sgemm(d_a, d_b, stage=s, out=d_c)
+        if precision in ("fp16", "bf16"):  # hgemm: the 16-bit copies are the exact inputs
+            x, y = (_to_16bit(v, precision) for v in (a, b))
+            ref = x.astype(np.float64) @ y.astype(np.float64)
+            numba_gemm.hgemm(_device_16bit(x), _device_16bit(y), stage=s, out=d_c)
+        else:
+            ref = a.astype(np.float64) @ b.astype(np.float64)
+            numba_gemm.sgemm(cuda.to_device(a), cuda.to_device(b), stage=s, out=d_c)
         c = d_c.copy_to_host()
         err = float(np.linalg.norm(c - ref) / np.linalg.norm(ref))
         ok = bool(np.isfinite(c).all()) and err <= rtol
@@ -134,6 +150,25 @@ def check_stages(stages, M: int, N: int, K: int, seed: int = 0) -> None:
         if not ok:
             failed.append(name)
     assert not failed, f"wrong results from {failed}"
+
+
+def _to_16bit(x: np.ndarray, precision: str) -> np.ndarray:
+    """``x`` rounded to FP16, or to BF16 (``ml_dtypes.bfloat16``, NumPy's bfloat16 type)."""
+    if precision == "bf16":
+        import ml_dtypes
+
+        return x.astype(ml_dtypes.bfloat16)
+    return x.astype(np.float16)
+
+
+def _device_16bit(x: np.ndarray):
+    """A device copy of a 16-bit host array (bfloat16 copied as its bits: Numba copies host
+    memory through a ``memoryview``, which has no bfloat16)."""
+    from numba import cuda
+
+    if x.dtype == np.float16:
+        return cuda.to_device(x)
+    return cuda.to_device(x.view(np.uint16)).view(x.dtype)
 
 
 # --- source --------------------------------------------------------------------------------------
@@ -175,6 +210,51 @@ def show_source(obj) -> None:
     obj = getattr(obj, "py_func", obj)  # a @cuda.jit kernel or device function
     print(f"# --- {_where(obj)}\n")
     print(inspect.getsource(obj))
+
+
+def show_defs(obj, *names) -> None:
+    """Print the definitions called ``names`` in ``obj`` (a module or function), each the first
+    of that name found outermost-first in its syntax tree (so, in a PTX wrapper module, the
+    simulator's model, defined before the GPU intrinsic of the same name), under its file and
+    line. A process holds only one of the two definitions; this shows either on any machine."""
+    import ast
+    import textwrap
+
+    obj = inspect.unwrap(obj)
+    lines, start = inspect.getsourcelines(obj)
+    tree = ast.parse(textwrap.dedent("".join(lines)))
+    where = _where(obj).split(":")[0]
+    for name in names:
+        node = next(
+            n
+            for n in ast.walk(tree)
+            if isinstance(n, (ast.FunctionDef, ast.ClassDef)) and n.name == name
+        )
+        first = min([node.lineno] + [d.lineno for d in node.decorator_list])
+        text = textwrap.dedent("".join(lines[first - 1 : node.end_lineno]))
+        print(f"# --- {where}:{max(start, 1) + first - 1}\n\n{text}")
+
+
+def show_statement(obj, head: str) -> None:
+    """Print the one statement of ``obj``'s source (a module or function) whose first line is
+    ``head`` (stripped), whole as the syntax tree delimits it: a loop or a branch of a kernel,
+    without the rest of the kernel. Raises ``ValueError`` when no statement or several start so."""
+    import ast
+    import textwrap
+
+    obj = inspect.unwrap(obj)
+    lines, start = inspect.getsourcelines(obj)
+    tree = ast.parse(textwrap.dedent("".join(lines)))
+    found = [
+        n
+        for n in ast.walk(tree)
+        if isinstance(n, ast.stmt) and lines[n.lineno - 1].strip() == head.strip()
+    ]
+    if len(found) != 1:
+        raise ValueError(f"{len(found)} statements of {obj!r} start with {head!r}")
+    node = found[0]
+    text = textwrap.dedent("".join(lines[node.lineno - 1 : node.end_lineno]))
+    print(f"# --- {_where(obj).split(':')[0]}:{max(start, 1) + node.lineno - 1}\n\n{text}")
 
 
 def show_diff(old, new) -> None:
@@ -265,12 +345,86 @@ def results() -> tuple[dict, list[dict]]:
     return meta, rows
 
 
-def results_source() -> str:
+def results_source(timing: str = "kernel") -> str:
+    """Where the committed results come from, and what the timing is."""
     meta, _ = results()
-    return (
-        f"{meta['gpu']}, {(RESULTS_DIR / 'results.csv').relative_to(ROOT)}, "
-        "kernel time (CUDA events, median)"
-    )
+    how = {
+        "kernel": "kernel time (CUDA events, median)",
+        "end_to_end": "the public call back to back (CUDA events, median)",
+    }
+    return f"{meta['gpu']}, {(RESULTS_DIR / 'results.csv').relative_to(ROOT)}, {how[timing]}"
+
+
+# --- Nsight Compute evidence ----------------------------------------------------------------------
+
+
+@functools.cache
+def _ncu_rows() -> list[dict]:
+    path = RUN_DIR / "ncu" / "ncu.csv" if RUN_DIR is not None else None
+    if path is None or not path.exists():
+        return []
+    with open(path, newline="") as f:
+        return [dict(r, id=int(r["id"]), value=float(r["value"])) for r in csv.DictReader(f)]
+
+
+def _main_kernel(target: str) -> int | None:
+    """The ncu id of ``target``'s longest kernel in the profiled call (a split-K fix-up or a
+    padding copy is a kernel of its own)."""
+    times = {
+        r["id"]: r["value"]
+        for r in _ncu_rows()
+        if r["target"] == target and r["metric"] == "gpu__time_duration.sum"
+    }
+    return max(times, key=times.get) if times else None
+
+
+def ncu_metrics(target: str) -> dict:
+    """``{metric: (value, unit)}`` of ``target``'s main kernel (a stage name, or
+    ``cublas_fp32`` / ``cublas_tf32`` / ``cublas_fp16``) in the committed Nsight Compute run
+    (``RUN_DIR/ncu``: one call at 4096^3, ``ncu --clock-control none``); empty when absent."""
+    k = _main_kernel(target)
+    return {
+        r["metric"]: (r["value"], r["unit"])
+        for r in _ncu_rows()
+        if r["target"] == target and r["id"] == k
+    }
+
+
+def ncu(target: str, metric: str) -> float:
+    """One Nsight Compute metric of ``target``'s main kernel (see :func:`ncu_metrics`).
+
+    Raises:
+        KeyError: the run has no such target or metric (the message says which exist)."""
+    got = ncu_metrics(target)
+    if metric not in got:
+        have = sorted({r["target"] for r in _ncu_rows()})
+        raise KeyError(f"no {metric!r} for {target!r} in the ncu run (targets: {have})")
+    return got[metric][0]
+
+
+def ncu_table(targets, metrics, labels=None) -> None:
+    """Print ``metrics`` (rows; ``labels`` names them) of each target's main kernel (columns)."""
+    labels = labels or metrics
+    w = max(len(x) for x in labels)
+    cols = [max(12, len(t)) for t in targets]
+    meta = json.loads((RUN_DIR / "ncu" / "ncu.json").read_text()) if RUN_DIR else {}
+    size = "x".join(str(x) for x in meta.get("size", []))
+    print(f"Nsight Compute, one call at {size} ({(RUN_DIR / 'ncu').relative_to(ROOT)})")
+    print(" " * w + "  " + " ".join(f"{t:>{c}}" for t, c in zip(targets, cols, strict=True)))
+    for m, lab in zip(metrics, labels, strict=True):
+        cells = []
+        for t, c in zip(targets, cols, strict=True):
+            v = ncu_metrics(t).get(m)
+            cells.append(f"{'-':>{c}}" if v is None else f"{v[0]:>{c},.4g}")
+        print(f"{lab:<{w}}  " + " ".join(cells))
+
+
+def sass(stage: str) -> str:
+    """The SASS of ``stage``'s default kernel from the committed run (``RUN_DIR/ncu/sass``:
+    ``ptxas`` then ``nvdisasm`` of the PTX it compiles to)."""
+    import gzip
+
+    return gzip.decompress((RUN_DIR / "ncu" / "sass" / f"{stage}.sass.gz").read_bytes()).decode()
 
 
 def gpu_peaks() -> dict:
@@ -295,7 +449,7 @@ def smem_issue_bound(ffma: float, wavefronts: float) -> float:
     """Fraction of the FP32 peak a kernel can reach when, per step, a warp issues ``ffma`` FFMA
     instructions and needs ``wavefronts`` SMEM wavefronts: an SM serves one SMEM wavefront per
     clock and issues at most 4 warp-FFMAs per clock (128 FP32 lanes), so FFMA issue is capped at
-    ``ffma / wavefronts`` warp instructions per clock (docs/design.md, item 3)."""
+    ``ffma / wavefronts`` warp instructions per clock."""
     return min(1.0, ffma / wavefronts / 4)
 
 
@@ -321,31 +475,50 @@ def _label(stage: str) -> str:
     return next((r["label"] for r in rows if r["stage"] == stage), stage)
 
 
-def print_results(stages, sizes=None) -> None:
-    """A table of committed GFLOP/s and % of cuBLAS FP32 for the stages at the sizes."""
+def baseline_of(stage: str) -> str:
+    """The cuBLAS row a stage is rated against in the committed run (its precision's: FP32 and
+    3xTF32 against cuBLAS FP32, TF32 against cuBLAS TF32, FP16 / BF16 against cuBLAS FP16 /
+    BF16); ``cublas_fp32`` where the run does not say."""
+    _, rows = results()
+    return next((r.get("baseline") or CUBLAS for r in rows if r["stage"] == stage), CUBLAS)
+
+
+def print_results(stages, sizes=None, timing: str = "kernel") -> None:
+    """A table of committed GFLOP/s and % of cuBLAS (of each stage's own precision, whose cuBLAS
+    columns come first) for the stages at the sizes (N for N^3, or (M, N, K) tuples)."""
     sizes = sizes or square_sizes() + square_sizes(pow2=False)
-    print(f"GFLOP/s (% of cuBLAS FP32) from {results_source()}")
-    names = [CUBLAS, *stages]
+    bases = list(dict.fromkeys(baseline_of(s) for s in stages))
+    print(f"GFLOP/s (% of cuBLAS of the stage's precision) from {results_source(timing)}")
+    names = [*bases, *stages]
     widths = [max(18, len(_label(s))) for s in names]
-    print(f"{'N':>6} " + " ".join(f"{_label(s):>{w}}" for s, w in zip(names, widths, strict=True)))
+    size_w = max(6, *(len(_size_name(n)) for n in sizes))
+    print(
+        f"{'size':>{size_w}} "
+        + " ".join(f"{_label(s):>{w}}" for s, w in zip(names, widths, strict=True))
+    )
     for n in sizes:
         cells = []
         for s, w in zip(names, widths, strict=True):
-            r = result(s, n)
+            r = result(s, n, timing)
             if r is None or r["gflops"] is None:
                 cells.append(f"{r['status'] if r else '-':>{w}}")
-            elif s == CUBLAS:
+            elif s in bases or r["pct_cublas"] is None:
                 cells.append(f"{r['gflops']:>{w},.0f}")
             else:
                 cell = f"{r['gflops']:,.0f} ({r['pct_cublas']:.1%})"
                 cells.append(f"{cell:>{w}}")
-        print(f"{n:>6} " + " ".join(cells))
+        print(f"{_size_name(n):>{size_w}} " + " ".join(cells))
 
 
-def plot_results(stages, highlight=None):
-    """Left: committed GFLOP/s against N for N^3 products (powers of two), the stages and cuBLAS
-    FP32. Right: % of cuBLAS FP32 of every stage of the ladder at the largest size where all ran
-    and at the ragged sizes, this notebook's stages in colour."""
+def _size_name(n) -> str:
+    return str(n) if isinstance(n, int) else "x".join(str(x) for x in n)
+
+
+def plot_results(stages, highlight=None, ladder: bool = False):
+    """Committed GFLOP/s against N for N^3 products (powers of two): the stages and the cuBLAS
+    of their precisions, kernel time (solid) and, where the run has it, the public call end to
+    end (dotted). ``ladder``: beside it, % of cuBLAS (of each stage's precision) of every stage
+    of the ladder at the largest size and at the ragged sizes, the ``highlight`` ones in colour."""
     import matplotlib.pyplot as plt
     from matplotlib.patches import Rectangle
 
@@ -353,13 +526,29 @@ def plot_results(stages, highlight=None):
 
     highlight = set(highlight or stages)
     sizes = square_sizes()
-    fig, (ax, bx) = plt.subplots(1, 2, figsize=(12, 4.2), gridspec_kw={"width_ratios": [1, 1.2]})
-    for s in [CUBLAS, *stages]:
-        pts = [
-            (n, result(s, n)["gflops"]) for n in sizes if result(s, n) and result(s, n)["gflops"]
-        ]
-        style = dict(color="black", ls="--") if s == CUBLAS else dict(marker="o", ms=3)
-        ax.plot(*zip(*pts, strict=True), label=_label(s), **style)
+    if ladder:
+        fig, (ax, bx) = plt.subplots(
+            1, 2, figsize=(12, 4.2), gridspec_kw={"width_ratios": [1, 1.2]}
+        )
+    else:
+        fig, ax = plt.subplots(figsize=(7, 4.2))
+    bases = list(dict.fromkeys(baseline_of(s) for s in stages))
+    for s in [*bases, *stages]:
+        for timing, ls in (("kernel", "-"), ("end_to_end", ":")):
+            pts = [
+                (n, result(s, n, timing)["gflops"])
+                for n in sizes
+                if result(s, n, timing) and result(s, n, timing)["gflops"]
+            ]
+            if not pts:
+                continue
+            if s in bases:
+                style = dict(color=f"{0.5 * bases.index(s) / max(1, len(bases) - 1):.2f}")
+                style["ls"] = "--" if timing == "kernel" else ":"
+            else:
+                style = dict(color=stage_color(s), marker="o", ms=3, ls=ls)
+            tag = "" if timing == "kernel" else " (end to end)"
+            ax.plot(*zip(*pts, strict=True), label=_label(s) + tag, **style)
     ax.set(
         xscale="log",
         yscale="log",
@@ -370,7 +559,13 @@ def plot_results(stages, highlight=None):
     ax.set_xticks(sizes, [str(n) for n in sizes])
     ax.minorticks_off()
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=7)
+    if not ladder:
+        meta, _ = results()
+        ax.set_title(f"{meta['gpu']}: kernel time (solid), the public call end to end (dotted)")
+        fig.tight_layout()
+        plt.show()
+        return
 
     ok = [
         n for n in sizes if all(result(s.name, n) and result(s.name, n)["gflops"] for s in STAGES)
@@ -381,7 +576,7 @@ def plot_results(stages, highlight=None):
     width = 0.8 / len(shown)
     for j, n in enumerate(shown):
         vals = [100 * ((result(s, n) or {}).get("pct_cublas") or 0) for s in names]
-        colors = [f"C{names.index(s) % 10}" if s in highlight else "0.8" for s in names]
+        colors = [stage_color(s) if s in highlight else "0.8" for s in names]
         x = np.arange(len(names)) + (j - (len(shown) - 1) / 2) * width
         bx.bar(
             x,
@@ -392,9 +587,8 @@ def plot_results(stages, highlight=None):
             hatch=None if j == 0 else ("//", "..")[(j - 1) % 2],
             lw=0.5,
         )
-    bx.set_xticks(
-        np.arange(len(names)), [_label(s) for s in names], rotation=40, ha="right", fontsize=7
-    )
+    bx.set_xticks(np.arange(len(names)), [str(i + 1) for i in range(len(names))], fontsize=7)
+    bx.set_xlabel("stage (numbers as in the ladder's list)")
     bx.axhline(100, color="black", ls="--", lw=1)
     keys = [
         Rectangle(
@@ -408,17 +602,30 @@ def plot_results(stages, highlight=None):
         for j in range(len(shown))
     ]
     bx.legend(keys, [f"N = {n}" for n in shown], fontsize=7, loc="upper left")
-    bx.set(ylabel="% of cuBLAS FP32", title="every stage of the ladder (this notebook's in colour)")
+    bx.set(
+        ylabel="% of cuBLAS of the stage's precision",
+        title="every stage of the ladder"
+        + ("" if highlight >= set(names) else " (this notebook's in colour)"),
+    )
     bx.grid(axis="y", alpha=0.3)
-    fig.suptitle(results_source())
+    fig.suptitle(results_source(), fontsize=8)
     fig.tight_layout()
     plt.show()
+
+
+def stage_color(stage: str) -> str:
+    """One colour per stage in every notebook's plots (its place in the ladder), black for
+    sgemm's automatic choice."""
+    from numba_gemm import STAGES
+
+    names = [s.name for s in STAGES]
+    return f"C{names.index(stage) % 10}" if stage in names else "black"
 
 
 # --- drawings: 00 roofline -----------------------------------------------------------------------
 
 
-def plot_roofline(peaks: dict, points: dict) -> None:
+def plot_roofline(peaks: dict, points: dict, title: str = "committed cuBLAS results") -> None:
     """The roofline of the GPU in ``peaks`` (:func:`gpu_peaks`): attainable FP32 GFLOP/s against
     arithmetic intensity, ``min(peak, intensity x DRAM bandwidth)``, and measured ``points``
     ``{label: [(intensity, GFLOP/s, annotation), ...]}``."""
@@ -453,10 +660,47 @@ def plot_roofline(peaks: dict, points: dict) -> None:
         yscale="log",
         xlabel="arithmetic intensity (FLOP per DRAM byte)",
         ylabel="GFLOP/s",
-        title=f"{peaks['gpu']}: FP32 roofline and committed cuBLAS results",
+        title=f"{peaks['gpu']}: FP32 roofline, {title}",
     )
     ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    plt.show()
+
+
+def draw_memory_hierarchy(levels, peaks: dict) -> None:
+    """The memory levels ``[(name, where, capacity, rate), ...]``, fastest first, as a stack of
+    boxes, each wider than the one above (wider = larger), with its capacity and rate."""
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import FancyBboxPatch
+
+    fig, ax = plt.subplots(figsize=(9, 3.6))
+    n = len(levels)
+    for i, (name, where, cap, rate) in enumerate(levels):
+        w = 0.35 + 0.6 * i / max(1, n - 1)
+        y = n - 1 - i
+        ax.add_patch(
+            FancyBboxPatch(
+                (0.5 - w / 2, y + 0.1),
+                w,
+                0.8,
+                boxstyle="round,pad=0.01",
+                facecolor=plt.cm.Blues(0.25 + 0.5 * i / n),
+                edgecolor="black",
+                lw=0.6,
+            )
+        )
+        ax.text(0.5, y + 0.62, f"{name} ({where})", ha="center", fontsize=8, weight="bold")
+        ax.text(0.5, y + 0.3, f"{cap};  {rate}", ha="center", fontsize=7)
+    ax.annotate(
+        "",
+        xy=(0.04, n - 0.1),
+        xytext=(0.04, 0.1),
+        arrowprops=dict(arrowstyle="->", color="0.3"),
+    )
+    ax.text(0.055, n / 2, "faster,\nsmaller", fontsize=7, color="0.3", va="center")
+    ax.set(xlim=(0, 1), ylim=(0, n), title=f"{peaks['gpu']}: {peaks['sms']} SMs")
+    ax.axis("off")
     fig.tight_layout()
     plt.show()
 
@@ -1004,34 +1248,6 @@ def draw_pipelines(
 # --- drawings: 06 waves and decompositions -------------------------------------------------------
 
 
-def waves(M: int, N: int, BM: int, BN: int, slots: int, splits: int = 1) -> dict:
-    """Wave arithmetic: blocks of a grid of ``BM x BN`` tiles (``splits`` K slices each), waves of
-    ``slots`` resident blocks, and the share of the slots the waves keep busy."""
-    blocks = math.ceil(M / BM) * math.ceil(N / BN) * splits
-    n = math.ceil(blocks / slots)
-    return dict(blocks=blocks, waves=blocks / slots, full_waves=n, busy=blocks / (n * slots))
-
-
-def draw_waves(
-    ax, M: int, N: int, BM: int, BN: int, sms: int, per_sm: int, splits: int = 1
-) -> None:
-    """The blocks of one grid (``splits`` K slices per tile) laid out in waves: one column per
-    resident-block slot (``sms x per_sm``), one row per wave; idle slots in red."""
-    slots = sms * per_sm
-    w = waves(M, N, BM, BN, slots, splits)
-    grid = np.zeros((w["full_waves"], slots))
-    grid.flat[: w["blocks"]] = 1
-    ax.imshow(grid, cmap="RdYlGn", vmin=-0.2, vmax=1.1, aspect="auto", interpolation="nearest")
-    ax.set(
-        xlabel=f"resident-block slot ({sms} SMs x {per_sm})",
-        ylabel="wave",
-        title=f"{M}x{N} in {BM}x{BN} tiles{f' x {splits} K slices' if splits > 1 else ''}: "
-        f"{w['blocks']} blocks = {w['waves']:.2f} waves of {slots}\n-> "
-        f"{w['full_waves']} wave(s), {w['busy']:.0%} of the slots busy",
-    )
-    ax.set_yticks(range(w["full_waves"]))
-
-
 def describe(cfg) -> str:
     """A tile configuration in one line (a dict, or the JSON of the results' ``config`` column,
     which also names the stage)."""
@@ -1108,37 +1324,6 @@ def plot_space(spaces: dict, picked: dict) -> None:
     plt.show()
 
 
-def plot_wave_efficiency(cands, sms: int, sizes: range, marks=()) -> None:
-    """Share of the resident-block slots busy across the waves (:func:`waves`) against N for
-    N x N products, one line per distinct ``(BM, BN, blocks_per_sm, splits)`` in ``cands``."""
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(10, 3.6))
-    for BM, BN, per_sm, splits in sorted(set(cands)):
-        label = f"{BM}x{BN} tiles, {per_sm} block(s)/SM" + (
-            f", split {splits}" if splits > 1 else ""
-        )
-        ax.plot(
-            sizes,
-            [waves(n, n, BM, BN, sms * per_sm, splits)["busy"] for n in sizes],
-            lw=1,
-            label=label,
-        )
-    for n in marks:
-        ax.axvline(n, color="0.5", ls=":", lw=1)
-        ax.text(n, 1.01, str(n), fontsize=7, ha="center", va="bottom")
-    ax.set(
-        xlabel="N (N x N output)",
-        ylabel="busy share of the slots",
-        title=f"wave quantization on {sms} SMs",
-        ylim=(0, 1.08),
-    )
-    ax.legend(fontsize=7, loc="lower right")
-    ax.grid(alpha=0.3)
-    fig.tight_layout()
-    plt.show()
-
-
 def draw_decompositions(tiles: int, iters: int, sms: int, splits: int = 2) -> None:
     """Schematic: how ``tiles`` output tiles of ``iters`` K iterations each are spread over
     ``sms`` SMs by data-parallel tiling (one tile per block), split-K (``splits`` slices per
@@ -1206,23 +1391,6 @@ if __name__ == "__main__" and len(sys.argv) == 5 and sys.argv[1] == "resources":
 
 # --- tensor cores (notebook 07) ------------------------------------------------------------------
 
-#: The committed tensor-core run (``python -m numba_gemm.tools.tensor_cores --sweep``) and its
-#: ceilings: the ``mma.sync`` rates from registers only on an H200 (issue 10's measurement: no
-#: loads at all).
-TC_RESULTS_DIR = ROOT / "bench" / "results" / "nvidia-h200" / "2026-11-22-fp16"
-MMA_SYNC_CEILING = {"TF32": 303.0, "FP16": 617.0}
-
-
-def show_source_between(module, start: str, end: str) -> None:
-    """Print the lines of ``module``'s source from the first line containing ``start`` up to (not
-    including) the next line containing ``end``: for code in a branch the current process did not
-    take (``numba_gemm.ptx.mma`` defines the GPU intrinsics or the simulator models, not both)."""
-    lines = inspect.getsource(module).splitlines()
-    first = next(i for i, x in enumerate(lines) if start in x)
-    last = next(i for i in range(first + 1, len(lines)) if end in lines[i])
-    print(f"# --- {_where(module)}:{first + 1}\n")
-    print("\n".join(lines[first:last]))
-
 
 def fragment_maps() -> dict:
     """Which lane holds which element, and in which register, for ``mma.m16n8k8`` TF32: the PTX
@@ -1272,82 +1440,5 @@ def draw_fragments() -> None:
         "colour = group g = lane >> 2",
         fontsize=10,
     )
-    fig.tight_layout()
-    plt.show()
-
-
-def tc_results() -> list[dict]:
-    """The rows of the committed tensor-core run (``tensor_cores.csv``), numbers as floats."""
-    rows = []
-    with open(TC_RESULTS_DIR / "tensor_cores.csv", newline="") as f:
-        for r in csv.DictReader(f):
-            for k in (
-                "kernel_ms",
-                "e2e_ms",
-                "tflops_kernel",
-                "tflops_e2e",
-                "pct_baseline_kernel",
-                "pct_baseline_e2e",
-                "rel_error",
-            ):
-                r[k] = float(r[k]) if r[k] not in ("", None) else None
-            r["n"] = int(r["n"])
-            rows.append(r)
-    return rows
-
-
-#: The rows of ``tensor_cores.csv`` plotted, with their ceiling (None: the FP32 pipe).
-TC_PLOTTED = {
-    "cuBLAS FP32": None,
-    "sgemm compute=fp32": None,
-    "sgemm compute=3xtf32": "TF32",
-    "cuBLAS TF32": "TF32",
-    "sgemm compute=tf32": "TF32",
-    "cuBLAS FP16 (FP32 out)": "FP16",
-    "hgemm out=torch.float32": "FP16",
-}
-
-
-def plot_tensor_cores() -> None:
-    """TFLOP/s (kernel time) of cuBLAS and of the tensor-core calls at each size of the committed
-    run, with the mma.sync ceilings as dashed lines."""
-    import matplotlib.pyplot as plt
-
-    rows = tc_results()
-    sizes = sorted({r["n"] for r in rows})
-    fig, ax = plt.subplots(figsize=(12, 4.4))
-    width = 0.8 / len(sizes)
-    names = list(TC_PLOTTED)
-    for j, n in enumerate(sizes):
-        by = {r["impl"]: r for r in rows if r["n"] == n}
-        vals = [(by.get(s) or {}).get("tflops_kernel") or 0 for s in names]
-        bars = ax.bar(
-            np.arange(len(names)) + (j - (len(sizes) - 1) / 2) * width, vals, width, label=f"{n}^3"
-        )
-        ax.bar_label(bars, fmt="%.0f", fontsize=7)
-    for k, (label, ceiling) in enumerate(MMA_SYNC_CEILING.items()):
-        ax.axhline(ceiling, color=f"C{k + 3}", ls="--", lw=1)
-        ax.text(
-            -0.45,
-            ceiling,
-            f"mma.sync {label} ceiling {ceiling:.0f}",
-            ha="left",
-            va="bottom",
-            fontsize=8,
-            color=f"C{k + 3}",
-        )
-    ax.set_xticks(
-        range(len(names)),
-        [s.replace(" (FP32 out)", "").replace("out=torch.", "-> ") for s in names],
-        rotation=20,
-        ha="right",
-        fontsize=8,
-    )
-    ax.set(
-        ylabel="TFLOP/s (kernel time)",
-        title=f"{rows[0]['gpu']}: {(TC_RESULTS_DIR / 'tensor_cores.csv').relative_to(ROOT)}",
-    )
-    ax.legend()
-    ax.grid(axis="y", alpha=0.3)
     fig.tight_layout()
     plt.show()

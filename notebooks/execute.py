@@ -58,9 +58,24 @@ def kernel_env(simulator: bool | None) -> Iterator[None]:
         os.environ.update(saved)
 
 
+def provenance() -> dict:
+    """What a notebook's outputs depend on besides its cells: the digest of the kernels' sources
+    (``numba_gemm.launch.cache.source_digest``: ``kernels/``, ``ptx/``, ``device.py``, the key
+    of every compiled kernel) and of the notebooks' shared modules (``notebooks/_*.py``)."""
+    import hashlib
+
+    from numba_gemm.launch.cache import source_digest
+
+    h = hashlib.sha256()
+    for p in sorted(NOTEBOOKS.glob("_*.py")):
+        h.update(f"{p.name}\0".encode() + p.read_bytes())
+    return {"kernel_sources": source_digest(), "notebook_helpers": h.hexdigest()}
+
+
 def execute(nb, simulator: bool | None = None, timeout: int = 900):
-    """Execute ``nb`` in place (kernel ``python3``, cwd ``notebooks/``); raises
-    ``nbclient.exceptions.CellExecutionError`` on the first failing cell."""
+    """Execute ``nb`` in place (kernel ``python3``, cwd ``notebooks/``) and record in its
+    metadata (``numba_gemm``) the :func:`provenance` of the outputs and whether they come from
+    the simulator; raises ``nbclient.exceptions.CellExecutionError`` on the first failing cell."""
     from nbclient import NotebookClient
 
     with kernel_env(simulator):
@@ -71,6 +86,8 @@ def execute(nb, simulator: bool | None = None, timeout: int = 900):
             record_timing=False,
             resources={"metadata": {"path": str(NOTEBOOKS)}},
         ).execute()
+        on_simulator = os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
+    nb.metadata["numba_gemm"] = {**provenance(), "simulator": on_simulator}
     return nb
 
 

@@ -31,7 +31,7 @@ pytest.importorskip("nbclient", reason="nbclient (runs the notebooks) is not ins
 
 
 def test_notebooks_found():
-    assert len(SOURCES) >= 8, f"expected the notebooks 00-07 in {NOTEBOOKS}, found {SOURCES}"
+    assert len(SOURCES) >= 10, f"expected the notebooks 00-09 in {NOTEBOOKS}, found {SOURCES}"
 
 
 @pytest.mark.parametrize("py", SOURCES, ids=lambda p: p.stem)
@@ -62,4 +62,24 @@ def test_ipynb_matches_source(py):
     want = [(c.cell_type, c.source) for c in fresh.cells]
     assert pairs == want, (
         f"{ipynb.name} is out of date with {py.name}: run `python notebooks/execute.py {py.stem}`"
+    )
+
+
+@pytest.mark.parametrize("py", SOURCES, ids=lambda p: p.stem)
+def test_outputs_current(py):
+    """The committed outputs were produced on a GPU from these kernel sources and these shared
+    notebook modules: ``execute.py`` records both digests in the notebook's metadata. Changed a
+    kernel, a PTX wrapper or ``_helpers.py``? Re-execute every notebook on a GPU
+    (``python notebooks/execute.py``) and commit the outputs with the change."""
+    import nbformat
+
+    committed = nbformat.read(py.with_suffix(".ipynb"), as_version=4)
+    got = committed.metadata.get("numba_gemm")
+    assert got, f"{py.stem}: outputs without provenance: run `python notebooks/execute.py` on a GPU"
+    assert not got.get("simulator"), f"{py.stem}: committed outputs come from the simulator"
+    want = execute.provenance()
+    stale = [k for k in want if got.get(k) != want[k]]
+    assert not stale, (
+        f"{py.stem}: outputs produced from other {' and '.join(stale)}: re-execute the notebooks "
+        "on a GPU (`python notebooks/execute.py`)"
     )

@@ -7,11 +7,12 @@ into registers (``reg_m``, ``reg_n``) and does their outer product: 64 FMAs per 
 fragments are ``cuda.local.array`` indexed only by constants (the TM/TN loops are unrolled by
 NVVM), so they live in registers.
 
-The BK loop is deliberately *not* unrolled (unlike stages 4 and 6+): unrolled, ptxas hoists the
-SMEM loads of later k steps and needs 148 registers, one block per SM, and measured 14.0 TFLOP/s
-on an H200 at 4096^3; rolled it fits 128 registers (two blocks per SM) and measured 16.8 TFLOP/s
-(unrolled with a 128-register cap: 19.9 TFLOP/s but 80 bytes of spills, which the project's
-resource check forbids). docs/design.md has the numbers.
+The BK loop is deliberately *not* unrolled (unlike stages 4 and 6+): unrolled, ptxas (the
+assembler from PTX to machine code) moves the SMEM loads of later k steps earlier and needs 148
+registers a thread, which leaves room for one block per SM instead of two; measured on an H200
+at 4096^3 that ran at 14.0 TFLOP/s, rolled at 16.8. (Capping the unrolled kernel at 128
+registers ran faster still, 19.9 TFLOP/s, but spilled 80 bytes a thread to local memory; the
+package keeps its kernels free of spills, a rule that costs here and pays elsewhere.)
 
 Edges as in stage 4: rows/columns past M/N clamped, elements past K zero-filled.
 
