@@ -34,7 +34,6 @@
 # run stored in the repository (its folder is printed under the first cell's output).
 
 # %%
-
 import _figures_tensor_cores as fig
 import _helpers as h
 import matplotlib.pyplot as plt
