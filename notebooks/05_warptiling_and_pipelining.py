@@ -419,7 +419,13 @@ for t in TARGETS:
 #   registers before it is stored to SMEM);
 # - `barrier`: waiting at `syncthreads` for the other warps of the block;
 # - `short_scoreboard`: waiting for the result of an SMEM load (the fragments the FMAs read);
-# - `mio_throttle`, `lg_throttle`: the queue of SMEM (GMEM) instructions is full.
+# - `mio_throttle`, `lg_throttle`: the queue of SMEM (GMEM) instructions is full;
+# - `wait`: a fixed-latency dependency: the compiler makes the warp sit out a set number of
+#   cycles after an arithmetic instruction;
+# - `dispatch_stall`: the dispatcher held back an instruction that had been selected;
+# - `no_instruction`: the warp had no instruction fetched to issue (an instruction-cache miss,
+#   or just after a branch);
+# - `math_pipe_throttle`: the pipe the instruction needs is busy.
 
 # %%
 STATES = [
@@ -529,7 +535,8 @@ for kind in sorted(set(copies)):
     print(f"  {kind:<22} {copies.count(kind):>3}  ({'16' if '128' in kind else '4'}-byte copies)")
 
 # %% [markdown]
-# The fragment loads of stages 8-10 have no bank conflicts, and the measured wavefronts per `k`
+# The fragment loads of stages 8-10 have no bank conflicts, or essentially none (the table's
+# load conflicts against its load wavefronts), and the measured wavefronts per `k`
 # are those of the 128-bit rule, not of the plain model: each B load's two quarter-warps are
 # served separately even where they ask for the same words. The same rule gives stage 7's
 # measured count too (the fourth line), where it agrees with notebook 04's half-warp picture:

@@ -316,13 +316,13 @@ print("staged:", pr.staging is not None)
 # %% [markdown]
 # ## Split-K
 #
-# When C has fewer tiles than the GPU has slots, the whole grid is one partly filled wave and
-# the slots without a tile idle for the whole kernel. Split-K cuts K into `SPLITK` slices and
-# gives each (tile, slice) pair its own block (grid `z`): `SPLITK` times the blocks, each
-# walking `1 / SPLITK` of K. The grid of the small-class winner of `multistage` at 1024-cubed,
-# with and without its `SPLITK` (the titles say how many slices it has). It is drawn because it is
-# the small-class winner that uses split-K; the plan itself runs `double_buffering` at 1024-cubed
-# (printed above), with the configuration that cell prints.
+# When C has fewer tiles than the GPU has slots, the whole grid is one partly filled wave and the
+# slots without a tile idle for the whole kernel. Split-K cuts K into `SPLITK` slices and gives each
+# (tile, slice) pair its own block (grid `z`): `SPLITK` times the blocks, each walking `1 / SPLITK`
+# of K. The grid of the small-class winner of `multistage` at 1024-cubed, with and without its
+# `SPLITK` (the titles say how many slices it has). It is drawn because it is its small-class winner
+# uses split-K (as `warptiling`'s does; `double_buffering`'s does not); the plan itself runs
+# `double_buffering` at 1024-cubed (printed above), with the configuration that cell prints.
 
 # %%
 small = tuning.winners("small", device=gpu)["multistage"]
@@ -671,12 +671,12 @@ own = [n for n in squares if (n, n, n) in at_shape]
 print(f"sizes that are also measured shapes of the tuning file: {own or 'none'}")
 
 # %% [markdown]
-# The summary says where, if anywhere, the plan's pick fell behind the fastest stage measured,
-# and where its prediction fell far short of the measured time. Where `auto` beat every stage run
-# as given (the last line), the plan found a better way to run the product than any stage's own
-# kernel: at the ragged size its reason, printed earlier, says which (the staged plan: operands
-# copied to 16-byte aligned rows first, then the aligned kernel, where a stage run as given takes
-# its scalar-GMEM variant).
+# The summary says where, if anywhere, the plan's pick fell behind the fastest stage measured, and
+# where its prediction fell far short of the measured time. Where `auto` beat every stage run as
+# given (the fourth line of the summary), the plan found a better way to run the product than any
+# stage's own kernel: at the ragged size its reason, printed earlier, says which (the staged plan:
+# operands copied to 16-byte aligned rows first, then the aligned kernel, where a stage run as given
+# takes its scalar-GMEM variant).
 #
 # Two known limits of the plan are where to look when it does miss. Its data: a candidate is
 # priced from its tuning record, so a record measured on an older compile of the kernel prices

@@ -313,10 +313,11 @@ for label, approx in (
 h.show_defs(k12._make_kernel.__wrapped__, "_mma")
 
 # %% [markdown]
-# Both on a small problem, after an FP32 stage of notebook 05 (stage 9, `double_buffering`) for
-# comparison (the simulator runs one warp per block, so the tensor-core tiles shrink to one warp
-# tile there; on a GPU the stages run with their own tiles). 3xTF32's error lands at the FP32
-# stage's level, TF32's a few orders of magnitude above:
+# Both on the demo problem (4096-cubed on the GPU, a few tiles on the simulator), after an FP32
+# stage of notebook 05 (stage 9, `double_buffering`) for comparison (the simulator runs one warp per
+# block, so the tensor-core tiles shrink to one warp tile there; on a GPU the stages run with their
+# own tiles). 3xTF32's error is at or below the FP32 stage's, TF32's a few orders of magnitude
+# above:
 
 # %%
 SIM_TILES = dict(BM=32, BN=32, BK=8, WM=32, WN=32, NBUF=3, MINB=1)  # one warp: the simulator
@@ -517,25 +518,25 @@ for name in ["cublas_tf32", "cublas_fp32", "cublas_fp16", *STAGES]:
         print(f"  {a['label']:<44} {a['gflops']:>9,.0f} -> {b['gflops']:>9,.0f} ({ratio:.2f}x)")
 
 # %% [markdown]
-# The TF32 and FP16 stages stay well short of cuBLAS in their precision over the powers of two,
-# and stage 11 falls further behind as they grow. 3xTF32 is the exception: it is rated against
-# cuBLAS FP32, which runs on the FP32 pipe, and the tensor cores' rate is high enough that three
-# products per step still compete with it. Below the table, the errors against the run's
-# reference, cuBLAS FP32: stage 9's is 0, its result bit for bit the reference's (cuBLAS FP32's
-# kernel and the FP32 stages add each dot product's K terms in the same order, one fused
-# multiply-add at a time), so the fair FP32 comparison is the check against float64 earlier,
-# where 3xTF32 sat at the FP32 stage's level. Here 3xTF32's error is still orders of magnitude
-# below the TF32 results', which all sit at TF32's level.
+# The TF32 and FP16 stages stay well short of cuBLAS in their precision over the powers of two, and
+# stage 11 falls further behind as they grow. 3xTF32 is the exception: it is rated against cuBLAS
+# FP32, which runs on the FP32 pipe, and the tensor cores' rate is high enough that three products
+# per step still compete with it. Below the table, the errors against the run's reference, cuBLAS
+# FP32: stage 9's is 0, its result bit for bit the reference's (cuBLAS FP32's kernel and the FP32
+# stages add each dot product's K terms in the same order, one fused multiply-add at a time), so the
+# fair FP32 comparison is the check against float64 earlier, where 3xTF32's error was at or below
+# the FP32 stage's. Here 3xTF32's error is still orders of magnitude below the TF32 results', which
+# all sit at TF32's level.
 #
-# The 4095 row is different because cuBLAS is: the last lines show cuBLAS TF32 and FP16 losing
-# most of their speed from 4096^3 to 4095^3 and cuBLAS FP32 little; stage 11 gains, stage 12
-# loses a share close to cuBLAS TF32's, stage 13 more than its cuBLAS FP32. A row of 4095
-# floats is 16,380 bytes, not a multiple of 16, so its rows cannot be read in aligned 16-byte
-# pieces, the loads tensor-core kernels are built on (this package's TMA stages refuse such
-# rows for that reason, notebook 08). The run has no profile at 4095 to show which kernel
-# cuBLAS runs there; the table shows what it costs. So stage 11's much higher percentage at
-# 4095 is cuBLAS TF32's drop, not stage 11 catching up, and stage 13's lower one is its own
-# drop against a cuBLAS FP32 that hardly slows.
+# The 4095 row is different because cuBLAS is: the last lines show cuBLAS TF32 and FP16 losing most
+# of their speed from 4096^3 to 4095^3 and cuBLAS FP32 little; stage 11 gains, stage 12 loses a
+# share close to cuBLAS TF32's, stage 13 more than its cuBLAS FP32. A row of 4095 floats is 16,380
+# bytes, not a multiple of 16, so its rows cannot be read in aligned 16-byte pieces, the loads
+# tensor-core kernels are built on (this package's TMA stages refuse such rows for that reason,
+# notebook 08). The run has no profile at 4095 to show which kernel cuBLAS runs there; the table
+# shows what it costs. So stage 11's much higher percentage at 4095 is mostly cuBLAS TF32's drop,
+# with a smaller part from stage 11's own gain, and stage 13's lower one is its own drop against a
+# cuBLAS FP32 that hardly slows.
 #
 # The plot: TFLOP/s against size (powers of two) with each stage's cuBLAS (dashed, grey or black)
 # and the `mma.sync` ceilings (dotted: the estimates printed above), and each stage's share of
@@ -636,16 +637,15 @@ for t in TARGETS:
 # - Stage 11 waits on global memory (`long_scoreboard`): it has no pipeline, and its tensor pipe is
 #   idle most of the time.
 # - Stages 12-14 hold nearly all 255 registers a thread may have (accumulators, fragments, and
-#   3xTF32's big and small parts), so one block of 8 warps fits per SM: two warps per scheduler.
-#   Their two largest stalls are `wait` and `math_pipe_throttle`; stage 14 also waits on
-#   `short_scoreboard`, its `ldmatrix` fragment loads. `wait` is large because their loops are
-#   runs of fixed-latency instructions that feed each other: in stages 12 and 13 the integer and
-#   FP instructions that round (and, in 13, split) the B fragments feed the `mma` right after
-#   them, 3xTF32's three `mma` of one fragment each read the previous one's result, and stage
-#   14's loop is little more than `ldmatrix` and back-to-back `mma`, each followed by its fixed
-#   count. A scheduler fills those cycles by issuing another warp's instruction, and with two
-#   warps it often has none ready: it issues in a third to a half of the cycles, and the tensor
-#   pipe is busy about half of the time.
+# 3xTF32's big and small parts), so one block of 8 warps fits per SM: two warps per scheduler. Their
+# two largest stalls are `wait` and `math_pipe_throttle`; stage 14 also waits on `short_scoreboard`,
+# its `ldmatrix` fragment loads. `wait` is large because their loops are runs of fixed-latency
+# instructions that feed each other: in stages 12 and 13 the integer and FP instructions that round
+# (and, in 13, split) the B fragments feed the `mma` right after them, 3xTF32's three `mma` of one
+# fragment each read the previous one's result, and stage 14's loop is little more than `ldmatrix`
+# and back-to-back `mma`, each followed by its fixed count. A scheduler fills those cycles by
+# issuing another warp's instruction, and with two warps it often has none ready: it issues in about
+# a third to a half of the cycles, and the tensor pipe is busy about half of the time.
 # - cuBLAS TF32 and FP16 keep the tensor pipe busy nearly every cycle with fewer registers and
 #   few instructions: each `wgmma` is a large product whose operands come from SMEM, not from
 #   fragments loaded into registers, and it runs asynchronously, so a warp need not wait for one

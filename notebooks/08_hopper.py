@@ -28,8 +28,9 @@
 #   20 multiplies FP16, 21 and 22 TF32 (for the two layouts of B), 23 3xTF32 and 24 BF16.
 #
 # Each stage is shown (its own source, or its key function where it shares a kernel), run and
-# checked on a small problem, and compared by its GPU timings with cuBLAS in its own precision
-# where the run has them (the tables say which stages were timed at which sizes).
+# checked (on the GPU at 4096-cubed with its tuned tiles, on the simulator on a few tiles), and
+# compared by its GPU timings with cuBLAS in its own precision where the run has them (the tables
+# say which stages were timed at which sizes).
 #
 # Run and check cells execute on the simulator or on a GPU, as the first output line prints; every
 # GPU number (timings, Nsight Compute metrics, SASS) comes from the H200 benchmark run stored in

@@ -682,13 +682,13 @@ fb.plot_bandwidth(
 # ## Nsight Compute
 #
 # The Nsight Compute profile of the stored run is taken at 4096 x 4096 x 4096, a product neither
-# stage takes (`supports` above), so it holds no profile of them (the first line printed); it
-# shows the roofline's other end instead. There the tiled kernels and cuBLAS read a small multiple
-# of the minimum A + B bytes from DRAM (`DRAM read / (A + B)`), at a read rate of a few percent
-# of the DRAM's peak (the last row), while their SMs are busy: compute-bound, the opposite of
-# this notebook's products. Nsight Compute reports each rate also as a share of its own peak for
-# the GPU, so `rate / share` is a second source for the HBM peak; it agrees with the datasheet
-# figure the roofline and the GB/s table use.
+# stage takes (`supports` above), so it holds no profile of them (the first line printed); it shows
+# the roofline's other end instead. There the tiled kernels and cuBLAS read a small multiple of the
+# minimum A + B bytes from DRAM (`DRAM read / (A + B)`), at a read rate of a few percent of the
+# DRAM's peak (the `DRAM read rate` row, against the peak in the last row), while their SMs are
+# busy: compute-bound, the opposite of this notebook's products. Nsight Compute reports each rate
+# also as a share of its own peak for the GPU, so `rate / share` is a second source for the HBM
+# peak; it agrees with the datasheet figure the roofline and the GB/s table use.
 
 # %%
 print("skinny, skinny_n in the profile:", [t for t in ("skinny", "skinny_n") if h.ncu_metrics(t)])
