@@ -14,7 +14,8 @@
 # SGEMM computes `C = alpha * A @ B + beta * C` in single precision (FP32), with A of shape
 # `(M, K)`, B `(K, N)` and C `(M, N)`, all row-major float32 arrays in GPU memory. `numba_gemm`
 # does it with a ladder of CUDA kernels written in Python with Numba, from one thread per output
-# element up to a pipelined, warp-tiled kernel that comes close to cuBLAS on large products (the
+# element up to a pipelined, warp-tiled kernel that comes close to cuBLAS (NVIDIA's library of
+# tuned linear-algebra kernels) on large products (the
 # last plot of this notebook shows how close, size by size). These notebooks climb that ladder
 # one rung at a time, with the package's own source, its own checks and its committed GPU
 # measurements.
@@ -186,8 +187,9 @@ h.plot_roofline(peaks, pts)
 # %% [markdown]
 # Every committed size lies right of the ridge, the large ones far right: with ideal reuse, a
 # 4096-cubed product needs a few hundredths of a millisecond of DRAM traffic and milliseconds of
-# FMAs. So SGEMM is a **compute-bound** problem, and the work is keeping the FMA pipes busy.
-# Every load, address computation and barrier is overhead to hide behind FMAs.
+# FMAs. So SGEMM is a **compute-bound** problem, and the work is keeping the FMA pipes (the SM's
+# FP32 multiply-add units) busy. Every load, address computation and barrier is overhead to hide
+# behind FMAs.
 #
 # Two things keep a real kernel off the roof:
 #
@@ -205,14 +207,15 @@ h.plot_roofline(peaks, pts)
 # ## The ladder's own kernels on the roofline
 #
 # The intensity above is the ideal: each byte read from DRAM once. A real kernel's intensity is its
-# FLOP over the DRAM bytes it *actually* moved, which Nsight Compute counts (`dram__bytes_read.sum`
-# and `dram__bytes_write.sum`, one profiled call of each stage at 4096^3; `gpu__time_duration.sum`
-# gives its time). The L2 cache absorbs much of the re-reading, so even the first rungs sit at a few
-# dozen FLOP per DRAM byte, right of the ridge, and still far below the roof: what holds them back
-# is not DRAM but the on-chip traffic and the issue of instructions, the subject of notebooks 01-05.
-# The ladder is not monotone at every step: `smem_tiling` moves more DRAM bytes than `gmem_coalesce`
-# (notebook 02 shows why), and stages 8 and 10, with the tiles the plan gives them at 4096^3, are
-# slower than stages 7 and 9 (notebooks 05-06).
+# FLOP over the DRAM bytes it *actually* moved, which Nsight Compute (NVIDIA's kernel profiler,
+# reading the GPU's hardware counters) counts (`dram__bytes_read.sum` and `dram__bytes_write.sum`,
+# one profiled call of each stage at 4096^3; `gpu__time_duration.sum` gives its time). The L2 cache
+# absorbs much of the re-reading, so even the first rungs sit at a few dozen FLOP per DRAM byte,
+# right of the ridge, and still far below the roof: what holds them back is not DRAM but the on-chip
+# traffic and the issue of instructions, the subject of notebooks 01-05. The ladder is not monotone
+# at every step: `smem_tiling` moves more DRAM bytes than `gmem_coalesce` (notebook 02 shows why),
+# and stages 8 and 10, with the tiles the plan gives them at 4096^3, are slower than stages 7 and 9
+# (notebooks 05-06).
 
 # %%
 n = 4096
@@ -237,7 +240,8 @@ h.plot_roofline(peaks, pts, title="measured intensity (DRAM bytes from Nsight Co
 # ## What cuBLAS reaches, and why the target is the FMA pipe
 #
 # cuBLAS in FP32 is the benchmark, measured in the same process as our kernels with TF32 off.
-# The tensor cores (TF32) are several times faster, but TF32 rounds the inputs to a 10-bit
+# The tensor cores (TF32) are several times faster on large products (the table below: from
+# N = 1024 on; much less at 256 and 512), but TF32 rounds the inputs to a 10-bit
 # mantissa: the committed run records its relative error against the FP32 result. An SGEMM must
 # be accurate to FP32 (our bound is `1e-5` relative), so the ceiling for these notebooks is the
 # FP32 FMA pipe, not the tensor cores.

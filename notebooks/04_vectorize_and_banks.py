@@ -116,13 +116,13 @@ def s7_store_a(i):  # As[a_col + i, a_row] = a_i; pitch AS_PITCH = BM + A_PAD
 
 
 # %% [markdown]
-# **Conflict 1, the transposed store of A.** Lanes `2m` and `2m + 1` write `As[i, m]` and
-# `As[4 + i, m]`. The word `As[r, m]` of a tile with a row pitch of `P` floats is word `r * P + m`,
-# in bank `(r * P + m) % 32`, so row `4 + i` sits `4 * P % 32` banks away from row `i`. With
-# stage 6's pitch `BM`, a multiple of 32, that shift is 0: both words fall in bank `m % 32` and
-# every store takes two wavefronts. Stage 7 pads each row by `A_PAD` floats (pitch
-# `AS_PITCH = BM + A_PAD`), which shifts row `4 + i` by half the banks, so the lanes writing row
-# `i` and those writing row `4 + i` use different halves. With the modules' constants:
+# **Conflict 1, the transposed store of A.** Lanes `2m` and `2m + 1` write `As[i, m]` and `As[4 + i,
+# m]`. The word `As[r, m]` of a tile with a row pitch of `P` floats is word `r * P + m`, in bank `(r
+# * P + m) % 32`, so row `4 + i` sits `4 * P % 32` banks away from row `i`. With stage 6's pitch
+# `BM`, a multiple of 32, that shift is 0: both words fall in bank `m % 32` and every store takes
+# two wavefronts. Stage 7 pads each row by `A_PAD` floats (pitch `AS_PITCH = BM + A_PAD`), which
+# shifts row `4 + i` by half the banks, so the lanes writing row `i` and those writing row `4 + i`
+# use different halves. With the modules' constants (printed after Conflict 2 below):
 #
 # **Conflict 2, the fragment reads of B.** In stage 6, the 16 threads of a warp that differ in
 # `thread_col` read `float4`s `TN` floats apart (each thread owns `TN` adjacent columns and reads
@@ -272,8 +272,9 @@ _ = h.resources(["blocktiling_2d", "vectorize", "bank_conflict_free"], scalar=Tr
 # 16-byte aligned) both run their scalar-GMEM variant and lose much of the gain: the last row of
 # the table.
 #
-# The SMEM count of this notebook cannot explain that: the scalar variants keep the 128-bit,
-# conflict-free SMEM accesses. What changes is on the GMEM side, in the resource report above.
+# The SMEM count of this notebook cannot explain that: the scalar variants keep the 128-bit
+# SMEM accesses of their vector kernels, with the same bank conflicts (stage 6) or the same lack
+# of them (stage 7). What changes is on the GMEM side, in the resource report above.
 # The scalar kernel copies the tiles from GMEM one float per instruction, four times as many
 # load instructions as `ldg.v4` (likewise for the stores of C), each with its own bounds test or
 # clamp (`_common.load_a4`, `load_b4`). And it needs more registers than the vector kernel,
