@@ -7,6 +7,7 @@ import numpy as np
 from numba import cuda
 
 import numba_gemm
+from numba_gemm.tools.check import device_view
 from numba_gemm.tools.reference import reference_f64, rel_error
 
 
@@ -120,21 +121,6 @@ def check_sgemm(stage, rng, M, N, K, *, alpha=1.0, beta=0.0, poison=True, out_dt
     out = to_host(d_c)
     ref = reference_f64(a, b, c0, alpha, beta)
     return rel_error(out, ref), out
-
-
-def device_view(d, shape, strides):
-    """A zero-copy view of device array ``d``'s memory with any ``shape`` and byte ``strides``
-    (Numba's ``.T`` of a GPU array is a contiguous copy, so it cannot make a transposed
-    operand)."""
-    from numba_gemm.device import SIMULATOR
-
-    if SIMULATOR:
-        from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
-
-        return FakeCUDAArray(np.lib.stride_tricks.as_strided(d._ary, shape, strides))
-    from numba.cuda.cudadrv.devicearray import DeviceNDArray
-
-    return DeviceNDArray(shape, strides, d.dtype, gpu_data=d.gpu_data)
 
 
 def transposed_on_device(x):

@@ -356,20 +356,25 @@ def make_problem(
 # --- validate, then time ---------------------------------------------------------------------
 
 
-def stored_transposed(x: np.ndarray) -> Any:
-    """A device array equal to the 2-D host array ``x`` whose memory holds ``x.T`` row-major: a
-    zero-copy column-major view, what ``w.T`` of a PyTorch ``nn.Linear`` weight is (the operand
-    of the ``x @ W.T`` layouts). Numba's ``.T`` of a GPU array is a contiguous copy, so it cannot
-    make one; on the simulator the array is a NumPy view."""
-    d = cuda.to_device(np.ascontiguousarray(x.T))
-    strides = (d.strides[1], d.strides[0])
+def device_view(d: Any, shape: tuple, strides: tuple) -> Any:
+    """A zero-copy view of device array ``d``'s memory with any ``shape`` and byte ``strides``
+    (Numba's ``.T`` of a GPU array is a contiguous copy, so it cannot make a transposed or
+    broadcast operand; on the simulator the view is a NumPy one)."""
     if SIMULATOR:
         from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray  # the simulator's type
 
-        return FakeCUDAArray(np.lib.stride_tricks.as_strided(d._ary, x.shape, strides))
+        return FakeCUDAArray(np.lib.stride_tricks.as_strided(d._ary, shape, strides))
     from numba.cuda.cudadrv.devicearray import DeviceNDArray  # the GPU's array type
 
-    return DeviceNDArray(x.shape, strides, d.dtype, gpu_data=d.gpu_data)
+    return DeviceNDArray(shape, strides, d.dtype, gpu_data=d.gpu_data)
+
+
+def stored_transposed(x: np.ndarray) -> Any:
+    """A device array equal to the 2-D host array ``x`` whose memory holds ``x.T`` row-major: a
+    zero-copy column-major view (:func:`device_view`), what ``w.T`` of a PyTorch ``nn.Linear``
+    weight is (the operand of the ``x @ W.T`` layouts)."""
+    d = cuda.to_device(np.ascontiguousarray(x.T))
+    return device_view(d, x.shape, (d.strides[1], d.strides[0]))
 
 
 def validate(

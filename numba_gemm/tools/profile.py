@@ -29,12 +29,21 @@ import csv
 import gzip
 import io
 import json
-import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
+
+from numba import cuda
+
+from .. import plan_for
+from ..kernels import STAGES, get_stage
+from ..launch.launcher import numba_signature
+from .bench.baselines import cublas_impls, half_operands, stage_impl
+from .check import make_problem
+from .resources import assemble, compile_kernel_ptx, target_of
 
 SECTIONS = (
     "SpeedOfLight",
@@ -78,13 +87,6 @@ CUBLAS_TARGETS = ("cublas_fp32", "cublas_tf32", "cublas_fp16")
 
 def _child(target: str, M: int, N: int, K: int) -> None:
     """Build the problem, warm ``target`` up, then call it once inside the profiled range."""
-    from numba import cuda
-
-    from .. import plan_for
-    from ..kernels import get_stage
-    from .bench.baselines import cublas_impls, half_operands, stage_impl
-    from .check import make_problem
-
     problem = make_problem(M, N, K, seed=0, blas="torch")
     if target in CUBLAS_TARGETS:
         half = {"fp16": half_operands(problem, "fp16")} if target == "cublas_fp16" else None
@@ -144,25 +146,20 @@ def parse_raw(text: str, target: str) -> list[dict]:
 
 def _sass(stage_name: str, out: Path) -> None:
     """SASS of a stage's default kernel: its PTX (``tools.resources``), ptxas, nvdisasm."""
-    import tempfile
-
-    from ..kernels import get_stage
-    from ..launch.launcher import numba_signature
-    from .resources import compile_kernel_ptx, find_ptxas, target_of
-
     nvdisasm = shutil.which("nvdisasm")
     if nvdisasm is None:
         print("no nvdisasm on PATH: no SASS", file=sys.stderr)
         return
     stage = get_stage(stage_name)
     cc, arch = target_of(stage)
-    ptx = compile_kernel_ptx(stage.kernel, cc=cc, sig=numba_signature(stage.args))
-    with tempfile.TemporaryDirectory() as tmp:
-        src, cubin = Path(tmp) / "k.ptx", Path(tmp) / "k.cubin"
-        src.write_text(ptx)
-        subprocess.run([find_ptxas(), f"-arch={arch}", str(src), "-o", str(cubin)], check=True)
+    cubin, _ = assemble(
+        compile_kernel_ptx(stage.kernel, cc=cc, sig=numba_signature(stage.args)), arch
+    )
+    with tempfile.TemporaryDirectory() as tmp:  # nvdisasm reads a file
+        path = Path(tmp) / "k.cubin"
+        path.write_bytes(cubin)
         sass = subprocess.run(
-            [nvdisasm, "-c", "-g", str(cubin)], check=True, capture_output=True, text=True
+            [nvdisasm, "-c", "-g", str(path)], check=True, capture_output=True, text=True
         ).stdout
     out.mkdir(parents=True, exist_ok=True)
     (out / f"{stage_name}.sass.gz").write_bytes(gzip.compress(sass.encode(), mtime=0))
@@ -181,8 +178,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         _child(args.targets[0], M, N, K)
         return 0
 
-    from ..kernels import STAGES
-
     targets = args.targets or [*CUBLAS_TARGETS, *(s.name for s in STAGES)]
     ncu = shutil.which("ncu")
     if ncu is None:
@@ -195,7 +190,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         for s in SECTIONS:
             cmd += ["--section", s]
         cmd += [sys.executable, "-m", __spec__.name, "--child", t, "--size", args.size]
-        res = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ))
+        res = subprocess.run(cmd, capture_output=True, text=True)
         got = parse_raw(res.stdout, t)
         for ln in res.stdout.splitlines():
             if ln.startswith('{"target"'):

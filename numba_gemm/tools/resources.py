@@ -130,18 +130,26 @@ _PTXAS_FRAME = re.compile(
 )
 
 
+def assemble(ptx: str, arch: str = "sm_90", options: Sequence[str] = ()) -> tuple[bytes, str]:
+    """``(cubin, log)``: PTX text through ``ptxas -arch=<arch> <options>``.
+
+    Raises:
+        RuntimeError: ptxas failed (its exit status and log in the message)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        src, cubin = Path(tmp) / "kernel.ptx", Path(tmp) / "k.cubin"
+        src.write_text(ptx)
+        cmd = [find_ptxas(), f"-arch={arch}", *options, str(src), "-o", str(cubin)]
+        res = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        log = res.stdout + res.stderr
+        if res.returncode != 0:
+            raise RuntimeError(f"ptxas failed ({res.returncode}):\n{log}")
+        return cubin.read_bytes(), log
+
+
 def ptxas_report(ptx: str, arch: str = "sm_90", max_registers: int | None = None) -> dict:
     """Run ``ptxas -v`` on PTX text; return registers, smem, stack and spill bytes."""
-    with tempfile.TemporaryDirectory() as tmp:
-        src = Path(tmp) / "kernel.ptx"
-        src.write_text(ptx)
-        cmd = [find_ptxas(), f"-arch={arch}", "-v", str(src), "-o", str(Path(tmp) / "k.cubin")]
-        if max_registers:
-            cmd.insert(1, f"--maxrregcount={max_registers}")
-        res = subprocess.run(cmd, capture_output=True, text=True, check=False)
-    log = res.stdout + res.stderr
-    if res.returncode != 0:
-        raise RuntimeError(f"ptxas failed ({res.returncode}):\n{log}")
+    options = ["-v", *([f"--maxrregcount={max_registers}"] if max_registers else [])]
+    _, log = assemble(ptx, arch, options)
     frame = _PTXAS_FRAME.search(log)
     smem = _PTXAS_SMEM.search(log)
     return dict(
