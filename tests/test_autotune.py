@@ -202,6 +202,10 @@ def test_heldout_problems_are_fixed_by_their_seed_and_in_range():
     models = heldout_models()
     assert len(models) == 3 * sum(len(v) for v in HELDOUT_LAYERS.values())
     assert ("qwen2.5-7b", (8, 4608, 3584)) in models  # tokens x fused QKV x d_model
+    second = heldout_models(second=True)
+    assert len(second) == 60 and ("qwen2-1.5b", (320, 2048, 1536)) in second
+    # the second set shares no product with the first (nor its token counts)
+    assert not {s for _, s in second} & {s for _, s in models}
 
 
 def test_tune_shapes_cli_autotunes_each_product(monkeypatch, capsys, tmp_path):

@@ -333,6 +333,97 @@ def test_wave_model_prefers_finer_tiles_for_ragged_sizes(monkeypatch, tmp_path, 
     assert dict(plan_for(4097, 4097, 4097, stage="warptiling").stage.config) == fine
 
 
+def test_transposed_b_is_priced_from_its_own_times(monkeypatch, tmp_path, fake_gpu):
+    """A class candidate re-timed with B stored transposed (``tools.tune --retime NT``) prices
+    ``x @ W.T`` from those times and occupancies; row-major B, and candidates without them, keep
+    ``ms``. Two stages tuned at 4096^3: multistage faster with row-major B, double_buffering with
+    B transposed (multistage copies a transposed tile 4 bytes at a time): the pick follows the
+    layout."""
+    from numba_gemm.plan.geometry import Geometry
+
+    cfg = dict(BM=128, BN=128, BK=16, WM=64, WN=64, WNITER=2, TM=8, TN=4, MINB=1, SPLITK=1)
+    shape = (4096, 4096, 4096)
+    ms_rec = dict(
+        result(dict(cfg, NBUF=2), ms=3.0, shape=shape, stage="multistage"),
+        ms_nt=4.2,
+        blocks_per_sm_nt=1,
+        ms_scalar=3.3,
+        ms_scalar_nt=5.0,
+    )
+    db_rec = dict(result(cfg, ms=3.2, shape=shape), ms_nt=3.25, blocks_per_sm_nt=1)
+    assert estimate_ms(ms_rec, *shape, sms=132) == 3.0
+    assert estimate_ms(ms_rec, *shape, sms=132, layout="NT") == 4.2
+    assert estimate_ms(ms_rec, *shape, sms=132, layout="TT") == 4.2
+    assert estimate_ms(ms_rec, *shape, sms=132, layout="TN") == 3.0  # B row-major
+    assert estimate_ms(ms_rec, *shape, sms=132, aligned=False, layout="NT") == 5.0
+    # without a scalar NT time: the scalar time scaled by NT over NN
+    no_scalar = {k: v for k, v in db_rec.items() if k != "ms_scalar_nt"}
+    no_scalar["ms_scalar"] = 3.6
+    unaligned = estimate_ms(no_scalar, *shape, sms=132, aligned=False, layout="NT")
+    assert unaligned == pytest.approx(3.6 * 3.25 / 3.2)
+    # the waves count NT's own occupancy: at 4097^3 (33^2 tiles) 9 waves of 132 for 8 at 4096^3,
+    # but 5 waves of 264 for 4
+    k = 257 / 256
+    assert estimate_ms(db_rec, *(4097,) * 3, sms=132, layout="NT") == pytest.approx(
+        3.25 * 9 / 8 * k
+    )
+    two = dict(db_rec, blocks_per_sm_nt=2)
+    assert estimate_ms(two, *(4097,) * 3, sms=132, layout="NT") == pytest.approx(3.25 * 5 / 4 * k)
+
+    monkeypatch.setenv("NUMBA_GEMM_TUNING", str(tmp_path / "t.json"))
+    monkeypatch.setattr(tuning, "DEFAULTS_DIR", tmp_path)  # (multistage needs 8.0+: no defaults)
+    fake_gpu("Fake GPU", (9, 0), sms=132)
+    data = tuning.load(tmp_path / "t.json")
+    for name, rec in (("multistage", ms_rec), ("double_buffering", db_rec)):
+        rec = {k: v for k, v in rec.items() if k != "stage"}
+        tuning.record(data, "Fake GPU", (9, 0), "large", name, rec)
+    tuning.save(data, tmp_path / "t.json")
+    assert plan_for(4096, 4096, 4096).stage.name == "multistage"
+    nt = plan_for(4096, 4096, 4096, geometry=Geometry.dense(4096, 4096, 4096, "NT"))
+    assert nt.stage.name == "double_buffering" and nt.predicted_ms == pytest.approx(3.25)
+
+
+def test_retime_adds_the_transposed_b_times(rng, monkeypatch, capsys):
+    """``tools.tune --retime NT`` times every stored candidate of a class (winner and
+    alternatives) with B stored transposed, on the class's shape and its unaligned twin, and
+    adds the keys the cost model reads; other records are left alone. (Here on a small stand-in
+    for the class's shape: the simulator runs every thread.)"""
+    from numba_gemm.tools import tune as tune_cli
+
+    small_shape = tuple(
+        c._replace(shape=(12, 20, 16)) if c.name == "small" else c for c in tuning.CLASSES
+    )
+    monkeypatch.setattr(tuning, "CLASSES", small_shape)
+    cfg = tiny(get_stage("multistage"))
+    rec = result(cfg, ms=1.0, shape=(12, 20, 16), stage="multistage")
+    rec.pop("stage")
+    rec["alternatives"] = [dict(config=dict(cfg, SPLITK=2), ms=1.5, shape=[12, 20, 16])]
+    data = {"format": tuning.FORMAT, "gpus": {}}
+    tuning.record(data, "G", (9, 0), "small", "multistage", rec)
+    tuning.record(data, "G", (9, 0), "large", "multistage", dict(rec, alternatives=[]))
+    done = tune_cli.retime(data, "G", (9, 0), ["small"], ["multistage"], rng, None, 1, 0)
+    assert len(done) == 2
+    small = data["gpus"]["G"]["classes"]["small"]["multistage"]
+    for r in (small, small["alternatives"][0]):
+        assert set(tuning.TRANSPOSED_B_KEYS) <= set(r), r
+        assert r["ms_nt"] > 0 and r["ms_scalar_nt"] > 0 and r["blocks_per_sm_nt"] >= 1
+    assert "ms_nt" not in data["gpus"]["G"]["classes"]["large"]["multistage"]
+
+
+def test_retime_refuses_a_gpu_without_its_own_classes(tmp_path, capsys):
+    """Re-timing needs this GPU's own row-major times: the committed defaults' main entry (the
+    H200's) is not re-timed on another GPU, and nothing is written."""
+    import argparse
+
+    from numba_gemm.tools import tune as tune_cli
+
+    out = tmp_path / "t.json"
+    args = argparse.Namespace(out=out, seed=0, classes=["small"], stages=["multistage"])
+    assert tune_cli.retime_main(args, "Another GPU", (9, 0)) == 1
+    assert "no class candidates for Another GPU" in capsys.readouterr().err
+    assert not out.exists()
+
+
 def test_cache_round_trip_drives_sgemm(tmp_path, monkeypatch, rng, fake_gpu):
     """A winner written to the cache is what plan_for (by name and automatic) and
     sgemm(stage=None) run; the plan says where it came from."""

@@ -126,7 +126,7 @@ def _priced(
         for s in split_options(c, M, N, K, dev.sm_count) if g.batch == 1 else (1,):
             priced.append(
                 (
-                    estimate_ms(c, M, N, K, dev.sm_count, aligned, factor, g.batch, s),
+                    estimate_ms(c, M, N, K, dev.sm_count, aligned, factor, g.batch, s, g.layout),
                     dict(c["config"], SPLITK=s) if "SPLITK" in c["config"] else dict(c["config"]),
                     cls,
                 )

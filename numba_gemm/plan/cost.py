@@ -77,6 +77,7 @@ def estimate_ms(
     scalar_factor: float = 1.0,
     batch: int = 1,
     splits: int | None = None,
+    layout: str = "NN",
 ) -> float:
     """Predicted time (ms) of a tuned candidate at ``batch`` x ``(M, N, K)`` from its time at the
     tuned shape (``cand["batch"]`` x ``cand["shape"]``; batch 1 when not recorded).
@@ -106,6 +107,12 @@ def estimate_ms(
     else:
         ms = cand.get("ms_scalar", cand["ms"] * scalar_factor)
         bps = cand.get("blocks_per_sm_scalar", cand.get("blocks_per_sm", 1))
+    if layout[1] == "T" and "ms_nt" in cand:
+        if aligned:
+            ms, bps = cand["ms_nt"], cand.get("blocks_per_sm_nt", bps)
+        else:
+            ms = cand.get("ms_scalar_nt", float(ms) * cand["ms_nt"] / cand["ms"])
+            bps = cand.get("blocks_per_sm_scalar_nt", bps)
     slots = max(1, sms * int(bps))
 
     bm, bn, bk = st.block(cfg)

@@ -560,6 +560,15 @@ def _valid_candidate(c: Any, stream_k: bool = False) -> bool:
         return False
 
 
+#: A class candidate's times with B stored transposed (``x @ W.T``, layouts NT and TT), measured
+#: at the class's shape by ``tools.tune --retime NT``: the vector kernel's time and occupancy,
+#: and the scalar kernel's on the unaligned twin. The classes are swept with row-major B, and
+#: a tile read along K costs some stages more than others (multistage copies it into SMEM by
+#: 4-byte ``cp.async``, double_buffering transposes it through registers): ``cost.estimate_ms``
+#: prices a product with B transposed from these when they are present.
+TRANSPOSED_B_KEYS = ("ms_nt", "blocks_per_sm_nt", "ms_scalar_nt", "blocks_per_sm_scalar_nt")
+
+
 def candidates(result: Mapping[str, Any], stage: str) -> list[dict]:
     """The winner of a (class, ``stage``) entry and its recorded alternatives, each with
     ``"stage"`` set; malformed ones are dropped with a warning (a hand-edited or foreign cache
@@ -574,6 +583,7 @@ def candidates(result: Mapping[str, Any], stage: str) -> list[dict]:
             "blocks_per_sm",
             "blocks_per_sm_scalar",
             "ms_scalar",
+            *TRANSPOSED_B_KEYS,
         )
         if k in result
     }

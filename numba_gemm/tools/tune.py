@@ -30,6 +30,10 @@ stage and class; ``sgemm(stage=None)`` and the bench read it. Single shapes rath
 (an exhaustive sweep at one product's shape, folded into a tuning file as a measured shape):
 ``python -m numba_gemm.tools.shapes --sweep`` then ``--fold``.
 
+``--retime NT`` sweeps nothing: it times the class candidates already stored for this GPU once
+more with B stored transposed (``x @ W.T``) and adds those times to them
+(``tuning.TRANSPOSED_B_KEYS``), which the plan prices such products from (docs/design.md §4.12).
+
 Exit status: 0 on success, 1 when no configuration could be timed, 2 when no GPU is available.
 """
 
@@ -178,15 +182,16 @@ def _numpy_half(name: str) -> Any:
     return np.float16
 
 
-def plan_of(stage, prob: check.Problem, aligned: bool = True):
+def plan_of(stage, prob: check.Problem, aligned: bool = True, layout: str | None = None):
     """The plan running ``stage`` on the problem's operands (a batch: C-contiguous 3-D; B
-    stored transposed for a stage tuned in ``NT``, :func:`operands`)."""
+    stored transposed for a stage tuned in ``NT``, or with ``layout`` ``"NT"``:
+    :func:`operands`)."""
     from ..plan.choose import plan_for
     from ..plan.geometry import Geometry
 
     M, N, K = prob.shape
     b = prob.batch
-    layout = layout_of(stage)
+    layout = layout or layout_of(stage)
     if b > 1:
         g = Geometry(b, M, N, K, "NN", K, N, N, M * K, K * N, M * N)
     else:
@@ -208,13 +213,14 @@ def plan_of(stage, prob: check.Problem, aligned: bool = True):
     )
 
 
-def operands(prob: check.Problem, stage) -> tuple[Any, Any]:
+def operands(prob: check.Problem, stage, layout: str | None = None) -> tuple[Any, Any]:
     """The problem's A and B as ``stage`` takes them: float16 (bfloat16) copies for an FP16
     (BF16) stage (the reference stays the FP32 product: the inputs' rounding is within the
-    16-bit tolerance), and B stored transposed for a stage tuned in ``NT`` (the transpose, a
-    zero-copy view, of a row-major ``(N, K)`` copy); made once per problem and kind."""
+    16-bit tolerance), and B stored transposed for a stage tuned in ``NT`` or when ``layout``
+    says so (the transpose, a zero-copy view, of a row-major ``(N, K)`` copy); made once per
+    problem and kind."""
     f16 = SIXTEEN.get(stage.precision)
-    nt = layout_of(stage)[1] == "T" and prob.batch == 1
+    nt = (layout or layout_of(stage))[1] == "T" and prob.batch == 1
     if not (f16 or nt):
         return prob.A, prob.B
     memo = prob.__dict__.setdefault("_operands", {})
@@ -230,14 +236,15 @@ def operands(prob: check.Problem, stage) -> tuple[Any, Any]:
     return got
 
 
-def evaluate(stage, prob: check.Problem, reps: int, warmup: int) -> dict:
+def evaluate(stage, prob: check.Problem, reps: int, warmup: int, layout: str | None = None) -> dict:
     """Validate then time one configured stage (``check.evaluate`` on the ``launch`` of
-    :func:`plan_of`); ``{"ok": False, "error": ...}`` on failure."""
+    :func:`plan_of`; ``layout``: the operands' layout, default the stage's tuning layout);
+    ``{"ok": False, "error": ...}`` on failure."""
     try:
-        plan = plan_of(stage, prob)
+        plan = plan_of(stage, prob, layout=layout)
     except Exception as e:  # noqa: BLE001 - a config that does not fit the shape is skipped
         return dict(ok=False, error=check.error_note(e))
-    (A, B), C = operands(prob, stage), prob.C
+    (A, B), C = operands(prob, stage, layout), prob.C
     res = check.evaluate(lambda: plan.launch(A, B, C), prob, stage.rtol, reps=reps, warmup=warmup)
     if not res.ok:
         return dict(ok=False, error=res.note)
@@ -319,10 +326,10 @@ def _alternatives(
     out = []
     for cfg, res in kept:
         st = stage.with_config(cfg)
-        occ = {}
-        for key, aligned in (("blocks_per_sm", True), ("blocks_per_sm_scalar", False)):
-            plan = plan_of(st, prob, aligned)
-            occ[key] = runner(plan).kernel().blocks_per_sm(int(np.prod(plan.block)))
+        occ = {
+            key: occupancy(st, prob, aligned)
+            for key, aligned in (("blocks_per_sm", True), ("blocks_per_sm_scalar", False))
+        }
         if min(occ.values()) < 1:  # a variant that cannot launch (registers): unusable
             print(f"{cls} {stage.name}: {cfg} dropped, occupancy {occ}", file=sys.stderr)
             continue
@@ -337,6 +344,12 @@ def _alternatives(
                 alt["ms_scalar"] = t["ms"]
         out.append(alt)
     return out
+
+
+def occupancy(stage, prob: check.Problem, aligned: bool, layout: str | None = None) -> int:
+    """Resident blocks per SM of the kernel :func:`plan_of` loads (CUDA occupancy API)."""
+    plan = plan_of(stage, prob, aligned, layout)
+    return runner(plan).kernel().blocks_per_sm(int(np.prod(plan.block)))
 
 
 def compile_ahead(
@@ -355,6 +368,75 @@ def compile_ahead(
         f"({failed} failed)",
         file=sys.stderr,
     )
+
+
+def retime(
+    data: dict,
+    gpu: str,
+    cc: tuple[int, int],
+    classes: Sequence[str],
+    stages: Sequence[str],
+    rng: np.random.Generator,
+    blas: Any,
+    reps: int = 10,
+    warmup: int = 2,
+    jobs: int = 1,
+) -> list[tuple[str, str, dict, dict]]:
+    """Time the stored class candidates of ``stages`` (each winner and its alternatives, as
+    ``data`` holds them for ``gpu``) with B stored transposed, at the class's shape, and add
+    what ``cost.estimate_ms`` prices ``x @ W.T`` from (``tuning.TRANSPOSED_B_KEYS``): the vector
+    kernel's time and occupancy, and the scalar kernel's on the unaligned twin (each dimension
+    one less), in place. Classes are swept with row-major B; this re-times their candidates so
+    that the plan need not assume a transposed tile costs every stage what it costs none.
+    A candidate that fails in that layout gets no keys (it stays priced from ``ms``).
+    Returns ``[(class, stage, candidate, added keys)]``."""
+    from ..kernels import get_stage
+
+    entry = data.get("gpus", {}).get(gpu, {})
+    spec_of = {c.name: c for c in tuning.CLASSES}
+    todo = []  # (class, stage, record dict to extend)
+    for cls in classes:
+        if spec_of[cls].batch != 1:
+            continue  # (a batch of x @ W.T: not a layout the plan prices apart)
+        for name in stages:
+            res = entry.get("classes", {}).get(cls, {}).get(name)
+            st = get_stage(name)
+            if not isinstance(res, dict) or "NT" not in st.layouts or st.cost != "waves":
+                continue  # (the bandwidth-bound stages are priced by the bytes of B)
+            alts = res.get("alternatives", [])
+            todo += [(cls, name, rec) for rec in [res, *alts] if isinstance(rec, dict)]
+    if jobs > 1:
+        for name in dict.fromkeys(n for _, n, _ in todo):
+            configs = {str(r["config"]): r["config"] for _, n, r in todo if n == name}
+            configs = list(configs.values())
+            for variant in ("vector", "scalar"):
+                compile_ahead(name, configs, cc, jobs, variant_key(variant, "NT"))
+    probs: dict[str, tuple[check.Problem, check.Problem]] = {}
+    out = []
+    for cls, name, rec in todo:
+        spec = spec_of[cls]
+        if cls not in probs:
+            M, N, K = spec.shape
+            twin = (max(M - 1, 1), max(N - 1, 1), max(K - 1, 1))
+            probs[cls] = (Problem(M, N, K, rng, blas), Problem(*twin, rng, blas))
+        prob, twin = probs[cls]
+        st = get_stage(name).with_config(rec["config"])
+        added = {}
+        t = evaluate(st, prob, reps, warmup, layout="NT")
+        if t["ok"]:
+            added["ms_nt"] = t["ms"]
+            added["blocks_per_sm_nt"] = occupancy(st, prob, True, "NT")
+            t = evaluate(st, twin, reps, warmup, layout="NT")
+            if t["ok"]:
+                added["ms_scalar_nt"] = t["ms"]
+                added["blocks_per_sm_scalar_nt"] = occupancy(st, twin, False, "NT")
+        else:
+            print(f"{cls} {name} {rec['config']}: NT {t['error']}", file=sys.stderr)
+        for k in tuning.TRANSPOSED_B_KEYS:
+            rec.pop(k, None)
+        rec.update(added)
+        out.append((cls, name, rec, added))
+    return out
 
 
 def autotune_shapes(spec: str, layout: str, force: bool) -> int:
@@ -486,6 +568,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="with --shapes: how A and B are stored (NT: x @ W.T, as torch.nn.Linear computes)",
     )
     ap.add_argument("--force", action="store_true", help="with --shapes: re-time tuned buckets")
+    ap.add_argument(
+        "--retime",
+        choices=("NT",),
+        default=None,
+        help="instead of sweeping: time the class candidates already stored in --out (default: "
+        "a copy of the committed defaults) with B stored transposed (x @ W.T) and add their "
+        "times there (ms_nt, ms_scalar_nt), which the plan prices such products from",
+    )
     args = ap.parse_args(argv)
 
     device = tuning.current_device()
@@ -498,6 +588,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.shapes is not None:
         return autotune_shapes(args.shapes, args.layout, args.force)
     gpu, cc = device
+    if args.retime:
+        return retime_main(args, gpu, cc)
     out = args.out or tuning.user_cache_path()
     data = tuning.load(out)
     defaults = tuning.load(tuning.defaults_path(cc))
@@ -609,6 +701,35 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"{r['candidates_timed']:>4}/{r['candidates_total']:<4}  {cfg}"
         )
     return 0 if rows else 1
+
+
+def retime_main(args: argparse.Namespace, gpu: str, cc: tuple[int, int]) -> int:
+    """``--retime NT``: :func:`retime` over ``--out`` (seeded from the committed defaults when it
+    does not exist), a table of NT over NN time per candidate, 1 when nothing was timed."""
+    out = args.out or tuning.user_cache_path()
+    data = tuning.load(out if out.exists() else tuning.defaults_path(cc))
+    if not data.get("gpus", {}).get(gpu, {}).get("classes"):
+        # (another GPU's row-major times beside this one's transposed ones would not compare)
+        print(
+            f"numba_gemm.tools.tune --retime: {out} holds no class candidates for {gpu}; sweep "
+            "the classes on this GPU first (python -m numba_gemm.tools.tune --out ...)",
+            file=sys.stderr,
+        )
+        return 1
+    blas = check.blas_library("auto")
+    rng = np.random.default_rng(args.seed)
+    done = retime(
+        data, gpu, cc, args.classes, args.stages, rng, blas, args.reps, args.warmup, args.jobs
+    )
+    tuning.save(data, out)
+    print(f"{'class':<9} {'stage':<17} {'NN ms':>8} {'NT ms':>8} {'NT/NN':>6}  config")
+    for cls, name, rec, added in done:
+        nt = added.get("ms_nt")
+        ratio = f"{nt / rec['ms']:6.2f}" if nt else "     -"
+        cfg = " ".join(f"{k}={v}" for k, v in rec["config"].items())
+        print(f"{cls:<9} {name:<17} {rec['ms']:8.4f} {nt or float('nan'):8.4f} {ratio}  {cfg}")
+    print(f"written: {out}")
+    return 0 if any(a for *_, a in done) else 1
 
 
 if __name__ == "__main__":
