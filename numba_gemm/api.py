@@ -404,7 +404,8 @@ def hgemm(
     inputs and ``CUBLAS_COMPUTE_32F``).
 
     Args:
-        a: A, shape ``(M, K)``, float16 or bfloat16, row-major C-contiguous, on the GPU (Numba,
+        a: A, shape ``(M, K)``, float16 or bfloat16, row-major C-contiguous or the transpose
+            of a C-contiguous ``(K, M)`` (copied row-major first), on the GPU (Numba,
             CuPy, PyTorch or any ``__cuda_array_interface__`` object; zero-copy). bfloat16: a
             PyTorch ``torch.bfloat16`` tensor, a Numba array of ``ml_dtypes.bfloat16``, or a CAI
             object of type string ``"<V2"`` (``ml_dtypes``' and JAX's bfloat16).
@@ -433,9 +434,11 @@ def hgemm(
         ``out`` if given, else the new array.
 
     FP16 needs compute capability 8.0+, BF16 9.0 (stage 24, ``bf16_tma``). The kernels copy
-    16-byte chunks (8 elements): A's and B's rows must be 16-byte aligned, so ``K`` and ``N``
-    must be multiples of 8 (pad them with zeros otherwise: that changes nothing in the product).
-    ``M == 0`` or ``N == 0`` gives an empty C.
+    16-byte chunks (8 elements) of A's and B's rows. Where those rows are not whole 16-byte
+    units (``K``, or ``N`` for row-major B, not a multiple of 8; a base pointer off 16 bytes)
+    or A is stored transposed, the plan copies A and B into zero-padded buffers first, runs the
+    aligned product there and copies C back (``plan.choose.half_staged``; one more pass over
+    the copied operands). ``M == 0`` or ``N == 0`` gives an empty C.
 
     Raises:
         TypeError: a host array or other non-device object; ``a`` not float16 or bfloat16, or
@@ -443,10 +446,9 @@ def hgemm(
             dtypes of ``a``, ``b`` and ``out`` are checked before anything else); a new
             bfloat16 output of a library without that dtype (CuPy; Numba without
             ``ml_dtypes``); alpha/beta not real; ``stage`` or ``stream`` of another type.
-        ValueError: ``a`` not 2-D C-contiguous, ``b`` neither that nor the transpose of a
+        ValueError: ``a`` or ``b`` neither 2-D C-contiguous nor the transpose of a
             C-contiguous array (B stored transposed where no stage of this GPU takes it:
-            compute capability 8.x); inner dimensions that differ; ``K`` or
-            ``N`` not a multiple of 8, ``K == 0``, or an operand not 16-byte aligned; ``out``
+            compute capability 8.x); inner dimensions that differ; ``K == 0``; ``out``
             of the wrong shape, not C-contiguous, overlapping ``a`` or ``b``, or not of
             ``out_dtype``; an ``out_dtype`` other than float32 and the operands' type; operands
             on different GPUs; a stage of another precision; a GPU below the compute capability

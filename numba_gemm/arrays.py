@@ -56,6 +56,8 @@ class BFloat16:
 
 #: The one bfloat16 dtype object (:class:`BFloat16`).
 BF16 = BFloat16()
+#: The operands' element types by name, as the call path's dtype objects.
+DTYPES = {"float32": F32, "float16": np.dtype(np.float16), "bfloat16": BF16}
 
 
 def _np_or_bf16(dtype: Any) -> Any:

@@ -274,13 +274,24 @@ def check_matmul_out(
 HGEMM_OUT = {"float32": F32, "float16": F16, "bfloat16": BF16}
 
 
+def _stored_transposed(X: Operand) -> bool:
+    """Whether a non-empty 2-D 16-bit operand is the transpose of a C-contiguous array (and
+    not C-contiguous itself: a dimension of 1 can make both stride patterns hold)."""
+    if len(X.shape) != 2 or 0 in X.shape:
+        return False
+    rows, cols = X.shape
+    st = tuple(X.strides)
+    return st == (2, 2 * rows) and st != (2 * cols, 2)
+
+
 def check_hgemm(
     A: Operand, B: Operand, C: Operand | None, out_dtype: str | None
 ) -> tuple[int, int, int, str, str]:
     """``(M, N, K, output dtype name, layout)`` of ``hgemm(a, b, out=out, out_dtype=out_dtype)``:
-    dtypes first, then layout (``"NN"``, or ``"NT"`` for ``b`` the transpose of a C-contiguous
-    ``(N, K)``), shapes, GPUs, aliasing and the 16-byte rows the 16-bit kernels copy. The
-    operands are float16 or bfloat16 (:data:`arrays.BF16`), both alike.
+    dtypes first, then layout (``"NN"``; ``"?T"`` for ``b`` the transpose of a C-contiguous
+    ``(N, K)``, ``"T?"`` for ``a`` that of a ``(K, M)``), shapes, GPUs and aliasing. The operands
+    are float16 or bfloat16 (:data:`arrays.BF16`), both alike. Rows of any length and alignment
+    pass: the plan copies what its kernels cannot read in place (``choose.half_staged``).
 
     Raises:
         TypeError, ValueError: as :func:`numba_gemm.hgemm` says.
@@ -300,16 +311,16 @@ def check_hgemm(
             f"hgemm: out must be float32 or {half}, got dtype {C.dtype} (a 16-bit out is of "
             "the operands' type)"
         )
-    # b stored transposed: W.T of a C-contiguous W (N, K), as x @ W.T (torch.nn.Linear)
-    b_t = len(B.shape) == 2 and 0 not in B.shape and tuple(B.strides) == (2, 2 * B.shape[0])
-    for label, X in (("a", A), ("b", B)):
-        if label == "b" and b_t:
+    # an operand stored transposed: the transpose of a C-contiguous array (b: W.T of W (N, K),
+    # as x @ W.T computes, torch.nn.Linear; a: the plan copies it row-major first)
+    a_t, b_t = _stored_transposed(A), _stored_transposed(B)
+    for label, X, t in (("a", A, a_t), ("b", B, b_t)):
+        if t:
             continue
         if len(X.shape) != 2 or (0 not in X.shape and tuple(X.strides) != (2 * X.shape[1], 2)):
             raise ValueError(
-                f"hgemm: {label} must be 2-D and C-contiguous"
-                + (" (or the transpose of a C-contiguous (N, K))" if label == "b" else "")
-                + f", got shape {tuple(X.shape)} and strides {tuple(X.strides)} bytes"
+                f"hgemm: {label} must be 2-D, C-contiguous or the transpose of a C-contiguous "
+                f"array; got shape {tuple(X.shape)} and strides {tuple(X.strides)} bytes"
             )
     (M, K), (kb, N) = A.shape, B.shape
     if K != kb:
@@ -340,15 +351,8 @@ def check_hgemm(
     else:
         dt = out_dtype or "float32"
     if K == 0:
-        raise ValueError("hgemm: K == 0 (an empty inner dimension); the 16-bit kernels need K >= 8")
-    if K % 8 or N % 8 or (A.ptr | B.ptr) & 15:
-        raise ValueError(
-            f"hgemm: rows of a and b must be 16-byte aligned for the kernels' "
-            f"16-byte copies: K ({K}) and N ({N}) multiples of 8 and both arrays "
-            "16-byte aligned; pad K and N with zeros (the product is unchanged) "
-            "or use a fresh allocation"
-        )
-    return M, N, K, dt, "NT" if b_t else "NN"
+        raise ValueError("hgemm: K == 0 (an empty inner dimension); the 16-bit kernels need K >= 1")
+    return M, N, K, dt, ("T" if a_t else "N") + ("T" if b_t else "N")
 
 
 def matmul_launches(

@@ -33,7 +33,7 @@ from .launch.launcher import (
     stream_handle,
 )
 from .plan import autotune, tuning
-from .plan.choose import Plan, plan_for
+from .plan.choose import Plan, half_staged, plan_for
 from .plan.geometry import Alignment, Geometry
 
 #: Runners kept by ``PLANS`` (one per operands' geometry, alignment and request) before the
@@ -278,17 +278,26 @@ def run_fp16(
         beta32 = checks.check_scalar("beta", beta)
     strm = DEFAULT_STREAM if type(stream) is int and stream == 0 else stream_handle(stream)
     # C's rows 16-byte aligned (a new output's are): else the stage's element-store variant
-    c_ok = C is None or not (C.ptr & 15)
+    c_ok = N * (4 if out_dtype == "float32" else 2) % 16 == 0 and (C is None or not C.ptr & 15)
+    # A and B read in place: A row-major, rows of 16 bytes (K, and N for row-major B, multiples
+    # of 8), base pointers aligned; else the plan copies them first (choose.half_staged)
+    staged = bool(layout[0] == "T" or K % 8 or (layout[1] == "N" and N % 8) or (A.ptr | B.ptr) & 15)
     key = half_key(compute, A.device, M, N, K, stage, out_dtype, layout, c_ok)
+    if staged:
+        key = (*key, "staged")
     if epilogue is not None:
         key = (*key, *epilogue_key(epilogue, extras))
     p = PLANS.get(key)
     if p is None and M and N:
-        g = None if layout == "NN" else Geometry.dense(M, N, K, layout)
-        p = kept(
-            key,
-            lambda: with_epilogue(
-                plan_for(
+        if staged:
+
+            def make():
+                return half_staged(M, N, K, layout, A.device, compute, out_dtype, stage)
+        else:
+            g = None if layout == "NN" else Geometry.dense(M, N, K, layout)
+
+            def make():
+                return plan_for(
                     M,
                     N,
                     K,
@@ -298,11 +307,9 @@ def run_fp16(
                     out_dtype=out_dtype,
                     geometry=g,
                     alignment=Alignment.ALL if c_ok else Alignment.AB,
-                ),
-                epilogue,
-                extras,
-            ),
-        )
+                )
+
+        p = kept(key, lambda: with_epilogue(make(), epilogue, extras))
     if out is None:
         out = new_output(A.obj, A.device, (M, N), out_dtype)
         C = operand(out)

@@ -376,14 +376,8 @@ def test_hgemm_rejects_bad_input(rng):
     d_c = cuda.to_device(c)
     cases = [
         (TypeError, "a must be float16", dict(a=cuda.to_device(np.ones((8, 16), np.float32)))),
-        (
-            ValueError,
-            "multiples of 8",
-            dict(a=cuda.to_device(np.ones((8, 12), h)), b=cuda.to_device(np.ones((12, 8), h))),
-        ),
-        (ValueError, "multiples of 8", dict(b=cuda.to_device(np.ones((16, 6), h)), out=None)),
         (ValueError, "inner dimensions differ", dict(b=cuda.to_device(np.ones((8, 8), h)))),
-        (ValueError, "2-D and C-contiguous", dict(a=cuda.to_device(np.ones((2, 8, 16), h)))),
+        (ValueError, "2-D, C-contiguous or", dict(a=cuda.to_device(np.ones((2, 8, 16), h)))),
         (ValueError, "out_dtype must be .float32. or .float16.", dict(out_dtype="bfloat16")),
         (ValueError, "out is float32 but out_dtype", dict(out=d_c, out_dtype="float16")),
         (

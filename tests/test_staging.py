@@ -11,7 +11,7 @@ from numba import cuda
 
 import numba_gemm
 from numba_gemm import plan_for
-from numba_gemm.arrays import operand
+from numba_gemm.arrays import F32, operand
 from numba_gemm.kernels import _pad
 from numba_gemm.launch import launcher, workspace
 from numba_gemm.launch.launcher import runner, strided_array
@@ -151,7 +151,8 @@ def test_staged_plan_copies_a_misaligned_view(rng):
     d_c = cuda.to_device(np.full((M, N), np.nan, dtype=np.float32))
     r = runner(p)
     r.kernel()
-    r._copy = counted = _Counting(r._copy)
+    counted = _Counting(r._copy(F32))
+    r._copies["S"] = counted
     r.run(operand(d_a), operand(cuda.to_device(b)), operand(d_c), 1.0, 0.0, 0)
     assert counted.sources == [operand(d_a).ptr]  # one copy, of A; the product went into C
     assert rel_error(d_c.copy_to_host(), reference_f64(a, b)) <= p.stage.rtol

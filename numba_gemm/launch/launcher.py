@@ -31,7 +31,7 @@ from numba import config as numba_config
 from numba import cuda
 from numba.core.errors import NumbaError
 
-from ..arrays import BF16, F32, Operand, operand
+from ..arrays import BF16, DTYPES, F32, Operand, operand
 from ..device import SIMULATOR, DeviceInfo, cdiv
 from ..kernels import _epilogue, _pad, _scale, _splitk, _streamk
 from ..kernels._tunable import SPLIT_ARGS, STREAM_K
@@ -828,23 +828,41 @@ class Runner:
 class StagedRunner(Runner):
     """Runs a staged plan (``plan.staging``): the operands its shape forces through aligned
     copies (and any whose base pointer is unaligned) are copied into this stream's padded
-    buffers (``workspace.staging_buffers``; ``kernels._pad.copy_padded``), the inner plan runs
-    there, and C is copied back."""
+    buffers (``workspace.staging_buffers``; ``kernels._pad.copy_padded``, compiled for each
+    element type it moves: float32, float16, bfloat16 as bits), the inner plan runs there, and
+    C is copied back."""
 
     def __init__(self, plan: Any) -> None:
         super().__init__(plan)
         self.inner = runner(plan.inner)
-        self._copy: Any = None
+        self._copies: dict = {}
+
+    def _copy(self, dtype: Any) -> Any:
+        """The copy kernel for elements of ``dtype`` (loaded once per runner)."""
+        spec = _C_SPEC[dtype]
+        k = self._copies.get(spec)
+        if k is None:
+            with self._lock:
+                k = self._copies.get(spec)
+                if k is None:
+                    variant = "" if spec == "S" else spec  # (float32: the cache's old key)
+                    k = self._copies[spec] = load_kernel(
+                        _pad.copy_padded,
+                        name="copy_padded",
+                        variant=variant,
+                        spec=spec + spec,
+                        device=self.plan.device,
+                    )
+        return k
 
     def kernel(self) -> Any:
-        """The inner plan's main kernel (and the copy kernel), loaded on the first call."""
-        if self._copy is None:
+        """The inner plan's main kernel (and the copy kernels), loaded on the first call."""
+        if not self._copies:
+            s = self.plan.staging
+            for name in dict.fromkeys((s.ab_type, s.c_type)):
+                self._copy(DTYPES[name])
             with self._lock:
-                if self._copy is None:
-                    self._kernel = self.inner.kernel()
-                    self._copy = load_kernel(
-                        _pad.copy_padded, name="copy_padded", spec="SS", device=self.plan.device
-                    )
+                self._kernel = self.inner.kernel()
         return self._kernel
 
     def run(
@@ -852,10 +870,10 @@ class StagedRunner(Runner):
     ) -> None:
         """The copies, the inner plan and the copy back on ``stream``. An operand the shape does
         not force through a copy is used in place when its base pointer is aligned."""
-        if self._copy is None:
+        if not self._copies:
             self.kernel()
         p = self.plan
-        s, copy, M, N, K = p.staging, self._copy, p.M, p.N, p.K
+        s, M, N, K = p.staging, p.M, p.N, p.K
         bt = p.geometry.layout[1] == "T"
         A2, B2, C2 = workspace.staging_buffers(M, s, stream, p.device.id, bt)
         a = A2 if s.a or A.ptr & 15 else A
@@ -863,24 +881,25 @@ class StagedRunner(Runner):
         c = C2 if s.c or C.ptr & 15 else C
         block = (_pad.BLOCK, 1, 1)
         if a is not A:
+            z = A.dtype.itemsize
             src = (  # A stored transposed: its dense (K, M) storage, read as (M, K)
-                Operand(A.obj, A.ptr, (1, M, K), (0, 4, 4 * M), F32, A.device)
+                Operand(A.obj, A.ptr, (1, M, K), (0, z, z * M), A.dtype, A.device)
                 if s.at
                 else _storage(A, M, K)
             )
-            copy.launch(_pad_grid(a), block, stream, (_as3(a), src), ())
+            self._copy(A.dtype).launch(_pad_grid(a), block, stream, (_as3(a), src), ())
         if b is not B:
-            copy.launch(
-                _pad_grid(b), block, stream, (_as3(b), _storage(B, *((N, K) if bt else (K, N)))), ()
-            )
+            src = _storage(B, *((N, K) if bt else (K, N)))
+            self._copy(B.dtype).launch(_pad_grid(b), block, stream, (_as3(b), src), ())
             if bt:  # the inner plan takes B as the caller gives it: the (K, N) view of (N, K)
-                b = Operand(b.obj, b.ptr, b.shape[::-1], b.strides[::-1], F32, b.device)
-        if c is not C and beta != 0.0:
-            copy.launch(_pad_grid(c), block, stream, (_as3(c), _storage(C, M, N)), ())
+                b = Operand(b.obj, b.ptr, b.shape[::-1], b.strides[::-1], b.dtype, b.device)
+        copy_c = self._copy(C.dtype) if c is not C else None
+        if copy_c is not None and beta != 0.0:
+            copy_c.launch(_pad_grid(c), block, stream, (_as3(c), _storage(C, M, N)), ())
         self.inner.run(a, b, c, alpha, beta, stream)
-        if c is not C:
+        if copy_c is not None:
             out = _storage(C, M, N)
-            copy.launch(_pad_grid(out), block, stream, (out, _as3(c)), ())
+            copy_c.launch(_pad_grid(out), block, stream, (out, _as3(c)), ())
 
 
 class ApplyRunner:
@@ -945,9 +964,10 @@ def apply_epilogue(plan: Any, C: Operand, epilogue: Any, extras: tuple, stream: 
 
 def _storage(x: Operand, rows: int, cols: int) -> Operand:
     """The dense row-major ``(rows, cols)`` storage at ``x.ptr`` as the copy kernel's
-    ``(1, rows, cols)`` strided array (B stored transposed: ``(N, K)``, whatever view of it
-    ``x`` describes)."""
-    return Operand(x.obj, x.ptr, (1, rows, cols), (0, 4 * cols, 4), F32, x.device)
+    ``(1, rows, cols)`` strided array of ``x``'s element type (B stored transposed: ``(N, K)``,
+    whatever view of it ``x`` describes)."""
+    z = x.dtype.itemsize
+    return Operand(x.obj, x.ptr, (1, rows, cols), (0, z * cols, z), x.dtype, x.device)
 
 
 def _as3(x: Operand) -> Operand:

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 from numba import cuda
 
-from ..arrays import F32, Operand, operand
+from ..arrays import DTYPES, F32, Operand, operand
 
 _lock = threading.Lock()
 _split: dict = {}
@@ -92,11 +92,15 @@ def staging_buffers(
     M: int, s: Any, stream: Any, device: int, bt: bool = False
 ) -> tuple[Operand, Operand, Operand]:
     """Aligned staging's buffers (``plan.staging``; ``s`` its ``Staging``): A' ``(M, K4)``, B'
-    ``(K4, N4)`` (``bt``, B stored transposed: ``(N4, K4)``), C' ``(M, N4)``: C-contiguous float32
-    operands (storage views) in this stream's workspace on GPU ``device`` (grow-only; the views are
-    memoized per shape)."""
+    ``(K4, N4)`` (``bt``, B stored transposed: ``(N4, K4)``), C' ``(M, N4)``: C-contiguous
+    operands (storage views) of ``s.ab_type`` (A', B') and ``s.c_type`` (C') in this stream's
+    workspace on GPU ``device`` (grow-only; each view starts on a 16-byte boundary, since its
+    rows are whole 16-byte units; the views are memoized per shape)."""
     key = (device, *stream_key(stream))
-    need = M * s.K4 + s.K4 * s.N4 + M * s.N4
+    types = (s.ab_type, s.ab_type, s.c_type)
+    shapes = ((M, s.K4), (s.N4, s.K4) if bt else (s.K4, s.N4), (M, s.N4))
+    sizes = [DTYPES[t].itemsize for t in types]
+    need = -(-sum(z * r * c for z, (r, c) in zip(sizes, shapes, strict=True)) // 4)  # floats
     entry = _staging.get(key)
     if entry is None or entry[0].size < need:
         with _lock, cuda.gpus[device]:
@@ -107,10 +111,10 @@ def staging_buffers(
     arr, base, views = entry
     got = views.get((M, s, bt))
     if got is None:
-        shapes = ((M, s.K4), (s.N4, s.K4) if bt else (s.K4, s.N4), (M, s.N4))
         got, off = [], 0
-        for rows, cols in shapes:
-            got.append(Operand(arr, base + 4 * off, (rows, cols), (4 * cols, 4), F32, device))
-            off += rows * cols
+        for (rows, cols), name, size in zip(shapes, types, sizes, strict=True):
+            dtype = DTYPES[name]
+            got.append(Operand(arr, base + off, (rows, cols), (size * cols, size), dtype, device))
+            off += size * rows * cols
         got = views[(M, s, bt)] = tuple(got)
     return got

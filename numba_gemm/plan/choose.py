@@ -697,6 +697,51 @@ def _transposed(M: int, N: int, K: int, dev: DeviceInfo, layout: str, precision:
     )
 
 
+def half_staged(
+    M: int,
+    N: int,
+    K: int,
+    layout: str,
+    device: int | DeviceInfo | None,
+    compute: str,
+    out_dtype: str,
+    stage: str | Stage | None = None,
+) -> Plan:
+    """``hgemm``'s plan for a dense 16-bit product its TMA stages cannot read in place: rows of
+    A or B not a whole number of 16 bytes (K, or N for row-major B, not a multiple of 8) or A
+    stored transposed (TN, TT; the stages read A K-major). A (copied row-major for TN/TT) and B
+    go through aligned copies (``plan.staging``, rows of K and N rounded up to 8 elements,
+    zero-filled: the product is unchanged), and so does C when N is padded; then the aligned
+    plan of ``M x N8 x K8`` (``stage`` as named, else the automatic one) in layout N? runs on
+    them. Always, when called: there is no 16-bit kernel that reads such rows in place.
+
+    Raises:
+        ValueError: as :func:`plan_for` for the padded product.
+    """
+    dev = _device_info(device)
+    half = SIXTEEN[compute]
+    s = staging_for(M, N, K, layout[0] == "T", half, out_dtype, layout)
+    inner_layout = "N" + layout[1]
+    c_rows = s.N4 * staging.ITEMSIZE[out_dtype] % 16 == 0  # C' rows (C's own when not copied)
+    inner = plan_for(
+        M,
+        s.N4,
+        s.K4,
+        stage=stage,
+        device=dev,
+        geometry=Geometry.dense(M, s.N4, s.K4, inner_layout),
+        compute=compute,
+        out_dtype=out_dtype,
+        alignment=Alignment.ALL if c_rows else Alignment.AB,
+    )
+    why = (
+        "A stored transposed, which the 16-bit stages read K-major"
+        if s.at
+        else "rows of A or B not 16-byte aligned (16-bit rows: multiples of 8 elements)"
+    )
+    return staged_plan(M, N, K, s, inner, why=why)
+
+
 def staged_plan(
     M: int,
     N: int,
@@ -714,7 +759,8 @@ def staged_plan(
     inner_ms = inner.predicted_ms
     reason = (
         f"auto: {why}; staged: {copied(s)} copied to rows of "
-        f"{s.K4} / {s.N4} floats ({copy:.3g} ms predicted), then the aligned plan of "
+        f"{s.K4} / {s.N4} {'floats' if s.ab_type == 'float32' else 'elements'} "
+        f"({copy:.3g} ms predicted), then the aligned plan of "
         f"{M}x{s.N4}x{s.K4}"
         + (f" ({inner_ms:.3g} ms)" if inner_ms is not None else "")
         + f": {inner.reason}"

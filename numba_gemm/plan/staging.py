@@ -35,6 +35,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from ..arrays import DTYPES
 from ..device import DeviceInfo
 from . import tuning
 
@@ -55,8 +56,19 @@ def round4(n: int) -> int:
     return (n + 3) & ~3
 
 
+#: Bytes of an element of each type the copies move (``Staging.ab_type``, ``Staging.c_type``).
+ITEMSIZE = {name: dtype.itemsize for name, dtype in DTYPES.items()}
+
+
+def round16(n: int, itemsize: int = 4) -> int:
+    """``n`` elements of ``itemsize`` bytes rounded up to a whole number of 16 bytes."""
+    per = 16 // itemsize
+    return -(-n // per) * per
+
+
 class Staging(NamedTuple):
-    """Which operands a product's shape sends through aligned copies, and the padded sizes."""
+    """Which operands a product's shape sends through aligned copies, and the padded sizes
+    (``K4``, ``N4``: K and N rounded up to rows of 16 bytes, 4 floats or 8 16-bit values)."""
 
     a: bool  # A (M, K) -> (M, K4)
     b: bool  # B (K, N) -> (K4, N4)
@@ -66,22 +78,42 @@ class Staging(NamedTuple):
     #: A stored transposed (dense ``(K, M)``) is copied into a row-major A' (the TF32 wgmma
     #: kernels need A K-major in SMEM, and their element-wise transposing copies bind them)
     at: bool = False
+    #: The element types of A and B, and of C (:data:`ITEMSIZE`'s keys): ``hgemm`` stages
+    #: 16-bit operands (its TMA stages need rows of a multiple of 8 of them).
+    ab_type: str = "float32"
+    c_type: str = "float32"
 
 
-def staging_for(M: int, N: int, K: int, transpose_a: bool = False) -> Staging:
-    """What the shape forces: ``K % 4`` stages A and B, ``N % 4`` stages B and C (none for an
-    aligned shape: there only an operand with an unaligned base pointer is copied, at run
-    time); ``transpose_a``: A, stored transposed, is copied row-major whatever the shape."""
+def staging_for(
+    M: int,
+    N: int,
+    K: int,
+    transpose_a: bool = False,
+    ab_type: str = "float32",
+    c_type: str = "float32",
+    layout: str = "NN",
+) -> Staging:
+    """What the shape forces: K not a whole number of 16-byte rows stages A and B, N stages B
+    and C (none for an aligned shape: there only an operand with an unaligned base pointer is
+    copied, at run time); ``transpose_a``: A, stored transposed, is copied row-major whatever
+    the shape. For 16-bit operands (``ab_type``) rows are rounded to 8 elements, and B stored
+    transposed (``layout`` ``?T``: rows of K) is not copied for N alone (C's rows then take
+    the stage's element stores, not a copy of a weight)."""
     del M
-    K4, N4 = round4(K), round4(N)
+    size = ITEMSIZE[ab_type]
+    K4, N4 = round16(K, size), round16(N, size)
     pad_k, pad_n = K4 != K, N4 != N
-    return Staging(pad_k or transpose_a, pad_k or pad_n, pad_n, K4, N4, transpose_a)
+    if size == 2 and layout[1] == "T":
+        N4, pad_n = N, False
+    return Staging(
+        pad_k or transpose_a, pad_k or pad_n, pad_n, K4, N4, transpose_a, ab_type, c_type
+    )
 
 
-def workspace_floats(M: int, s: Staging) -> int:
-    """Floats of the three staging buffers, A' ``(M, K4)``, B' ``(K4, N4)``, C' ``(M, N4)`` (all
+def workspace_bytes(M: int, s: Staging) -> int:
+    """Bytes of the three staging buffers, A' ``(M, K4)``, B' ``(K4, N4)``, C' ``(M, N4)`` (all
     three are kept: a misaligned base pointer may send any operand through)."""
-    return M * s.K4 + s.K4 * s.N4 + M * s.N4
+    return ITEMSIZE[s.ab_type] * (M * s.K4 + s.K4 * s.N4) + ITEMSIZE[s.c_type] * M * s.N4
 
 
 def copy_ms(M: int, N: int, K: int, s: Staging, beta: bool = False) -> float:
@@ -89,14 +121,15 @@ def copy_ms(M: int, N: int, K: int, s: Staging, beta: bool = False) -> float:
     with ``beta``: in and out), at :data:`BYTES_PER_MS`, plus :data:`COPY_LAUNCH_MS` each. For
     an aligned shape (a misaligned base pointer: any operand may be it) all three are priced."""
     a, b, c = s[:3] if any(s[:3]) else (True, True, True)
+    ab, cs = ITEMSIZE[s.ab_type], ITEMSIZE[s.c_type]
     nbytes, copies = 0, 0
     if a:
-        nbytes, copies = nbytes + 4 * (M * K + M * s.K4), copies + 1
+        nbytes, copies = nbytes + ab * (M * K + M * s.K4), copies + 1
     if b:
-        nbytes, copies = nbytes + 4 * (K * N + s.K4 * s.N4), copies + 1
+        nbytes, copies = nbytes + ab * (K * N + s.K4 * s.N4), copies + 1
     if c:
         n = 2 if beta else 1
-        nbytes, copies = nbytes + n * 4 * (M * N + M * s.N4), copies + n
+        nbytes, copies = nbytes + n * cs * (M * N + M * s.N4), copies + n
     return nbytes / BYTES_PER_MS + copies * COPY_LAUNCH_MS
 
 
@@ -121,7 +154,7 @@ def feasible(
     if scalar_ms is None or layout[0] != "N":
         return None
     s = staging_for(M, N, K)
-    if 4 * workspace_floats(M, s) > MAX_BYTES or (
+    if workspace_bytes(M, s) > MAX_BYTES or (
         measured and tuning.nearest_shape(M, s.N4, s.K4, True, dev, layout) is None
     ):
         return None
@@ -157,4 +190,6 @@ __all__ = [
     "copy_ms",
     "copied",
     "round4",
+    "round16",
+    "workspace_bytes",
 ]
