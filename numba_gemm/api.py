@@ -405,8 +405,11 @@ def hgemm(
 
     Args:
         a: A, shape ``(M, K)``, float16 or bfloat16, row-major C-contiguous or the transpose
-            of a C-contiguous ``(K, M)`` (copied row-major first), on the GPU (Numba,
-            CuPy, PyTorch or any ``__cuda_array_interface__`` object; zero-copy). bfloat16: a
+            of a C-contiguous ``(K, M)`` (copied row-major first); or a batch ``(batch, M,
+            K)`` of such matrices (``b`` 3-D too, or 2-D: one B for every product; a batch of
+            one is shared likewise; ``out`` ``(batch, M, N)``; one launch per matrix); on the
+            GPU (Numba, CuPy, PyTorch or any ``__cuda_array_interface__`` object; zero-copy).
+            bfloat16: a
             PyTorch ``torch.bfloat16`` tensor, a Numba array of ``ml_dtypes.bfloat16``, or a CAI
             object of type string ``"<V2"`` (``ml_dtypes``' and JAX's bfloat16).
         b: B, shape ``(K, N)``, of ``a``'s dtype, row-major C-contiguous, or the transpose of a
@@ -446,9 +449,11 @@ def hgemm(
             dtypes of ``a``, ``b`` and ``out`` are checked before anything else); a new
             bfloat16 output of a library without that dtype (CuPy; Numba without
             ``ml_dtypes``); alpha/beta not real; ``stage`` or ``stream`` of another type.
-        ValueError: ``a`` or ``b`` neither 2-D C-contiguous nor the transpose of a
-            C-contiguous array (B stored transposed where no stage of this GPU takes it:
-            compute capability 8.x); inner dimensions that differ; ``K == 0``; ``out``
+        ValueError: ``a`` or ``b`` (or a matrix of a batch) neither C-contiguous nor the
+            transpose of a C-contiguous array (B stored transposed where no stage of this GPU
+            takes it: compute capability 8.x); batch sizes that differ (other than 1); ``out``
+            not of the batch, or its matrices sharing memory; inner dimensions that differ;
+            ``K == 0``; ``out``
             of the wrong shape, not C-contiguous, overlapping ``a`` or ``b``, or not of
             ``out_dtype``; an ``out_dtype`` other than float32 and the operands' type; operands
             on different GPUs; a stage of another precision; a GPU below the compute capability
@@ -461,6 +466,9 @@ def hgemm(
             return done
     A, B = operand(a), operand(b)
     C = None if out is None else operand(out)
+    if len(A.shape) != 2 or len(B.shape) != 2:
+        epi_args = (bias, activation, epilogue, epilogue_args)
+        return _half_batch(A, B, C, out, out_dtype, alpha, beta, stage, stream, epi_args)
     M, N, K, out_dtype, layout = checks.check_hgemm(A, B, C, out_dtype)
     epi, extras = checks.check_epilogue(
         "hgemm", bias, activation, epilogue, epilogue_args, M, N, A.device, HALF_BIAS
@@ -468,6 +476,38 @@ def hgemm(
     return dispatch.run_fp16(
         A, B, C, out, (M, N, K), out_dtype, alpha, beta, stage, stream, layout, epi, extras
     )
+
+
+def _half_batch(
+    A: Any,
+    B: Any,
+    C: Any,
+    out: Any,
+    out_dtype: Any,
+    alpha: Any,
+    beta: Any,
+    stage: Any,
+    stream: Any,
+    epi_args: tuple,
+) -> Any:
+    """``hgemm`` of a batch (``checks.half_batches``): every matrix checked as a 2-D call before
+    the first launch, then one launch (or staged sequence) per matrix on ``stream``."""
+    batch, M, N = checks.half_batches(A, B, C)
+    mats = [(checks.batch_matrix(A, i), checks.batch_matrix(B, i)) for i in range(batch)]
+    C0 = None if C is None else checks.batch_matrix(C, 0)
+    got = [checks.check_hgemm(a, b, C0, out_dtype) for a, b in mats]
+    K = A.shape[-1]
+    dt = got[0][3] if got else out_dtype or "float32"
+    epi, extras = checks.check_epilogue("hgemm", *epi_args, M, N, A.device, HALF_BIAS)
+    if out is None:
+        out = new_output(A.obj, A.device, (batch, M, N), dt)
+        C = operand(out)
+    for i, ((a, b), (_, _, _, _, layout)) in enumerate(zip(mats, got, strict=True)):
+        c = checks.batch_matrix(C, i)
+        dispatch.run_fp16(
+            a, b, c, out, (M, N, K), dt, alpha, beta, stage, stream, layout, epi, extras
+        )
+    return out
 
 
 def _half_call(

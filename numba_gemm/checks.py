@@ -284,17 +284,12 @@ def _stored_transposed(X: Operand) -> bool:
     return st == (2, 2 * rows) and st != (2 * cols, 2)
 
 
-def check_hgemm(
-    A: Operand, B: Operand, C: Operand | None, out_dtype: str | None
-) -> tuple[int, int, int, str, str]:
-    """``(M, N, K, output dtype name, layout)`` of ``hgemm(a, b, out=out, out_dtype=out_dtype)``:
-    dtypes first, then layout (``"NN"``; ``"?T"`` for ``b`` the transpose of a C-contiguous
-    ``(N, K)``, ``"T?"`` for ``a`` that of a ``(K, M)``), shapes, GPUs and aliasing. The operands
-    are float16 or bfloat16 (:data:`arrays.BF16`), both alike. Rows of any length and alignment
-    pass: the plan copies what its kernels cannot read in place (``choose.half_staged``).
+def check_half_dtypes(A: Operand, B: Operand, C: Operand | None) -> None:
+    """``hgemm``'s dtype rules, checked before anything else: ``a`` float16 or bfloat16, ``b``
+    of ``a``'s type, ``out`` float32 or of that type.
 
     Raises:
-        TypeError, ValueError: as :func:`numba_gemm.hgemm` says.
+        TypeError: as :func:`numba_gemm.hgemm` says.
     """
     half = A.dtype if A.dtype is BF16 else F16  # the operands' type, as a decides
     for label, X in (("a", A), ("b", B)):
@@ -311,6 +306,83 @@ def check_hgemm(
             f"hgemm: out must be float32 or {half}, got dtype {C.dtype} (a 16-bit out is of "
             "the operands' type)"
         )
+
+
+def _span(X: Operand) -> tuple[int, int]:
+    """``[first, last)`` bytes an operand with non-negative strides can touch."""
+    last = X.ptr + sum((d - 1) * st for d, st in zip(X.shape, X.strides, strict=True))
+    return X.ptr, last + X.dtype.itemsize
+
+
+def half_batches(A: Operand, B: Operand, C: Operand | None) -> tuple[int, int, int]:
+    """``(batch, M, N)`` of a batched ``hgemm``: ``a (batch, M, K)`` and ``b (batch, K, N)``, either
+    2-D (or a batch of one) to share one matrix with every product, ``out (batch, M, N)``.
+    Each matrix is then checked as a 2-D call (:func:`batch_matrix`, :func:`check_hgemm`).
+
+    Raises:
+        TypeError: as :func:`check_half_dtypes`.
+        ValueError: an operand neither 2-D nor 3-D; batch sizes that differ (other than 1);
+            ``out`` not 3-D of that batch; ``out`` sharing memory with ``a`` or ``b``.
+    """
+    check_half_dtypes(A, B, C)
+    for label, X in (("a", A), ("b", B)):
+        if len(X.shape) not in (2, 3):
+            raise ValueError(
+                f"hgemm: {label} must be 2-D or 3-D (a batch), got shape {tuple(X.shape)}"
+            )
+    ba, bb = (X.shape[0] if len(X.shape) == 3 else 1 for X in (A, B))
+    batch = max(ba, bb)
+    if ba not in (1, batch) or bb not in (1, batch):
+        raise ValueError(
+            f"hgemm: batch sizes differ: a has {ba} matrices and b has {bb}; they must be "
+            "equal, or one of them 1 (or 2-D) to be shared"
+        )
+    M, N = A.shape[-2], B.shape[-1]
+    if C is not None:
+        if tuple(C.shape[:1]) != (batch,) or len(C.shape) != 3:
+            raise ValueError(
+                f"hgemm: out must be ({batch}, {M}, {N}) for a batch of {batch}, got shape "
+                f"{tuple(C.shape)}"
+            )
+        if batch > 1 and M * N and C.strides[0] < M * N * C.dtype.itemsize:
+            raise ValueError(
+                f"hgemm: out's matrices overlap (batch stride {C.strides[0]} bytes < one "
+                f"matrix's {M * N * C.dtype.itemsize}): each product needs its own"
+            )
+        if C.nbytes:
+            c0, c1 = _span(C)
+            for label, X in (("a", A), ("b", B)):
+                x0, x1 = _span(X)
+                if X.nbytes and x0 < c1 and c0 < x1:
+                    raise ValueError(f"out overlaps {label}: the output must not alias an input")
+    return batch, M, N
+
+
+def batch_matrix(X: Operand, i: int) -> Operand:
+    """Matrix ``i`` of a 3-D operand as a 2-D one (a 2-D operand, or a batch of one, for any
+    ``i``: the shared matrix)."""
+    if len(X.shape) == 2:
+        return X
+    j = i if X.shape[0] > 1 else 0
+    return Operand(
+        X.obj, X.ptr + j * X.strides[0], X.shape[1:], X.strides[1:], X.dtype, X.device, X.stream
+    )
+
+
+def check_hgemm(
+    A: Operand, B: Operand, C: Operand | None, out_dtype: str | None
+) -> tuple[int, int, int, str, str]:
+    """``(M, N, K, output dtype name, layout)`` of ``hgemm(a, b, out=out, out_dtype=out_dtype)``:
+    dtypes first, then layout (``"NN"``; ``"?T"`` for ``b`` the transpose of a C-contiguous
+    ``(N, K)``, ``"T?"`` for ``a`` that of a ``(K, M)``), shapes, GPUs and aliasing. The operands
+    are float16 or bfloat16 (:data:`arrays.BF16`), both alike. Rows of any length and alignment
+    pass: the plan copies what its kernels cannot read in place (``choose.half_staged``).
+
+    Raises:
+        TypeError, ValueError: as :func:`numba_gemm.hgemm` says.
+    """
+    check_half_dtypes(A, B, C)
+    half = A.dtype  # the operands' type
     # an operand stored transposed: the transpose of a C-contiguous array (b: W.T of W (N, K),
     # as x @ W.T computes, torch.nn.Linear; a: the plan copies it row-major first)
     a_t, b_t = _stored_transposed(A), _stored_transposed(B)

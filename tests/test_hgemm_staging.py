@@ -18,6 +18,7 @@ from numba_gemm import dispatch
 from numba_gemm.device import SIMULATOR
 from numba_gemm.plan import staging
 from numba_gemm.plan.choose import half_staged
+from numba_gemm.tools.check import device_view
 from numba_gemm.tools.reference import rel_error
 
 BF = ml_dtypes.bfloat16
@@ -105,4 +106,52 @@ def test_bad_16bit_layouts_still_refused(rng):
     d_c = to_device(c)
     with pytest.raises(ValueError, match="a must be 2-D, C-contiguous or the transpose"):
         numba_gemm.hgemm(a, b, out=d_c)
+    np.testing.assert_array_equal(to_host(d_c), c)
+
+
+@pytest.mark.parametrize("half", [np.float16, BF], ids=["fp16", "bf16"])
+def test_hgemm_batches_and_shared_matrices(half, rng):
+    """A batch of products, one launch (or staged sequence) each: both operands 3-D, a 2-D
+    ``b`` shared by every product (``x @ W`` for a batch of ``x``), a batch of one broadcast,
+    a 3-D ``b`` whose matrices are stored transposed (FP16); ragged K and N; a NaN-poisoned
+    float32 out, and a new 16-bit one."""
+    G, M, N, K = 2, 9, 10, 13
+    a = rng.standard_normal((G, M, K)).astype(half)
+    b = rng.standard_normal((G, K, N)).astype(half)
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    w = to_device(np.ascontiguousarray(b.transpose(0, 2, 1)))  # (G, N, K) row-major
+    wt = device_view(w, (G, K, N), (2 * N * K, 2, 2 * K))  # each matrix W_g.T, zero-copy
+    cases = [(to_device(a), to_device(b), a64 @ b64)]
+    if half is np.float16:
+        cases += [
+            (to_device(a), to_device(b[0]), a64 @ b64[0]),
+            (to_device(a[:1]), to_device(b), a64[:1] @ b64),
+            (to_device(a), wt, a64 @ b64),
+        ]
+    for d_a, d_b, want in cases:
+        out = to_device(np.full(want.shape, np.nan, np.float32))
+        assert numba_gemm.hgemm(d_a, d_b, out=out) is out
+        assert rel_error(to_host(out), want) < 1e-6
+    d_a, d_b, want = cases[0]
+    c = numba_gemm.hgemm(d_a, d_b, out_dtype=np.dtype(half).name)
+    assert c.shape == want.shape and rel_error(to_host(c).astype(np.float64), want) < 8e-3
+
+
+def test_hgemm_batch_errors_write_nothing(rng):
+    """Batch sizes that differ, an ``out`` of another batch or whose matrices share memory, an
+    ``out`` overlapping ``a``: clear errors, nothing written."""
+    h = np.float16
+    a = to_device(rng.standard_normal((3, 8, 16)).astype(h))
+    b = to_device(rng.standard_normal((2, 16, 8)).astype(h))
+    c = np.full((3, 8, 8), 7.0, np.float32)
+    d_c = to_device(c)
+    with pytest.raises(ValueError, match="batch sizes differ: a has 3 matrices and b has 2"):
+        numba_gemm.hgemm(a, b, out=d_c)
+    b3 = to_device(rng.standard_normal((3, 16, 8)).astype(h))
+    with pytest.raises(ValueError, match=r"out must be \(3, 8, 8\)"):
+        numba_gemm.hgemm(a, b3, out=to_device(np.zeros((2, 8, 8), np.float32)))
+    shared = to_device(np.zeros((8, 8), np.float32))
+    with pytest.raises(ValueError, match="out's matrices overlap"):
+        numba_gemm.hgemm(a, b3, out=device_view(shared, (3, 8, 8), (0, 32, 4)))
+    np.testing.assert_array_equal(to_host(shared), 0)
     np.testing.assert_array_equal(to_host(d_c), c)

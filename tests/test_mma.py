@@ -377,7 +377,9 @@ def test_hgemm_rejects_bad_input(rng):
     cases = [
         (TypeError, "a must be float16", dict(a=cuda.to_device(np.ones((8, 16), np.float32)))),
         (ValueError, "inner dimensions differ", dict(b=cuda.to_device(np.ones((8, 8), h)))),
-        (ValueError, "2-D, C-contiguous or", dict(a=cuda.to_device(np.ones((2, 8, 16), h)))),
+        (ValueError, r"out must be \(2, 8, 8\)", dict(a=cuda.to_device(np.ones((2, 8, 16), h)))),
+        (ValueError, "2-D or 3-D", dict(a=cuda.to_device(np.ones((1, 2, 8, 16), h)))),
+        (ValueError, "2-D, C-contiguous or", dict(a=cuda.to_device(np.ones((8, 32), h))[:, :16])),
         (ValueError, "out_dtype must be .float32. or .float16.", dict(out_dtype="bfloat16")),
         (ValueError, "out is float32 but out_dtype", dict(out=d_c, out_dtype="float16")),
         (
