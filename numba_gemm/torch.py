@@ -23,8 +23,9 @@ the output's shape and dtype without running anything):
   batches broadcast); 2-D float16 / bfloat16 operands: :func:`numba_gemm.hgemm` (a result of their
   dtype, FP32 sums). Autograd: ``dA = dC @ B^T``, ``dB = A^T @ dC``, summed over broadcast
   batch dimensions.
-- ``grouped_mm(a, b, offsets)``: :func:`numba_gemm.grouped_mm` (float32; no backward: a
-  backward through it raises NotImplementedError).
+- ``grouped_mm(a, b, offsets)``: :func:`numba_gemm.grouped_mm` (float32). Autograd: ``dA`` by
+  the grouped kernel on B's transposed view (one launch), each ``dB_g = A_g^T dC_g`` by a
+  ``matmul`` per non-empty group (the offsets read on the host: a synchronization).
 
 Launches go on PyTorch's current CUDA stream, so they order with the surrounding PyTorch work
 (the default stream takes the library's fast lane). An eager call of :func:`linear`,
@@ -288,22 +289,39 @@ _define(
 )
 
 
-def _no_context(ctx: Any, inputs: tuple, output: torch.Tensor) -> None:
-    pass
+def _grouped_setup(ctx: Any, inputs: tuple, output: torch.Tensor) -> None:
+    a, b, offsets = inputs
+    ctx.save_for_backward(a, b, offsets)
 
 
 def _grouped_mm_backward(ctx: Any, grad: torch.Tensor) -> tuple:
-    raise NotImplementedError(
-        "numba_gemm::grouped_mm has no backward: each expert's dW = A_g^T dC_g sums over the "
-        "group's rows, a product the grouped kernel does not compute; train with "
-        "torch._grouped_mm or a loop of torch.mm, use grouped_mm for inference"
-    )
+    """``dA`` by the grouped kernel itself, ``dA[rows of g] = dC[rows of g] @ B_g^T`` (B's
+    transposed view, one launch; rows past the last group's end are zero, as they took no part);
+    ``dB_g = A_g^T @ dC_g`` sums over the group's rows, which the grouped kernel does not
+    compute: one ``matmul`` per non-empty group, after reading the offsets on the host (a
+    synchronization)."""
+    a, b, offsets = ctx.saved_tensors
+    g = grad.contiguous()
+    T = a.shape[0]
+    da = db = None
+    if ctx.needs_input_grad[0]:
+        da = _OPS.grouped_mm.default(g, b.transpose(1, 2), offsets)
+        last = offsets.max().clamp(0, T) if offsets.numel() else offsets.new_zeros(())
+        rows = torch.arange(T, device=da.device) < last.to(da.device)
+        da = torch.where(rows[:, None], da, da.new_zeros(()))
+    if ctx.needs_input_grad[1]:
+        ends = offsets.clamp(0, T).cummax(0).values.tolist() if offsets.numel() else []
+        db = b.new_zeros(b.shape)
+        start = 0
+        for e, end in enumerate(ends):
+            if end > start:
+                db[e] = _OPS.matmul.default(a[start:end].T, g[start:end], None)
+            start = max(start, end)
+    return da, db, None
 
 
-# registered so that a backward through grouped_mm fails with that message, not silently with no
-# gradient (PyTorch's fallback for operators without an autograd kernel)
 torch.library.register_autograd(
-    "numba_gemm::grouped_mm", _grouped_mm_backward, setup_context=_no_context, lib=_LIB
+    "numba_gemm::grouped_mm", _grouped_mm_backward, setup_context=_grouped_setup, lib=_LIB
 )
 
 
