@@ -409,9 +409,9 @@ def hgemm(
             K)`` of such matrices (``b`` 3-D too, or 2-D: one B for every product; a batch of
             one is shared likewise; ``out`` ``(batch, M, N)``; one launch per matrix); on the
             GPU (Numba, CuPy, PyTorch or any ``__cuda_array_interface__`` object; zero-copy).
-            bfloat16: a
-            PyTorch ``torch.bfloat16`` tensor, a Numba array of ``ml_dtypes.bfloat16``, or a CAI
-            object of type string ``"<V2"`` (``ml_dtypes``' and JAX's bfloat16).
+            bfloat16: a PyTorch ``torch.bfloat16`` tensor, a Numba array of
+            ``ml_dtypes.bfloat16``, or a CAI object of type string ``"<V2"`` (``ml_dtypes``'
+            and JAX's bfloat16).
         b: B, shape ``(K, N)``, of ``a``'s dtype, row-major C-contiguous, or the transpose of a
             C-contiguous ``(N, K)`` (``x @ W.T`` as ``torch.nn.Linear`` computes: ``W.T``, no
             copy; compute capability 9.0), on the same GPU.
@@ -453,11 +453,10 @@ def hgemm(
             transpose of a C-contiguous array (B stored transposed where no stage of this GPU
             takes it: compute capability 8.x); batch sizes that differ (other than 1); ``out``
             not of the batch, or its matrices sharing memory; inner dimensions that differ;
-            ``K == 0``; ``out``
-            of the wrong shape, not C-contiguous, overlapping ``a`` or ``b``, or not of
-            ``out_dtype``; an ``out_dtype`` other than float32 and the operands' type; operands
-            on different GPUs; a stage of another precision; a GPU below the compute capability
-            the dtype needs. Nothing is launched or written when an error is raised.
+            ``K == 0``; ``out`` of the wrong shape, not C-contiguous, overlapping ``a`` or ``b``,
+            or not of ``out_dtype``; an ``out_dtype`` other than float32 and the operands' type;
+            operands on different GPUs; a stage of another precision; a GPU below the compute
+            capability the dtype needs. Nothing is launched or written when an error is raised.
     """
     plain = _no_epilogue(bias, activation, epilogue, epilogue_args)
     if plain and type(stream) is int and stream == 0:
