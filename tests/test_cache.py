@@ -418,6 +418,12 @@ def test_precompile_plan(no_user_tuning):
     assert len(jobs) == len(set(jobs))
     names = {j.name for j in jobs}
     assert {"naive", "multistage", "scale_c", "copy_padded"} <= names
+    # the staging copy for every element type a staged plan moves (hgemm's: 16-bit), under the
+    # name and variant the launch layer loads it with (launcher.StagedRunner._copy)
+    copies = {j.variant: j for j in jobs if j.name == "copy_padded"}
+    assert set(copies) == {"", "Q", "R"}
+    assert "float16[:, :, :], float16" in str(precompile.kernel_for(copies["Q"])[1])
+    assert "uint16[:, :, :], uint16" in str(precompile.kernel_for(copies["R"])[1])
     assert ("smem_tiling", "vector") in {(j.name, j.variant) for j in jobs}
     assert not any(j.name == "smem_tiling" and j.variant == "scalar" for j in jobs)
     tuned = [j for j in jobs if j.name == "multistage"]

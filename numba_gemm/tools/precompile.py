@@ -32,11 +32,14 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-#: Kernels beside the stage kernels, by the name the plan loads them under: (module, attribute,
-#: argument spec of ``numba_gemm.launch.numba_signature``), as ``numba_gemm.plan`` loads them.
+#: Kernels beside the stage kernels, by the name and variant the launch layer loads them under:
+#: (module, attribute, argument spec of ``numba_gemm.launch.numba_signature``). The staging copy
+#: comes in float32 and, for ``hgemm``'s staged plans, float16 and bfloat16 (as bits) variants.
 AUX_KERNELS = {
-    "scale_c": ("numba_gemm.kernels._scale", "scale_c", "Sf"),
-    "copy_padded": ("numba_gemm.kernels._pad", "copy_padded", "SS"),
+    ("scale_c", ""): ("numba_gemm.kernels._scale", "scale_c", "Sf"),
+    ("copy_padded", ""): ("numba_gemm.kernels._pad", "copy_padded", "SS"),
+    ("copy_padded", "Q"): ("numba_gemm.kernels._pad", "copy_padded", "QQ"),
+    ("copy_padded", "R"): ("numba_gemm.kernels._pad", "copy_padded", "RR"),
 }
 
 
@@ -68,10 +71,10 @@ def kernel_for(job: Job):
     from ..kernels.stage import parse_variant_key
     from ..launch.launcher import numba_signature
 
-    if job.name in AUX_KERNELS:
+    if (job.name, job.variant) in AUX_KERNELS:
         import importlib
 
-        module, attr, spec = AUX_KERNELS[job.name]
+        module, attr, spec = AUX_KERNELS[job.name, job.variant]
         return getattr(importlib.import_module(module), attr), numba_signature(spec)
     from .. import get_stage
 
@@ -165,7 +168,7 @@ def plan(
                         if job not in jobs:
                             jobs.append(job)
     if stages is None:
-        jobs += [Job(name, (), "", tuple(cc)) for name in AUX_KERNELS]
+        jobs += [Job(name, (), variant, tuple(cc)) for name, variant in AUX_KERNELS]
     return jobs
 
 
