@@ -308,12 +308,6 @@ def check_half_dtypes(A: Operand, B: Operand, C: Operand | None) -> None:
         )
 
 
-def _span(X: Operand) -> tuple[int, int]:
-    """``[first, last)`` bytes an operand with non-negative strides can touch."""
-    last = X.ptr + sum((d - 1) * st for d, st in zip(X.shape, X.strides, strict=True))
-    return X.ptr, last + X.dtype.itemsize
-
-
 def half_batches(A: Operand, B: Operand, C: Operand | None) -> tuple[int, int, int]:
     """``(batch, M, N)`` of a batched ``hgemm``: ``a (batch, M, K)`` and ``b (batch, K, N)``, either
     2-D (or a batch of one) to share one matrix with every product, ``out (batch, M, N)``.
@@ -349,12 +343,9 @@ def half_batches(A: Operand, B: Operand, C: Operand | None) -> tuple[int, int, i
                 f"hgemm: out's matrices overlap (batch stride {C.strides[0]} bytes < one "
                 f"matrix's {M * N * C.dtype.itemsize}): each product needs its own"
             )
-        if C.nbytes:
-            c0, c1 = _span(C)
-            for label, X in (("a", A), ("b", B)):
-                x0, x1 = _span(X)
-                if X.nbytes and x0 < c1 and c0 < x1:
-                    raise ValueError(f"out overlaps {label}: the output must not alias an input")
+        for label, X in (("a", A), ("b", B)):
+            if overlaps(C, X):
+                raise ValueError(f"out overlaps {label}: the output must not alias an input")
     return batch, M, N
 
 

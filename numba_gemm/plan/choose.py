@@ -679,22 +679,18 @@ def _transposed(M: int, N: int, K: int, dev: DeviceInfo, layout: str, precision:
     TF32 (docs/design.md §5.1), against which one copy of A was predicted at a few percent (not
     yet timed on a GPU)."""
     s = staging_for(M, N, K, transpose_a=True)
-    inner = plan_for(
-        M,
-        s.N4,
-        s.K4,
-        device=dev,
-        geometry=Geometry.dense(M, s.N4, s.K4, "N" + layout[1]),
-        compute=precision,
-    )
-    return staged_plan(
-        M,
-        N,
-        K,
-        s,
-        inner,
-        why=f"A stored transposed, which the {precision} wgmma kernels need K-major",
-    )
+    why = f"A stored transposed, which the {precision} wgmma kernels need K-major"
+    return _on_copies(M, N, K, s, layout, dev, why, compute=precision)
+
+
+def _on_copies(
+    M: int, N: int, K: int, s: Staging, layout: str, dev: DeviceInfo, why: str, **kw: Any
+) -> Plan:
+    """The staged plan running the aligned plan of the padded ``M x N4 x K4`` (``plan_for``
+    with ``kw``; A row-major: layout N?) on the copies ``s`` says (:func:`staged_plan`)."""
+    geometry = Geometry.dense(M, s.N4, s.K4, "N" + layout[1])
+    inner = plan_for(M, s.N4, s.K4, device=dev, geometry=geometry, **kw)
+    return staged_plan(M, N, K, s, inner, why=why)
 
 
 def half_staged(
@@ -718,28 +714,26 @@ def half_staged(
     Raises:
         ValueError: as :func:`plan_for` for the padded product.
     """
-    dev = _device_info(device)
-    half = SIXTEEN[compute]
-    s = staging_for(M, N, K, layout[0] == "T", half, out_dtype, layout)
-    inner_layout = "N" + layout[1]
+    s = staging_for(M, N, K, layout[0] == "T", SIXTEEN[compute], out_dtype, layout)
     c_rows = s.N4 * staging.ITEMSIZE[out_dtype] % 16 == 0  # C' rows (C's own when not copied)
-    inner = plan_for(
-        M,
-        s.N4,
-        s.K4,
-        stage=stage,
-        device=dev,
-        geometry=Geometry.dense(M, s.N4, s.K4, inner_layout),
-        compute=compute,
-        out_dtype=out_dtype,
-        alignment=Alignment.ALL if c_rows else Alignment.AB,
-    )
     why = (
         "A stored transposed, which the 16-bit stages read K-major"
         if s.at
         else "rows of A or B not 16-byte aligned (16-bit rows: multiples of 8 elements)"
     )
-    return staged_plan(M, N, K, s, inner, why=why)
+    return _on_copies(
+        M,
+        N,
+        K,
+        s,
+        layout,
+        _device_info(device),
+        why,
+        stage=stage,
+        compute=compute,
+        out_dtype=out_dtype,
+        alignment=Alignment.ALL if c_rows else Alignment.AB,
+    )
 
 
 def staged_plan(
