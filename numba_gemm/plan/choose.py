@@ -10,7 +10,7 @@ dictionary hit -> launch.
 
 The automatic choice (``stage=None``) prices candidates of every FP32 stage usable on the device
 (the user's tuning cache, else the committed defaults for its compute capability:
-``numba_gemm.plan.tuning``) with a wave-quantization model (:func:`estimate_ms`) and takes the
+``numba_gemm.plan.tuning``) with a per-SM wave model (:func:`estimate_ms`) and takes the
 cheapest: the candidates an exhaustive sweep measured at the nearest measured shape, if one lies
 closer than ``tuning.NEAR`` to the product; else, for at most ``tuning.SKINNY_ROWS`` rows, the
 skinny stage's candidates of the measured shape of nearby rows nearest to it, priced by the bytes

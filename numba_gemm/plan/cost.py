@@ -1,6 +1,6 @@
 """The cost model: a tuned candidate's predicted time at a new shape.
 
-Three terms, each fitted on measurements (docs/design.md, "The planner"): the wave-quantization
+Three terms, each fitted on measurements (docs/design.md, "The planner"): the per-SM wave
 model of the tiled stages (:func:`estimate_ms`), the bytes-of-B model of the bandwidth-bound
 stages (:func:`stream_ms`) and split-K's reduction (:func:`reduce_ms`); :func:`split_options`
 says which K splits are worth pricing. A candidate is ``{"config": ..., "ms": ..., "shape": ...}``
@@ -60,6 +60,25 @@ def reduce_ms(splits: int, M: int, N: int, cfg: Mapping[str, int], stage: Stage)
     )
 
 
+#: Co-residency at which an SM runs at half the rate of many blocks (:func:`sm_rate`). Fitted on
+#: the H200's measured shapes: one configuration's times at two of them, each predicted from the
+#: other (734 pairs of the tiled stages, row-major B, aligned). With every launch dealt out
+#: evenly over the SMs, 0.5 brings 89 % of the pairs within 10 % (0.25: 81 %, 1: 68 %); the
+#: two-regime form :func:`estimate_ms` uses (whole waves past one wave) 66 % (within 25 %: 94 %);
+#: the plain wave model (a block's time the same alone or beside two others) 46 % (66 %), worst
+#: pair 2.9x: a 64 x 128 tile timed at 256 x 2304 x 768 (72 blocks, one an SM) priced at 4096^3
+#: (three an SM). Held-out races chose the two-regime form (docs/design.md §4.3).
+SM_HALF_RATE_BLOCKS = 0.5
+
+
+def sm_rate(blocks: int) -> float:
+    """Relative throughput of an SM running ``blocks`` blocks of one kernel at once:
+    ``n / (n + SM_HALF_RATE_BLOCKS)``, so 1 block gets 0.67 of the rate 3 blocks reach (0.86)
+    and more blocks add little: co-resident blocks share the SM's issue slots, and only hide
+    each other's latency."""
+    return blocks / (blocks + SM_HALF_RATE_BLOCKS)
+
+
 #: Warps per SM a stream-K grid first assumes (``Plan``): the kernel's loop over units keeps the
 #: tile's bookkeeping live, and the tuned tiles' kernels grow to 255 registers with it (8 warps of
 #: 255 registers fill the 64 K register file). The grid is then clamped to the loaded kernel's
@@ -82,12 +101,16 @@ def estimate_ms(
     """Predicted time (ms) of a tuned candidate at ``batch`` x ``(M, N, K)`` from its time at the
     tuned shape (``cand["batch"]`` x ``cand["shape"]``; batch 1 when not recorded).
 
-    Wave-quantization model: a kernel runs in ``ceil(blocks / (SMs * blocks_per_sm))`` waves of
-    blocks that each walk ``ceil(K_slice / BK)`` K tiles, so time scales with waves x K tiles.
-    It is what makes a ragged size (4097: one more row and column of mostly empty tiles, maybe one
-    more wave) pick a finer tile than 4096 does. A split-K candidate's reduction
-    (:func:`reduce_ms`) does not scale that way: it is taken out of the tuned time and priced
-    at the new shape, so a small product does not pay for a reduction it cannot amortize.
+    Per-SM wave model: a launch of at most one wave (``blocks <= SMs * blocks_per_sm``) is dealt
+    out breadth first, so the busiest SM runs ``ceil(blocks / SMs)`` blocks side by side; a longer
+    one runs ``ceil(blocks / (SMs * blocks_per_sm))`` full waves (its last one refilled as whole
+    SMs free up, not spread). Time scales with that SM's block-K-tiles (``ceil(K_slice / BK)``
+    each) over its throughput at that co-residency (:func:`sm_rate`). So a tile timed where its
+    blocks ran one an SM is not priced at that speed where three share an SM, and a ragged size
+    (4097: one more row and column of mostly empty tiles, maybe one more wave) picks a finer tile
+    than 4096 does. A split-K candidate's reduction (:func:`reduce_ms`) does not scale that way:
+    it is taken out of the tuned time and priced at the new shape, so a small product does not
+    pay for a reduction it cannot amortize.
 
     ``splits``: the K slices to price at this shape (the launch layer's split-K: the same tiles
     with another ``SPLITK``; default: the candidate's own).
@@ -113,13 +136,15 @@ def estimate_ms(
         else:
             ms = cand.get("ms_scalar_nt", float(ms) * cand["ms_nt"] / cand["ms"])
             bps = cand.get("blocks_per_sm_scalar_nt", bps)
-    slots = max(1, sms * int(bps))
-
+    bps = max(1, int(bps))
     bm, bn, bk = st.block(cfg)
 
     def work(m, n, k, b, s):
-        waves = cdiv(cdiv(m, bm) * cdiv(n, bn) * s * b, slots)
-        return waves * cdiv(cdiv(k, s), bk)
+        blocks = cdiv(m, bm) * cdiv(n, bn) * s * b
+        if blocks < sms * bps:  # one part-filled wave, dealt out breadth first
+            per_sm = cdiv(blocks, sms)
+            return per_sm * cdiv(cdiv(k, s), bk) / sm_rate(per_sm)
+        return cdiv(blocks, sms * bps) * bps * cdiv(cdiv(k, s), bk) / sm_rate(bps)
 
     main = max(float(ms) - reduce_ms(s, Mr, Nr, cfg, st), 0.1 * float(ms))
     return main * work(M, N, K, batch, s_new) / work(Mr, Nr, Kr, Br, s) + reduce_ms(
