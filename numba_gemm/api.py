@@ -773,7 +773,7 @@ def linear(
     return result
 
 
-def grouped_mm(a: Any, b: Any, offsets: Any, *, out: Any = None, stream: Any = 0) -> Any:
+def grouped_mm(a: Any, b: Any, offsets: Any = None, *, out: Any = None, stream: Any = 0) -> Any:
     """A grouped product in one launch, as mixture-of-experts layers need (the layout of
     ``torch._grouped_mm``): ``out[rows of g] = a[rows of g] @ b[g]`` for every group ``g``,
     group ``g`` owning rows ``offsets[g-1] .. offsets[g]`` of ``a`` and ``out``
@@ -793,17 +793,53 @@ def grouped_mm(a: Any, b: Any, offsets: Any, *, out: Any = None, stream: Any = 0
         stream: as for :func:`sgemm`.
 
     Returns:
-        ``out`` or the new array.
+        ``out`` or the new array (the list form: the list of products).
 
     One persistent launch walks every group's ``BM x BN`` tiles of stage 10 (``multistage``,
     its tiles for the mean group; ``launch.grouped``): no host loop over groups, empty groups
     cost nothing. FP32 arithmetic.
 
+    **List form**: ``grouped_mm([a_0, a_1, ...], [b_0, b_1, ...])`` computes ``a_i @ b_i`` for
+    every pair in the same one launch and returns the list of products. Each ``a_i`` is a
+    C-contiguous ``(M_i, K)`` float32 (``M_i`` may be 0), each ``b_i`` a ``(K, N)`` float32,
+    row-major or the transpose of a row-major ``(N, K)``, all alike: the pairs share K and N
+    (experts of one layer; their row counts differ). ``out``: None (the products are row blocks
+    of one new ``(sum M_i, N)`` array of ``a_0``'s kind) or a list of C-contiguous ``(M_i, N)``
+    arrays, written in place. ``offsets`` must be None: the host knows the row counts, and their
+    ends go to the GPU once per new split (cached). Used where they lie: ``a_i`` that are
+    consecutive row blocks of one array (``torch.split``, slices), ``b_i`` one stride apart
+    (``list(w)`` of an ``(E, K, N)`` tensor), outputs that are consecutive row blocks. Otherwise
+    they are copied through a per-stream workspace on the same stream (rows of ``a`` and
+    outputs: a copy of the tokens; ``b``: every matrix on every call, with a
+    ``RuntimeWarning``: stack the weights once instead).
+
     Raises:
-        TypeError: ``a``, ``b`` or ``out`` not float32, ``offsets`` not int32, a host array.
-        ValueError: as ``checks.check_grouped`` says (shapes, strides, GPUs, aliasing). Nothing
+        TypeError: ``a``, ``b`` or ``out`` not float32, ``offsets`` not int32, a host array;
+            ``offsets`` missing with ``a`` an array.
+        ValueError: as ``checks.check_grouped`` (``checks.check_grouped_pairs`` for the list
+            form) says: shapes, strides, GPUs, aliasing; ``offsets`` given with lists. Nothing
             is launched or written when an error is raised.
     """
+    if isinstance(a, (list, tuple)):
+        if offsets is not None:
+            raise ValueError(
+                "grouped_mm: offsets is for a as one (T, K) array; with a list of matrices the "
+                "row counts are theirs: pass offsets=None"
+            )
+        if not isinstance(b, (list, tuple)) or not isinstance(out, (list, tuple, type(None))):
+            raise TypeError(
+                "grouped_mm: with a as a list, b must be a list of (K, N) matrices and out None "
+                f"or a list of (M_i, N) arrays; got b of type {type(b).__name__}"
+            )
+        As, Bs = [operand(x) for x in a], [operand(x) for x in b]
+        Cs = None if out is None else [operand(x) for x in out]
+        layout, K, N = checks.check_grouped_pairs(As, Bs, Cs)
+        return dispatch.run_grouped_pairs(As, Bs, Cs, layout, K, N, out, stream)
+    if offsets is None:
+        raise TypeError(
+            "grouped_mm: offsets (each group's end row, int32 on the GPU) is required when a "
+            "is one (T, K) array; pass a list of matrices for the list form"
+        )
     A, B, O = operand(a), operand(b), operand(offsets)
     C = None if out is None else operand(out)
     layout = checks.check_grouped(A, B, O, C)

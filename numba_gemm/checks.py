@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 from numba import cuda
 
-from .arrays import BF16, F32, Operand, operand, overlaps, plain_overlap
+from .arrays import BF16, F32, Operand, byte_span, operand, overlaps, plain_overlap
 from .device import SIMULATOR
 from .kernels._epilogue import ACTIVATIONS, MAX_OPERANDS, OPERAND_SPECS, Epilogue
 from .plan.geometry import Geometry
@@ -749,3 +749,97 @@ def check_grouped(A: Operand, B: Operand, O: Operand, C: Operand | None) -> str:
             if overlaps(C, X):
                 raise ValueError(f"grouped_mm: out overlaps {label}")
     return layout
+
+
+def check_grouped_pairs(
+    As: list[Operand], Bs: list[Operand], Cs: list[Operand] | None
+) -> tuple[str, int, int]:
+    """``(layout, K, N)`` of ``grouped_mm``'s list form (``a`` and ``b`` lists of matrices, one
+    product each): dtypes first, then shapes, strides, GPUs and aliasing.
+
+    Raises:
+        TypeError: a matrix not float32.
+        ValueError: ``a`` and ``b`` (and ``out``) of different lengths, or empty; an ``a_i``
+            not a 2-D C-contiguous ``(M_i, K)``; a ``b_i`` not ``(K, N)`` row-major or the
+            transpose of a row-major ``(N, K)``, all alike; K or N that differ between products;
+            an ``out_i`` not a C-contiguous ``(M_i, N)``; operands on different GPUs; an
+            ``out_i`` overlapping an input or another ``out_j``.
+    """
+    E = len(As)
+    if E == 0 or len(Bs) != E or (Cs is not None and len(Cs) != E):
+        raise ValueError(
+            "grouped_mm: the list form takes a and b (and out) as lists of one matrix per "
+            f"product, of one non-zero length; got {E} a, {len(Bs)} b"
+            + ("" if Cs is None else f", {len(Cs)} out")
+        )
+    for label, xs in (("a", As), ("b", Bs)) + ((("out", Cs),) if Cs is not None else ()):
+        for i, X in enumerate(xs):
+            _check_float32(f"{label}[{i}]", X)
+    K = As[0].shape[-1] if len(As[0].shape) == 2 else -1
+    for i, X in enumerate(As):
+        if len(X.shape) != 2 or X.shape[1] != K or (X.shape[0] and not X.is_c_contiguous()):
+            raise ValueError(
+                f"grouped_mm: a[{i}] must be a 2-D C-contiguous (M_{i}, K) array with the K = "
+                f"{K} columns of a[0], got shape {tuple(X.shape)} and strides "
+                f"{tuple(X.strides)} bytes"
+            )
+    layouts = set()
+    N = Bs[0].shape[-1] if len(Bs[0].shape) == 2 else -1
+    for i, X in enumerate(Bs):
+        if len(X.shape) != 2 or tuple(X.shape) != (K, N):
+            raise ValueError(
+                f"grouped_mm: b[{i}] must be a 2-D (K, N) = ({K}, {N}) matrix (K from a, N from "
+                f"b[0]), got shape {tuple(X.shape)}"
+            )
+        s = tuple(X.strides)
+        if s[1] == 4 and (s[0] == 4 * N or K <= 1):
+            layouts.add("NN")
+        elif s[0] == 4 and (s[1] == 4 * K or N <= 1):
+            layouts.add("NT")
+        else:
+            raise ValueError(
+                f"grouped_mm: b[{i}] must be row-major (K, N) or the transpose of a row-major "
+                f"(N, K), got strides {s} bytes"
+            )
+    if len(layouts) > 1:
+        raise ValueError(
+            "grouped_mm: the b matrices must be stored alike: all row-major (K, N) or all the "
+            "transpose of row-major (N, K) matrices"
+        )
+    dev = As[0].device
+    everything = [("a", As), ("b", Bs)] + ([("out", Cs)] if Cs is not None else [])
+    for label, xs in everything:
+        for i, X in enumerate(xs):
+            if X.device != dev:
+                raise ValueError(
+                    f"grouped_mm: {label}[{i}] is on GPU {X.device}, a[0] on GPU {dev}: one GPU"
+                )
+    if Cs is not None:
+        for i, (X, A) in enumerate(zip(Cs, As, strict=True)):
+            if tuple(X.shape) != (A.shape[0], N) or (X.nbytes and not X.is_c_contiguous()):
+                raise ValueError(
+                    f"grouped_mm: out[{i}] must be a C-contiguous ({A.shape[0]}, {N}) array, got "
+                    f"shape {tuple(X.shape)} and strides {tuple(X.strides)} bytes"
+                )
+        _outputs_apart(everything)
+    return layouts.pop(), K, N
+
+
+def _outputs_apart(named: list[tuple[str, list[Operand]]]) -> None:
+    """Raise ``ValueError`` if an ``out`` operand's bytes overlap any other operand's (inputs may
+    share memory): one sweep over the byte spans sorted by start, O(n log n) for n operands."""
+    spans = sorted(
+        (*byte_span(X), label, i)
+        for label, xs in named
+        for i, X in enumerate(xs)
+        if byte_span(X)[0] < byte_span(X)[1]
+    )
+    far_any = far_out = None  # the span reaching furthest so far, of any operand / of an out
+    for lo, hi, label, i in spans:
+        for far, ok in ((far_out, True), (far_any, label == "out")):
+            if far is not None and ok and lo < far[0]:
+                raise ValueError(f"grouped_mm: {far[1]}[{far[2]}] overlaps {label}[{i}]")
+        if far_any is None or hi > far_any[0]:
+            far_any = (hi, label, i)
+        if label == "out" and (far_out is None or hi > far_out[0]):
+            far_out = (hi, label, i)

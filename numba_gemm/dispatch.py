@@ -11,22 +11,33 @@ operands.
 from __future__ import annotations
 
 import threading
+import warnings
 from typing import Any
 
+import numpy as np
+from numba import cuda
+
 from . import checks
-from .arrays import BF16, Operand, all_rows_aligned, new_output, operand
+from .arrays import BF16, F32, Operand, all_rows_aligned, new_output, operand
 from .device import SIMULATOR, cdiv, check_grid
 from .device import info as device_info
 from .kernels import get_stage
 from .kernels._scale import BLOCK as SCALE_BLOCK
 from .kernels.stage import Stage
-from .launch import driver
-from .launch.grouped import FEW_ROWS, FEW_ROWS_CONFIG, GroupedRunner
+from .launch import driver, workspace
+from .launch.grouped import (
+    FEW_ROWS,
+    FEW_ROWS_CONFIG,
+    GroupedRunner,
+    matrices_in_place,
+    rows_in_place,
+)
 from .launch.launcher import (
     DEFAULT_STREAM,
     SHARED_STREAMS,
     Runner,
     apply_epilogue,
+    copy_matrix,
     epilogue_runner,
     runner,
     scale_kernel,
@@ -372,3 +383,102 @@ def run_grouped(
         order_after_producers(strm, r, *ops)
     r.run(A, B, C, offsets, strm)
     return out
+
+
+#: Group ends of the list form on the device, by GPU and ends (the host knows the sizes there):
+#: one host-to-device copy per new split of the tokens, at most :data:`ENDS_KEPT` kept.
+_ENDS: dict = {}
+ENDS_KEPT = 64
+
+
+def group_ends(ends: tuple[int, ...], device: int) -> Operand:
+    """``ends`` as an int32 device array on GPU ``device`` (cached)."""
+    key = (device, ends)
+    x = _ENDS.get(key)
+    if x is None:
+        host = np.asarray(ends, np.int32)
+        if SIMULATOR:
+            arr = cuda.to_device(host)
+        else:
+            with cuda.gpus[device]:
+                arr = cuda.to_device(host)
+        while len(_ENDS) >= ENDS_KEPT:
+            _ENDS.pop(next(iter(_ENDS)))
+        x = _ENDS[key] = operand(arr)
+    return x
+
+
+def run_grouped_pairs(
+    As: list[Operand],
+    Bs: list[Operand],
+    Cs: list[Operand] | None,
+    layout: str,
+    K: int,
+    N: int,
+    outs: list | None,
+    stream: Any,
+) -> list:
+    """``grouped_mm``'s list form after ``checks.check_grouped_pairs``: the products packed into
+    the offsets form (rows of A and C, matrices of B) where they lie, else through copies, and
+    one grouped launch. Returns the outputs (``outs``, or views of one new ``(T, N)`` array)."""
+    Ms = [x.shape[0] for x in As]
+    ends, t = [], 0
+    for m in Ms:
+        t += m
+        ends.append(t)
+    T, E, dev = t, len(As), device_info(As[0].device)
+    if outs is None:
+        buf = new_output(As[0].obj, dev.id, (T, N))
+        outs = [buf[e - m : e] for m, e in zip(Ms, ends, strict=True)]
+        C = operand(buf) if T else None
+    else:
+        C = rows_in_place(Cs, N) if Cs is not None else None
+    if T == 0 or N == 0:
+        return outs
+    strm = DEFAULT_STREAM if type(stream) is int and stream == 0 else stream_handle(stream)
+    A, B = rows_in_place(As, K), matrices_in_place(Bs)
+    vec = not ((K | N) & 3)
+    r = grouped_runner(T, N, K, E, layout, vec, dev.id)
+    ops = [*As, *Bs, *(Cs or ())]
+    if any(x.stream is not None for x in ops) and not SIMULATOR:
+        order_after_producers(strm, r, *ops)
+    packed_c = C is None
+    # what does not lie as one array goes through this stream's workspace, 16-byte aligned parts
+    need = [T * K if A is None else 0, E * K * N if B is None else 0, T * N if packed_c else 0]
+    parts = [-(-n // 4) * 4 for n in need]
+    owner, base = workspace.packing_buffer(sum(parts), strm, dev.id) if sum(parts) else (None, 0)
+    starts = [0, parts[0], parts[0] + parts[1]]
+    if A is None:  # rows of several arrays: packed into one
+        A = Operand(owner, base, (T, K), (4 * K, 4), F32, dev.id)
+        for x, m, e in zip(As, Ms, ends, strict=True):
+            dst = Operand(owner, base + 4 * K * (e - m), (m, K), (4 * K, 4), F32, dev.id)
+            copy_matrix(dst, x, dev, strm)
+    if B is None:  # matrices at no one stride: stacked, every call
+        warnings.warn(
+            "grouped_mm: the b matrices do not lie one stride apart, so they are copied into "
+            "one (E, K, N) buffer on every call; pass views of one stacked tensor "
+            "(list(w) of w = torch.stack(...)) to use them in place",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+        rows, cols = (K, N) if layout == "NN" else (N, K)
+        b0 = base + 4 * starts[1]
+        for i, x in enumerate(Bs):
+            src = (
+                x if layout == "NN" else Operand(x.obj, x.ptr, (N, K), x.strides[::-1], F32, dev.id)
+            )
+            dst = Operand(owner, b0 + 4 * rows * cols * i, (rows, cols), (4 * cols, 4), F32, dev.id)
+            copy_matrix(dst, src, dev, strm)
+        strides = (4 * K * N, 4 * N, 4) if layout == "NN" else (4 * K * N, 4, 4 * K)
+        B = Operand(owner, b0, (E, K, N), strides, F32, dev.id)
+    if packed_c:  # outputs that are not row blocks of one array: computed into one, then copied
+        C = Operand(owner, base + 4 * starts[2], (T, N), (4 * N, 4), F32, dev.id)
+    vec = vec and not ((A.ptr | B.ptr | C.ptr | B.strides[0]) & 15)
+    if not vec:
+        r = grouped_runner(T, N, K, E, layout, False, dev.id)
+    r.run(A, B, C, group_ends(tuple(ends), dev.id), strm)
+    if packed_c:
+        for x, m, e in zip(Cs, Ms, ends, strict=True):
+            src = Operand(C.obj, C.ptr + 4 * N * (e - m), (m, N), (4 * N, 4), C.dtype, dev.id)
+            copy_matrix(x, src, dev, strm)
+    return outs

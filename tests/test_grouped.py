@@ -116,3 +116,117 @@ def test_sweep_configs_are_valid_and_apart_from_the_benchmarked_layers():
         k10_multistage.check_config(cfg)
     assert FEW_ROWS_CONFIG in grouped.SWEEP_CONFIGS.values()
     assert not set(grouped.SWEEP_LAYERS) & set(grouped.LAYERS.values())
+
+
+def _pairs_reference(a_list, b_list):
+    return [
+        a.astype(np.float64) @ b.astype(np.float64) for a, b in zip(a_list, b_list, strict=True)
+    ]
+
+
+def test_list_form_uses_consecutive_rows_and_stacked_matrices_in_place(rng, monkeypatch):
+    """Row blocks of one array and ``list(w)`` of one ``(E, K, N)`` array go in as they lie (no
+    copy), an empty product included; the products come back as row blocks of one new array."""
+    from numba_gemm import dispatch
+
+    monkeypatch.setattr(dispatch, "copy_matrix", lambda *a: pytest.fail(f"copied: {a!r}"))
+    sizes, K, N = [9, 0, 14, 5], 12, 20
+    a, w = randn(rng, (sum(sizes), K)), randn(rng, (len(sizes), K, N))
+    d_a, d_w = to_device(a), to_device(w)
+    ends = np.cumsum(sizes)
+    a_list = [d_a[e - m : e] for m, e in zip(sizes, ends, strict=True)]
+    got = numba_gemm.grouped_mm(a_list, [d_w[i] for i in range(len(sizes))])
+    want = _pairs_reference([a[e - m : e] for m, e in zip(sizes, ends, strict=True)], list(w))
+    assert [g.shape for g in got] == [(m, N) for m in sizes]
+    for g, x in zip(got, want, strict=True):
+        assert rel_error(g.copy_to_host(), x) < 1e-5
+
+
+def test_list_form_copies_what_does_not_lie_as_one_array(rng, monkeypatch):
+    """Rows of A and outputs with gaps between them go through the workspace, the weights (stored
+    ``(N, K)``, as ``x @ W_i.T``, at irregular places) are stacked with a warning; the outputs
+    are written in place."""
+    from numba_gemm import dispatch
+
+    copies = []
+    real = dispatch.copy_matrix
+    monkeypatch.setattr(dispatch, "copy_matrix", lambda *a: copies.append(a) or real(*a))
+    sizes, K, N = [7, 3, 0, 11], 9, 13  # K and N not multiples of 4: the scalar variant
+    rows = [0, 10, 14, 20]  # row blocks with gaps between them
+    a_pool, w_pool = randn(rng, (40, K)), randn(rng, (12 * N * K,))
+    offs = [0, 2 * N * K + 3, 3 * N * K + 8, 7 * N * K + 1]  # no one stride apart
+    d_a, d_w = to_device(a_pool), to_device(w_pool)
+    c_pool = to_device(np.full((40, N), np.nan, np.float32))
+    a_list = [d_a[r : r + m] for r, m in zip(rows, sizes, strict=True)]
+    d_b = [device_view(d_w[o : o + N * K], (K, N), (4, 4 * K)) for o in offs]
+    outs = [c_pool[r : r + m] for r, m in zip(rows, sizes, strict=True)]
+    with pytest.warns(RuntimeWarning, match="one stride apart"):
+        got = numba_gemm.grouped_mm(a_list, d_b, out=outs)
+    assert got is outs and len(copies) == 3 * len(sizes)  # rows of A, weights, outputs
+    want = _pairs_reference(
+        [a_pool[r : r + m] for r, m in zip(rows, sizes, strict=True)],
+        [w_pool[o : o + N * K].reshape(N, K).T for o in offs],
+    )
+    c = c_pool.copy_to_host()
+    for r, m, x in zip(rows, sizes, want, strict=True):
+        assert rel_error(c[r : r + m], x) < 1e-5
+    assert np.isnan(c[7:10]).all() and np.isnan(c[31:]).all()  # the gaps are not written
+
+
+def test_bad_list_forms_raise_and_write_nothing(rng):
+    K, N = 8, 12
+    a = [to_device(randn(rng, (5, K))), to_device(randn(rng, (3, K)))]
+    b = [to_device(randn(rng, (K, N))), to_device(randn(rng, (K, N)))]
+    outs = [
+        to_device(np.full((5, N), np.nan, np.float32)),
+        to_device(np.full((3, N), np.nan, np.float32)),
+    ]
+    ends = to_device(np.array([5, 8], np.int32))
+    bad = [
+        (ValueError, "offsets=None", lambda: numba_gemm.grouped_mm(a, b, ends, out=outs)),
+        (ValueError, "one non-zero length", lambda: numba_gemm.grouped_mm(a, b[:1], out=outs)),
+        (
+            ValueError,
+            "K = 8 columns",
+            lambda: numba_gemm.grouped_mm([a[0], to_device(randn(rng, (3, K + 1)))], b, out=outs),
+        ),
+        (
+            ValueError,
+            r"b\[1\] must be a 2-D \(K, N\)",
+            lambda: numba_gemm.grouped_mm(a, [b[0], to_device(randn(rng, (K, N + 1)))], out=outs),
+        ),
+        (
+            ValueError,
+            "stored alike",
+            lambda: numba_gemm.grouped_mm(
+                a,
+                [b[0], device_view(to_device(randn(rng, (N, K))), (K, N), (4, 4 * K))],
+                out=outs,
+            ),
+        ),
+        (
+            ValueError,
+            r"out\[1\] must be a C-contiguous \(3, 12\)",
+            lambda: numba_gemm.grouped_mm(
+                a, b, out=[outs[0], to_device(np.zeros((4, N), np.float32))]
+            ),
+        ),
+        (
+            TypeError,
+            r"a\[1\]",
+            lambda: numba_gemm.grouped_mm([a[0], to_device(np.zeros((3, K)))], b, out=outs),
+        ),
+        (TypeError, "offsets .* is required", lambda: numba_gemm.grouped_mm(a[0], b[0])),
+        (
+            ValueError,
+            r"out\[0\] overlaps b\[0\]",
+            lambda: numba_gemm.grouped_mm(
+                a, b, out=[device_view(b[0], (5, N), (4 * N, 4)), outs[1]]
+            ),
+        ),
+    ]
+    for exc, match, call in bad:
+        with pytest.raises(exc, match=match):
+            call()
+    for o in outs:
+        assert np.isnan(o.copy_to_host()).all()

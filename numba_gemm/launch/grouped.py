@@ -84,3 +84,36 @@ class GroupedRunner:
         most = (cdiv(T, bm) + E) * cdiv(N, bn)  # the longest the work list can be
         grid = (max(1, min(self.slots, most)), 1, 1)
         self._kernel.launch(grid, (self.threads, 1, 1), stream, (a3, b3, c3, c3, offsets), (1, 0))
+
+
+def rows_in_place(ops: list[Operand], cols: int) -> Operand | None:
+    """The C-contiguous ``(T, cols)`` operand that row blocks ``ops`` (each a C-contiguous
+    ``(M_i, cols)`` float32) make where they lie, each non-empty one starting where the one
+    before it ends (as ``torch.split`` of one tensor, or slices of one array, give them); None
+    when they do not, or all are empty."""
+    first, end, rows = None, 0, 0
+    for x in ops:
+        if x.shape[0] == 0:
+            continue
+        if first is None:
+            first = x
+        elif x.ptr != end:
+            return None
+        end, rows = x.ptr + 4 * cols * x.shape[0], rows + x.shape[0]
+    if first is None:
+        return None
+    return Operand(first.obj, first.ptr, (rows, cols), (4 * cols, 4), F32, first.device)
+
+
+def matrices_in_place(ops: list[Operand]) -> Operand | None:
+    """The ``(E, K, N)`` operand of matrices ``ops`` (each ``(K, N)``, strides alike) where
+    they lie, one non-negative stride apart (``list(w)`` of an ``(E, K, N)`` tensor, or one
+    matrix E times); None when they do not."""
+    x0 = ops[0]
+    step = ops[1].ptr - x0.ptr if len(ops) > 1 else 0
+    if step < 0 or any(
+        x.ptr != x0.ptr + i * step or tuple(x.strides) != tuple(x0.strides)
+        for i, x in enumerate(ops)
+    ):
+        return None
+    return Operand(x0.obj, x0.ptr, (len(ops), *x0.shape), (step, *x0.strides), F32, x0.device)

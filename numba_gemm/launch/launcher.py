@@ -1032,3 +1032,40 @@ def scale_kernel(dev: DeviceInfo) -> Any:
     if k is None:
         k = _aux[key] = load_kernel(_scale.scale_c, name="scale_c", spec="Sf", device=dev)
     return k
+
+
+def copy_kernel(dev: DeviceInfo, dtype: Any = F32) -> Any:
+    """``kernels._pad.copy_padded`` for elements of ``dtype`` loaded on ``dev`` (once per device
+    and type): the staging copy, also what packs ``grouped_mm``'s list form."""
+    spec = _C_SPEC[dtype]
+    key = ("copy", dev.id, spec)
+    k = _aux.get(key)
+    if k is None:
+        k = _aux[key] = load_kernel(
+            _pad.copy_padded,
+            name="copy_padded",
+            variant="" if spec == "S" else spec,
+            spec=spec + spec,
+            device=dev,
+        )
+    return k
+
+
+def copy_matrix(dst: Operand, src: Operand, dev: DeviceInfo, stream: Any) -> None:
+    """Enqueue ``dst = src`` on ``stream``: two 2-D operands of one shape and element type, any
+    row pitch (strides in bytes, unit stride along the rows)."""
+    (rows, cols), z = src.shape, src.dtype.itemsize
+    if rows == 0 or cols == 0:
+        return
+    d3, s3 = (
+        Operand(
+            x.obj,
+            x.ptr,
+            (1, rows, cols),
+            (0, x.strides[0] if rows > 1 else z * cols, z),
+            x.dtype,
+            x.device,
+        )
+        for x in (dst, src)
+    )
+    copy_kernel(dev, src.dtype).launch(_pad_grid(d3), (_pad.BLOCK, 1, 1), stream, (d3, s3), ())

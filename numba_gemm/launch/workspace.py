@@ -118,3 +118,21 @@ def staging_buffers(
             off += size * rows * cols
         got = views[(M, s, bt)] = tuple(got)
     return got
+
+
+_packing: dict = {}
+
+
+def packing_buffer(floats: int, stream: Any, device: int) -> tuple[Any, int]:
+    """``(owner, device address)`` of at least ``floats`` float32 in this stream's workspace on
+    GPU ``device`` (grow-only): where ``grouped_mm``'s list form packs the rows and matrices that
+    do not lie as one array, kept past the call as the launches on the stream need them."""
+    key = (device, *stream_key(stream))
+    entry = _packing.get(key)
+    if entry is None or entry[0].size < floats:
+        with _lock, cuda.gpus[device]:
+            entry = _packing.get(key)
+            if entry is None or entry[0].size < floats:
+                arr = cuda.device_array(max(floats, 4), dtype=np.float32)
+                entry = _packing[key] = (arr, operand(arr).ptr)
+    return entry
