@@ -489,20 +489,24 @@ def _half_batch(
     stream: Any,
     epi_args: tuple,
 ) -> Any:
-    """``hgemm`` of a batch (``checks.half_batches``): every matrix checked as a 2-D call before
-    the first launch, then one launch (or staged sequence) per matrix on ``stream``."""
+    """``hgemm`` of a batch (``checks.half_batches``): the first matrix checked as a 2-D call
+    before the first launch (the others share its shape, strides and dtypes, and the batch's
+    aliasing is checked whole), then one launch (or staged sequence) per matrix on ``stream``."""
     batch, M, N = checks.half_batches(A, B, C)
-    mats = [(checks.batch_matrix(A, i), checks.batch_matrix(B, i)) for i in range(batch)]
     C0 = None if C is None else checks.batch_matrix(C, 0)
-    got = [checks.check_hgemm(a, b, C0, out_dtype) for a, b in mats]
+    if batch:
+        *_, dt, layout = checks.check_hgemm(
+            checks.batch_matrix(A, 0), checks.batch_matrix(B, 0), C0, out_dtype
+        )
+    else:
+        dt, layout = out_dtype or "float32", "NN"
     K = A.shape[-1]
-    dt = got[0][3] if got else out_dtype or "float32"
     epi, extras = checks.check_epilogue("hgemm", *epi_args, M, N, A.device, HALF_BIAS)
     if out is None:
         out = new_output(A.obj, A.device, (batch, M, N), dt)
         C = operand(out)
-    for i, ((a, b), (_, _, _, _, layout)) in enumerate(zip(mats, got, strict=True)):
-        c = checks.batch_matrix(C, i)
+    for i in range(batch):
+        a, b, c = (checks.batch_matrix(X, i) for X in (A, B, C))
         dispatch.run_fp16(
             a, b, c, out, (M, N, K), dt, alpha, beta, stage, stream, layout, epi, extras
         )
