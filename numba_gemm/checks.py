@@ -123,6 +123,13 @@ def matrix(label: str, x: Operand) -> tuple[int, int, int, bool, int, int]:
 SCALARS: dict = {1.0: 1.0}
 
 
+def out_apart(C: Operand, A: Operand, B: Operand) -> None:
+    """Raise ``ValueError`` if the bytes of ``C`` (out) overlap those of ``A`` or ``B``."""
+    for label, X in (("a", A), ("b", B)):
+        if overlaps(C, X):
+            raise ValueError(f"out overlaps {label}: the output must not alias an input")
+
+
 def check_scalar(label: str, v: Any) -> float:
     """``v`` rounded to float32 (returned as a Python float, what the kernel will use)."""
     x = SCALARS.get(v) if type(v) is float or type(v) is int else None
@@ -234,9 +241,7 @@ def validate_general(
             f"out's matrices overlap (batch stride {stc} elements < one matrix's "
             f"span {ldc * (M - 1) + N}): each result needs its own memory"
         )
-    for label, X in (("a", A), ("b", B)):
-        if overlaps(C, X):
-            raise ValueError(f"out overlaps {label}: the output must not alias an input")
+    out_apart(C, A, B)
     return A, B, C, Geometry(batch, M, N, K, layout, lda, ldb, ldc, sa, sb, stc), shape
 
 
@@ -264,9 +269,7 @@ def check_matmul_out(
                 "own memory (a broadcast out, stride 0, is not allowed)"
             )
         span += (n - 1) * s
-    for label, X in (("a", A), ("b", B)):
-        if overlaps(C, X):
-            raise ValueError(f"out overlaps {label}: the output must not alias an input")
+    out_apart(C, A, B)
 
 
 #: hgemm's output dtypes (the ``out_dtype`` argument), by name: FP32, or the operands' own
@@ -343,9 +346,7 @@ def half_batches(A: Operand, B: Operand, C: Operand | None) -> tuple[int, int, i
                 f"hgemm: out's matrices overlap (batch stride {C.strides[0]} bytes < one "
                 f"matrix's {M * N * C.dtype.itemsize}): each product needs its own"
             )
-        for label, X in (("a", A), ("b", B)):
-            if overlaps(C, X):
-                raise ValueError(f"out overlaps {label}: the output must not alias an input")
+        out_apart(C, A, B)
     return batch, M, N
 
 

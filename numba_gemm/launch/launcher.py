@@ -838,21 +838,11 @@ class StagedRunner(Runner):
         self._copies: dict = {}
 
     def _copy(self, dtype: Any) -> Any:
-        """The copy kernel for elements of ``dtype`` (loaded once per runner)."""
+        """The copy kernel for elements of ``dtype`` (:func:`copy_kernel`), noted as loaded."""
         spec = _C_SPEC[dtype]
         k = self._copies.get(spec)
         if k is None:
-            with self._lock:
-                k = self._copies.get(spec)
-                if k is None:
-                    variant = "" if spec == "S" else spec  # (float32: the cache's old key)
-                    k = self._copies[spec] = load_kernel(
-                        _pad.copy_padded,
-                        name="copy_padded",
-                        variant=variant,
-                        spec=spec + spec,
-                        device=self.plan.device,
-                    )
+            k = self._copies[spec] = copy_kernel(self.plan.device, dtype)
         return k
 
     def kernel(self) -> Any:
@@ -1023,6 +1013,7 @@ def runner(plan: Any) -> Runner:
 
 
 _aux: dict = {}
+_aux_lock = threading.Lock()
 
 
 def scale_kernel(dev: DeviceInfo) -> Any:
@@ -1041,13 +1032,16 @@ def copy_kernel(dev: DeviceInfo, dtype: Any = F32) -> Any:
     key = ("copy", dev.id, spec)
     k = _aux.get(key)
     if k is None:
-        k = _aux[key] = load_kernel(
-            _pad.copy_padded,
-            name="copy_padded",
-            variant="" if spec == "S" else spec,
-            spec=spec + spec,
-            device=dev,
-        )
+        with _aux_lock:
+            k = _aux.get(key)
+            if k is None:
+                k = _aux[key] = load_kernel(
+                    _pad.copy_padded,
+                    name="copy_padded",
+                    variant="" if spec == "S" else spec,  # (float32: the cache's old key)
+                    spec=spec + spec,
+                    device=dev,
+                )
     return k
 
 

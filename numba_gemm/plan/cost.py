@@ -60,14 +60,9 @@ def reduce_ms(splits: int, M: int, N: int, cfg: Mapping[str, int], stage: Stage)
     )
 
 
-#: Co-residency at which an SM runs at half the rate of many blocks (:func:`sm_rate`). Fitted on
-#: the H200's measured shapes: one configuration's times at two of them, each predicted from the
-#: other (734 pairs of the tiled stages, row-major B, aligned). With every launch dealt out
-#: evenly over the SMs, 0.5 brings 89 % of the pairs within 10 % (0.25: 81 %, 1: 68 %); the
-#: two-regime form :func:`estimate_ms` uses (whole waves past one wave) 66 % (within 25 %: 94 %);
-#: the plain wave model (a block's time the same alone or beside two others) 46 % (66 %), worst
-#: pair 2.9x: a 64 x 128 tile timed at 256 x 2304 x 768 (72 blocks, one an SM) priced at 4096^3
-#: (three an SM). Held-out races chose the two-regime form (docs/design.md §4.3).
+#: Co-residency at which an SM runs at half the rate of many blocks (:func:`sm_rate`): fitted on
+#: the H200's measured shapes, each configuration's time at one predicted from another
+#: (docs/design.md §4.3, guarded by ``tests/test_tuning.py``).
 SM_HALF_RATE_BLOCKS = 0.5
 
 
