@@ -202,10 +202,14 @@ def test_heldout_problems_are_fixed_by_their_seed_and_in_range():
     models = heldout_models()
     assert len(models) == 3 * sum(len(v) for v in HELDOUT_LAYERS.values())
     assert ("qwen2.5-7b", (8, 4608, 3584)) in models  # tokens x fused QKV x d_model
-    second = heldout_models(second=True)
+    second, third = heldout_models(2), heldout_models(3)
     assert len(second) == 60 and ("qwen2-1.5b", (320, 2048, 1536)) in second
-    # the second set shares no product with the first (nor its token counts)
-    assert not {s for _, s in second} & {s for _, s in models}
+    assert len(third) == 60 and ("yi-6b", (200, 22016, 4096)) in third
+    # no set shares a product with another (nor its token counts)
+    sets = [{s for _, s in m} for m in (models, second, third)]
+    assert not (sets[0] & sets[1] or sets[0] & sets[2] or sets[1] & sets[2])
+    with pytest.raises(ValueError, match="1, 2 or 3"):
+        heldout_models(4)
 
 
 def test_tune_shapes_cli_autotunes_each_product(monkeypatch, capsys, tmp_path):

@@ -13,7 +13,7 @@ from helpers import check_sgemm
 import numba_gemm
 from numba_gemm.device import SIMULATOR
 from numba_gemm.kernels import k15_skinny, k16_skinny_n
-from numba_gemm.plan.cost import split_options
+from numba_gemm.plan.cost import SPLITS, split_options
 
 CASES = [
     (dict(MT=1, BN=8, THREADS=32, KC=32, SPLITK=2, MINB=0, NBUF=0), (3, 9, 70)),  # 3 row blocks
@@ -91,19 +91,35 @@ def test_skinny_b_transposed_needs_registers_and_steps_of_four():
             st.kernel_for("vector", "NT")
 
 
-def test_split_options_only_for_idle_sms():
-    """The launch layer re-splits K only when the candidate's blocks leave most SMs idle, and
-    never below MIN_SLICE_TILES K steps per slice or past one block per SM (``per_sm``: the
-    sweep's, up to the candidate's occupancy)."""
+def test_split_options_fill_at_most_four_waves_of_resident_blocks():
+    """The launch layer re-splits K only when the candidate's tiles fill less than one wave of its
+    resident blocks (``blocks_per_sm``, or ``per_sm``), into any of SPLITS (not only powers of
+    two) up to four such waves, never below MIN_SLICE_TILES K steps per slice; a candidate whose
+    tiles are mostly empty (2 M < BM) keeps the old rule: only while most SMs are idle, up to one
+    block a SM."""
     cfg = dict(BM=128, BN=128, BK=16, SPLITK=1)
     cand = dict(stage="double_buffering", config=cfg, blocks_per_sm=2)
     assert split_options(cand, 4096, 4096, 4096, sms=132) == (1,)  # 1024 tiles: full
-    assert split_options(cand, 256, 256, 65536, sms=132) == (1, 2, 4, 8, 16, 32)  # 4 tiles
-    assert split_options(cand, 256, 256, 65536, sms=132, per_sm=2)[-1] == 64  # 2 blocks an SM
-    assert split_options(cand, 256, 256, 512, sms=132) == (1, 2, 4)  # slices >= 8 x BK deep
+    assert split_options(cand, 256, 256, 65536, sms=132) == SPLITS  # 4 tiles
+    assert split_options(cand, 256, 256, 65536, sms=132, per_sm=1) == SPLITS
+    assert split_options(cand, 256, 256, 512, sms=132) == (1, 2, 3, 4)  # slices >= 8 x BK deep
+    assert split_options(cand, 2000, 2000, 65536, sms=132) == (1, 2, 3, 4)  # 256 tiles: 4 waves
+    assert split_options(cand, 2048, 2176, 65536, sms=132) == (1,)  # 272 tiles: past one wave
     assert split_options(dict(cand, config=dict(cfg, SPLITK=4)), 1024, 1024, 16384, sms=132) == (
+        1,
+        2,
+        3,
         4,
-    )  # 64 tiles x 4: more than half the SMs busy
+        5,
+        6,
+        8,
+        12,
+        16,
+    )  # 64 tiles: up to 1056 blocks
+    # 16 rows of a 128-row tile: 32 tiles, at most one block a SM; 64 tiles, more than half busy
+    assert split_options(cand, 16, 4096, 4096, sms=132) == (1, 2, 3, 4)
+    assert split_options(cand, 16, 8192, 4096, sms=132) == (1, 2)
+    assert split_options(cand, 16, 16384, 4096, sms=132) == (1,)
 
 
 # --- stage 16, skinny N: the transpose (few columns of B, A streamed along K)

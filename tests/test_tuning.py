@@ -718,9 +718,11 @@ def test_measured_shape_drives_the_pick(tmp_path, monkeypatch, fake_gpu):
     at = plan_for(256, 4096, 4096)
     assert at.stage.name == "double_buffering" and at.split_k == STREAM_K
     assert at.predicted_ms == pytest.approx(0.18) and "measured shape 256x4096x4096" in at.reason
-    near = plan_for(300, 4096, 4096)  # 5 x 32 tiles x 2 slices: two waves of 264, not one
-    assert near.stage.name == "warptiling" and dict(near.stage.config)["SPLITK"] == 2
-    assert near.predicted_ms == pytest.approx(0.2 * 2, rel=0.05)
+    # 5 x 32 tiles: 2 slices run two waves of 264 blocks (at 256 rows, 256 blocks: one), each
+    # half of K deep; 3 slices two waves a third deep
+    near = plan_for(300, 4096, 4096)
+    assert near.stage.name == "warptiling" and dict(near.stage.config)["SPLITK"] == 3
+    assert near.predicted_ms == pytest.approx(0.2 * 2 * 2 / 3, rel=0.05)
     named = plan_for(256, 4096, 4096, stage="warptiling")
     assert dict(named.stage.config) == dict(fine, SPLITK=2) and "measured" in named.reason
     far = plan_for(128, 4096, 4096)  # one octave away: not closer than NEAR

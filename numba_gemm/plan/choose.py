@@ -140,8 +140,9 @@ def _measured(
     """``[(predicted ms, stage name, config, where)]`` of the candidates of stages ``names``
     measured at the nearest measured shape (:func:`tuning.nearest_shape`: an exhaustive sweep's
     fastest there, same alignment, closer than ``tuning.NEAR``), each scaled to this shape by the
-    wave model from its own time there (a stream-K candidate only at that very shape: the wave model
-    cannot scale it); cheapest first. With none near and at most ``tuning.SKINNY_ROWS`` rows: the
+    wave model from its own time there, at every K split :func:`split_options` offers it away from
+    that shape (a stream-K candidate only at that very shape: the wave model cannot scale it);
+    cheapest first. With none near and at most ``tuning.SKINNY_ROWS`` rows: the
     skinny stage's candidates of the measured shape of nearby rows nearest in N and K
     (:func:`tuning.nearest_rows_shape`), priced by :func:`stream_ms`, if the skinny stage won
     there. Both searches take the measurements of the product's layout first, then those of B
@@ -198,9 +199,15 @@ def _measured(
             if rec["distance"] > 0:
                 continue
             ms = float(c["ms"])
-        else:  # c["ms"] and c["blocks_per_sm"] are of the variant that ran there
-            ms = estimate_ms(dict(c, shape=rec["shape"]), g.M, g.N, g.K, dev.sm_count)
-        out.append((ms, c["stage"], dict(c["config"]), where))
+            out.append((ms, c["stage"], dict(c["config"]), where))
+            continue
+        # c["ms"] and c["blocks_per_sm"] are of the variant that ran there; away from the
+        # measured shape, with the K splits the launch layer may give it (at it: as measured)
+        c, own = dict(c, shape=rec["shape"]), c["config"].get("SPLITK")
+        for s in split_options(c, g.M, g.N, g.K, dev.sm_count) if rec["distance"] else (own,):
+            cfg = dict(c["config"], SPLITK=s) if own is not None else dict(c["config"])
+            ms = estimate_ms(c, g.M, g.N, g.K, dev.sm_count, splits=s)
+            out.append((ms, c["stage"], cfg, where))
     return sorted(out, key=lambda p: p[:2])
 
 

@@ -171,24 +171,31 @@ def stream_ms(cand: Mapping[str, Any], M: int, N: int, K: int, sms: int) -> floa
     return main * cost(M, N, K) / cost(Mr, Nr, Kr) + reduce_ms(s, M, N, cfg, st)
 
 
-#: K slices the launch layer may give any tuned candidate of one product (split-K): tried only
-#: when the candidate's blocks, with its own split, would leave more than half of the SMs without
-#: a block, up to one block per SM, each slice at least ``MIN_SLICE_TILES`` K steps deep; priced
-#: by :func:`estimate_ms` with the reduction. Wider than that, the wave model (which counts
-#: ``blocks_per_sm`` blocks of one SM as one slot each) mispriced them on an H200: a 4-way split
-#: predicted at 0.32 ms ran 1.37 ms at 1024 x 1024 x 16384, and a 16-way one predicted below the
-#: skinny stage ran 2.4x slower at 16 x 4096 x 4096 (docs/design.md).
-SPLITS = (1, 2, 4, 8, 16, 32, 64)
+#: K slices the launch layer may give any tuned candidate of one product (split-K), priced by
+#: :func:`estimate_ms` with the reduction: offered when the candidate's tiles fill less than one
+#: wave of its resident blocks (``blocks_per_sm`` a SM), up to ``MAX_SPLIT_WAVES`` waves of them,
+#: each slice at least ``MIN_SLICE_TILES`` K steps deep. Not only powers of two: 72 tiles of
+#: 128 x 128 (128 x 9216) at two blocks a SM on 132 SMs fill one wave in 3 slices (216 blocks),
+#: where 4 slices (288) run a second wave of 24 blocks. Before the per-SM model (the plain wave
+#: model counted ``blocks_per_sm`` blocks of one SM as one slot each) splits were held to one block
+#: a SM: a 4-way split predicted at 0.32 ms had run 1.37 ms at 1024 x 1024 x 16384, and a 16-way
+#: one predicted below the skinny stage 2.4x slower at 16 x 4096 x 4096, on an H200
+#: (docs/design.md §4.5, §4.13).
+SPLITS = (1, 2, 3, 4, 5, 6, 8, 12, 16, 24, 32, 48, 64)
 MIN_SLICE_TILES = 8
+MAX_SPLIT_WAVES = 4
 
 
 def split_options(
-    cand: Mapping[str, Any], M: int, N: int, K: int, sms: int, per_sm: int = 1
+    cand: Mapping[str, Any], M: int, N: int, K: int, sms: int, per_sm: int | None = None
 ) -> tuple[int, ...]:
     """The ``SPLITK`` values to price for candidate ``cand`` at ``(M, N, K)``: its own, and when
-    its blocks occupy fewer than half of the ``sms`` SMs, every one of :data:`SPLITS` that keeps
-    each K slice ``MIN_SLICE_TILES`` steps deep and at most ``per_sm`` blocks per SM (the plan
-    prices 1; an exhaustive sweep, ``tools.shapes``, times up to the candidate's occupancy).
+    its unsplit tiles fill less than one wave of ``per_sm`` blocks on each of the ``sms`` SMs
+    (default: the candidate's ``blocks_per_sm``), every one of :data:`SPLITS` that keeps each K
+    slice ``MIN_SLICE_TILES`` steps deep and the blocks within ``MAX_SPLIT_WAVES`` such waves.
+    A candidate whose tiles are more than half empty here (``2 M < BM`` or ``2 N < BN``) keeps the
+    narrower rule the plain wave model had: split only while its blocks leave more than half of
+    the SMs idle, up to one block a SM.
 
     Not stream-K (``STREAM_K``, run by naming a configuration with it): this wave model prices
     each K tile of a block at its cost in the tuned full waves, so it takes a part-filled wave of
@@ -200,8 +207,18 @@ def split_options(
     own = cfg["SPLITK"]
     bm, bn, bk = stage_of(cand).block(cfg)
     tiles = cdiv(M, bm) * cdiv(N, bn)
-    if 2 * tiles * own >= sms:
-        return (own,)
+    if 2 * M < bm or 2 * N < bn:
+        # tiles mostly empty: each block streams B (A) more than it multiplies, which the count of
+        # block-K-tiles does not see; split only while under half of the SMs have a block, up to
+        # one a SM (where a 16-way split was priced below the skinny stage and ran 2.4x slower)
+        if 2 * tiles * own >= sms:
+            return (own,)
+        cap = sms
+    else:
+        slots = sms * max(1, int(per_sm if per_sm is not None else cand.get("blocks_per_sm", 1)))
+        if tiles >= slots:
+            return (own,)
+        cap = MAX_SPLIT_WAVES * slots
     return tuple(
         sorted(
             {
@@ -209,7 +226,7 @@ def split_options(
                 *(
                     s
                     for s in SPLITS
-                    if s == 1 or (cdiv(K, s) >= MIN_SLICE_TILES * bk and tiles * s <= sms * per_sm)
+                    if s == 1 or (cdiv(K, s) >= MIN_SLICE_TILES * bk and tiles * s <= cap)
                 ),
             }
         )

@@ -315,11 +315,11 @@ def main(argv=None) -> int:
     p.add_argument("--shapes", default=None, help="MxNxK,... instead of the suite")
     p.add_argument(
         "--heldout",
-        choices=["random", "models", "models2"],
+        choices=["random", "models", "models2", "models3"],
         default=None,
         help="race held-out problems instead of the suite (tools.bench.sizes: never tuned on): "
-        "random, those of --layout among heldout_random(--count, --seed); models (models2), the "
-        "first (second) held-out models' projections (layout NT)",
+        "random, those of --layout among heldout_random(--count, --seed); models, models2, "
+        "models3: the first, second, third held-out models' projections (layout NT)",
     )
     p.add_argument("--count", type=int, default=40, help="with --heldout random: problems drawn")
     p.add_argument("--seed", type=int, default=HELDOUT_SEED, help="with --heldout random")
@@ -399,8 +399,8 @@ def main(argv=None) -> int:
         with open(args.summarize, newline="") as f:
             (args.out / "summary.txt").write_text(summary(list(csv.DictReader(f))))
         return 0
-    if args.heldout in ("models", "models2"):
-        shapes, args.layout = heldout_models(args.heldout == "models2"), "NT"
+    if args.heldout.startswith("models"):
+        shapes, args.layout = heldout_models(int(args.heldout[6:] or 1)), "NT"
     elif args.heldout == "random":
         shapes = [
             (f"heldout-{i}", (M, N, K))

@@ -175,6 +175,46 @@ HELDOUT_LAYERS_2 = {
 }
 #: Tokens of the second set's products (none of the suite's nor the first set's).
 HELDOUT_TOKENS_2 = (24, 320, 1500)
+#: A third held-out model set, chosen on 2026-11-28 before anything was measured on it, to judge
+#: the wider split-K options (docs/design.md §4.13) on products neither earlier set had shaped:
+#: Llama-3.2-3B (d_model 3072, 24 query and 8 KV heads of 128, MLP 8192), Yi-6B (4096, 32 query
+#: and 4 KV heads of 128, MLP 11008), Phi-2 (2560, 32 heads of 80, MLP 10240, no gate), Gemma-2B
+#: (2048, 8 query heads and 1 KV head of 256, MLP 16384), TinyLlama-1.1B (2048, 32 query and 4 KV
+#: heads of 64, MLP 5632); layers as in :data:`HELDOUT_LAYERS`.
+HELDOUT_LAYERS_3 = {
+    "llama3.2-3b": (
+        ("qkv", 3072, 5120),
+        ("attn_out", 3072, 3072),
+        ("gate_up", 3072, 16384),
+        ("mlp_down", 8192, 3072),
+    ),
+    "yi-6b": (
+        ("qkv", 4096, 5120),
+        ("attn_out", 4096, 4096),
+        ("gate_up", 4096, 22016),
+        ("mlp_down", 11008, 4096),
+    ),
+    "phi-2": (
+        ("qkv", 2560, 7680),
+        ("attn_out", 2560, 2560),
+        ("mlp_up", 2560, 10240),
+        ("mlp_down", 10240, 2560),
+    ),
+    "gemma-2b": (
+        ("qkv", 2048, 2560),
+        ("attn_out", 2048, 2048),
+        ("gate_up", 2048, 32768),
+        ("mlp_down", 16384, 2048),
+    ),
+    "tinyllama-1.1b": (
+        ("qkv", 2048, 2560),
+        ("attn_out", 2048, 2048),
+        ("gate_up", 2048, 11264),
+        ("mlp_down", 5632, 2048),
+    ),
+}
+#: Tokens of the third set's products (none of the suite's nor the earlier sets').
+HELDOUT_TOKENS_3 = (48, 200, 1000)
 #: The held-out random problems' seed (fixed so that runs compare; drawn once, never tuned on).
 HELDOUT_SEED = 20261126
 
@@ -193,13 +233,23 @@ def heldout_random(count: int = 40, seed: int = HELDOUT_SEED) -> list[tuple[int,
     return out
 
 
-def heldout_models(second: bool = False) -> list[tuple[str, tuple[int, int, int]]]:
-    """``[(model, (M, N, K))]``: each held-out model's projections at each of
-    :data:`HELDOUT_TOKENS` tokens, as ``x @ W.T`` computes them (layout NT); ``second``: those
-    of :data:`HELDOUT_LAYERS_2` at :data:`HELDOUT_TOKENS_2`."""
-    layers_of, tokens = (
-        (HELDOUT_LAYERS_2, HELDOUT_TOKENS_2) if second else (HELDOUT_LAYERS, HELDOUT_TOKENS)
-    )
+def heldout_models(which: int = 1) -> list[tuple[str, tuple[int, int, int]]]:
+    """``[(model, (M, N, K))]``: each held-out model's projections at each of its set's tokens, as
+    ``x @ W.T`` computes them (layout NT); ``which`` (1, 2 or 3): :data:`HELDOUT_LAYERS` at
+    :data:`HELDOUT_TOKENS`, :data:`HELDOUT_LAYERS_2` at :data:`HELDOUT_TOKENS_2` or
+    :data:`HELDOUT_LAYERS_3` at :data:`HELDOUT_TOKENS_3`.
+
+    Raises:
+        ValueError: ``which`` is not 1, 2 or 3.
+    """
+    sets = {
+        1: (HELDOUT_LAYERS, HELDOUT_TOKENS),
+        2: (HELDOUT_LAYERS_2, HELDOUT_TOKENS_2),
+        3: (HELDOUT_LAYERS_3, HELDOUT_TOKENS_3),
+    }
+    if which not in sets:
+        raise ValueError(f"which must be 1, 2 or 3 (a held-out model set), got {which!r}")
+    layers_of, tokens = sets[which]
     return [
         (model, (t, out, k))
         for model, layers in layers_of.items()
