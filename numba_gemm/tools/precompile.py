@@ -1,5 +1,5 @@
-"""Compile ahead of time, into the kernel cache, every kernel this GPU's plans can launch:
-``python -m numba_gemm.tools.precompile``.
+"""Compile ahead of time, into the kernel cache, the kernels this GPU's plans launch from its
+tuning data: ``python -m numba_gemm.tools.precompile``.
 
 A new process otherwise pays 3-9 s of NVVM and nvJitLink per kernel on its first call
 (``numba_gemm.launch.cache``). The kernels compiled here: for every stage the GPU can run (its
@@ -13,6 +13,10 @@ with float16 C (``hgemm(..., out=<float16>)``, the C type in the signature); plu
 reduction when a configuration splits K, and the ``C = beta * C`` kernel of ``K == 0``
 products. Each is keyed as ``numba_gemm.plan`` loads it (``config=stage.config``, the
 variant, the signature of ``numba_gemm.launch.numba_signature``), so that the plan finds it.
+Each configuration at its tuned ``SPLITK`` only: a plan that gives a candidate another K split
+(``plan.cost.split_options``, where its tiles fill less than one wave) compiles that kernel on
+its first call; ``python -m numba_gemm.tools.tune --shapes`` compiles and times a model's
+products ahead of time.
 Compilation is CPU-bound (NVVM, nvJitLink): ``--jobs`` worker processes (``spawn``) share the
 work and write into the cache directly.
 
