@@ -96,7 +96,7 @@ def test_split_options_fill_at_most_four_waves_of_resident_blocks():
     resident blocks (``blocks_per_sm``, or ``per_sm``), into any of SPLITS (not only powers of
     two) up to four such waves, never below MIN_SLICE_TILES K steps per slice; a candidate whose
     tiles are mostly empty (2 M < BM) keeps the old rule: only while most SMs are idle, up to one
-    block a SM."""
+    block a SM; a tensor-core stage's candidate keeps it, in powers of two."""
     cfg = dict(BM=128, BN=128, BK=16, SPLITK=1)
     cand = dict(stage="double_buffering", config=cfg, blocks_per_sm=2)
     assert split_options(cand, 4096, 4096, 4096, sms=132) == (1,)  # 1024 tiles: full
@@ -120,6 +120,20 @@ def test_split_options_fill_at_most_four_waves_of_resident_blocks():
     assert split_options(cand, 16, 4096, 4096, sms=132) == (1, 2, 3, 4)
     assert split_options(cand, 16, 8192, 4096, sms=132) == (1, 2)
     assert split_options(cand, 16, 16384, 4096, sms=132) == (1,)
+    # a tensor-core stage keeps the old rule and powers of two (the wider splits ran on FP32 only)
+    tc = dict(stage="tf32_wgmma", config=dict(BM=128, BN=128, BK=32, NBUF=4, SPLITK=1))
+    assert split_options(dict(tc, blocks_per_sm=2), 256, 256, 65536, sms=132) == (
+        1,
+        2,
+        4,
+        8,
+        16,
+        32,
+    )  # 4 tiles: one block a SM
+    assert split_options(dict(tc, blocks_per_sm=2), 128, 4608, 3584, sms=132) == (
+        1,
+        2,
+    )  # 36 tiles: 3 would fit
 
 
 # --- stage 16, skinny N: the transpose (few columns of B, A streamed along K)

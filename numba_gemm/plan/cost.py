@@ -195,7 +195,8 @@ def split_options(
     slice ``MIN_SLICE_TILES`` steps deep and the blocks within ``MAX_SPLIT_WAVES`` such waves.
     A candidate whose tiles are more than half empty here (``2 M < BM`` or ``2 N < BN``) keeps the
     narrower rule the plain wave model had: split only while its blocks leave more than half of
-    the SMs idle, up to one block a SM.
+    the SMs idle, up to one block a SM; a candidate of a tensor-core stage keeps that rule and
+    powers of two (the wider splits were measured on the FP32 stages only).
 
     Not stream-K (``STREAM_K``, run by naming a configuration with it): this wave model prices
     each K tile of a block at its cost in the tuned full waves, so it takes a part-filled wave of
@@ -205,9 +206,13 @@ def split_options(
     if "SPLITK" not in cfg:  # a stage without split-K (hgemm_wgmma)
         return (1,)
     own = cfg["SPLITK"]
-    bm, bn, bk = stage_of(cand).block(cfg)
+    st = stage_of(cand)
+    bm, bn, bk = st.block(cfg)
     tiles = cdiv(M, bm) * cdiv(N, bn)
-    if 2 * M < bm or 2 * N < bn:
+    offered = SPLITS
+    if st.precision != "fp32":  # the tensor-core stages: the rule before, powers of two (the
+        offered = tuple(s for s in SPLITS if s & (s - 1) == 0)  # wider splits ran on FP32 only)
+    if 2 * M < bm or 2 * N < bn or st.precision != "fp32":
         # tiles mostly empty: each block streams B (A) more than it multiplies, which the count of
         # block-K-tiles does not see; split only while under half of the SMs have a block, up to
         # one a SM (where a 16-way split was priced below the skinny stage and ran 2.4x slower)
@@ -225,7 +230,7 @@ def split_options(
                 own,
                 *(
                     s
-                    for s in SPLITS
+                    for s in offered
                     if s == 1 or (cdiv(K, s) >= MIN_SLICE_TILES * bk and tiles * s <= cap)
                 ),
             }
