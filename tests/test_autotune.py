@@ -205,7 +205,7 @@ def test_heldout_problems_are_fixed_by_their_seed_and_in_range():
     second, third = heldout_models(2), heldout_models(3)
     assert len(second) == 60 and ("qwen2-1.5b", (320, 2048, 1536)) in second
     assert len(third) == 60 and ("yi-6b", (200, 22016, 4096)) in third
-    # no set shares a product with another (nor its token counts)
+    # no set shares a product with another
     sets = [{s for _, s in m} for m in (models, second, third)]
     assert not (sets[0] & sets[1] or sets[0] & sets[2] or sets[1] & sets[2])
     with pytest.raises(ValueError, match="1, 2 or 3"):
