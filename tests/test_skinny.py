@@ -118,6 +118,7 @@ def test_split_options_fill_at_most_four_waves_of_resident_blocks():
     )  # 64 tiles: up to 1056 blocks
     # 16 rows of a 128-row tile: 32 tiles, at most one block a SM; 64 tiles, more than half busy
     assert split_options(cand, 16, 4096, 4096, sms=132) == (1, 2, 3, 4)
+    assert split_options(cand, 16, 4096, 4096, sms=132, per_sm=2) == (1, 2, 3, 4, 5, 6, 8)  # sweep
     assert split_options(cand, 16, 8192, 4096, sms=132) == (1, 2)
     assert split_options(cand, 16, 16384, 4096, sms=132) == (1,)
     # a tensor-core stage keeps the old rule and powers of two (the wider splits ran on FP32 only)

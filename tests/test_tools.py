@@ -472,6 +472,24 @@ def test_shapes_summarize(tmp_path):
     assert lines[3] == "geomean e2e 1.000 min 0.500 over 2 shapes"
 
 
+def test_shape_race_problems_come_from_the_held_out_sets_the_shapes_or_the_suite():
+    """``tools.shapes``: what a race runs, with and without ``--heldout`` (a race without it once
+    failed on ``None.startswith``)."""
+    import argparse
+
+    args = argparse.Namespace(shapes=None, groups=None, count=40, seed=20261126)
+    models, lay = shapes.problems("models3", "NN", args)
+    assert lay == "NT" and len(models) == 60 and ("phi-2", (48, 7680, 2560)) in models
+    drawn, lay = shapes.problems("random", "NT", args)
+    assert lay == "NT" and drawn and all(g.startswith("heldout-") for g, _ in drawn)
+    given, lay = shapes.problems(
+        None, "TN", argparse.Namespace(**{**vars(args), "shapes": "64x32x16"})
+    )
+    assert given == [("given", (64, 32, 16))] and lay == "TN"
+    suite, lay = shapes.problems(None, "NN", args)
+    assert len(suite) > 20 and lay == "NN"
+
+
 def test_shapes_sweeps_extra_candidates_with_their_splits(fake_gpu):
     """``--extra`` candidates are swept like the tuning data's: each with the K splits the plan
     may give it up to its ``blocks_per_sm``, and its stream-K twin; ``--extra-only`` sweeps

@@ -194,9 +194,11 @@ def split_options(
     (default: the candidate's ``blocks_per_sm``), every one of :data:`SPLITS` that keeps each K
     slice ``MIN_SLICE_TILES`` steps deep and the blocks within ``MAX_SPLIT_WAVES`` such waves.
     A candidate whose tiles are more than half empty here (``2 M < BM`` or ``2 N < BN``) keeps the
-    narrower rule the plain wave model had: split only while its blocks leave more than half of
-    the SMs idle, up to one block a SM; a candidate of a tensor-core stage keeps that rule and
-    powers of two (the wider splits were measured on the FP32 stages only).
+    narrower trigger and cap the plain wave model had: split only while its blocks leave more
+    than half of the SMs idle, up to ``per_sm`` blocks a SM (default 1: the plan; a sweep passes
+    the candidate's occupancy), in any of :data:`SPLITS`; a candidate of a tensor-core stage keeps
+    that rule in powers of two (the wider splits were measured on the FP32 stages only). The
+    occupancy is the row-major-B kernel's (``blocks_per_sm``) for every layout.
 
     Not stream-K (``STREAM_K``, run by naming a configuration with it): this wave model prices
     each K tile of a block at its cost in the tuned full waves, so it takes a part-filled wave of
@@ -218,7 +220,7 @@ def split_options(
         # one a SM (where a 16-way split was priced below the skinny stage and ran 2.4x slower)
         if 2 * tiles * own >= sms:
             return (own,)
-        cap = sms
+        cap = sms * max(1, int(per_sm or 1))
     else:
         slots = sms * max(1, int(per_sm if per_sm is not None else cand.get("blocks_per_sm", 1)))
         if tiles >= slots:

@@ -122,7 +122,7 @@ def candidates(
 ) -> list[tuple[str, dict]]:
     """Every ``(stage name, config)`` of the FP32 stages that the sweep times at this shape: the
     tuning data's (every class's winners and alternatives, each with the K splits the plan may
-    give it here, ``plan.cost.split_options``, up to the candidate's blocks per SM, and the tiled
+    give it here, ``plan.cost.split_options`` at the candidate's blocks per SM, and the tiled
     ones' stream-K twins; every measured shape's candidates) and the regime stages' whole spaces
     (without ``stream_k``: no stream-K twins; without ``spaces``: the regime stages' tuned
     candidates only; ``stages``: only these stages; ``extra``: more candidates, each a dict
@@ -157,8 +157,8 @@ def candidates(
         add(name, cfg)
         if cfg.get("SPLITK") == STREAM_K:
             continue
-        # up to the candidate's occupancy: one wave of several blocks per SM (the plan prices
-        # one block per SM; a measured shape's candidate runs at its own split)
+        # the splits the plan prices (up to four waves of the candidate's resident blocks), and
+        # for mostly empty tiles up to its occupancy, not one block a SM
         for s in split_options(c, M, N, K, dev.sm_count, c.get("blocks_per_sm", 1)):
             add(name, dict(cfg, SPLITK=s))
         if stream_k and "BM" in cfg:  # its stream-K twin (tiled stages)
@@ -286,6 +286,20 @@ def precompile(
     )
 
 
+def problems(heldout: str | None, layout: str, args: argparse.Namespace) -> tuple[list, str]:
+    """``([(group, (M, N, K))], layout)`` the race runs: a held-out set (``"models"``,
+    ``"models2"``, ``"models3"``: layout NT; ``"random"``: the draws of ``args.count`` and
+    ``args.seed`` in ``layout``), else ``args.shapes`` or the suite's ``args.groups``."""
+    if heldout in ("models", "models2", "models3"):
+        return heldout_models(int(heldout[6:] or 1)), "NT"
+    if heldout == "random":
+        drawn = enumerate(heldout_random(args.count, args.seed))
+        return [(f"heldout-{i}", (M, N, K)) for i, (M, N, K, lay) in drawn if lay == layout], layout
+    if args.shapes:
+        return [("given", s) for s in parse_sizes(args.shapes)], layout
+    return suite_shapes(args.groups), layout
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(
         prog="python -m numba_gemm.tools.shapes",
@@ -399,20 +413,7 @@ def main(argv=None) -> int:
         with open(args.summarize, newline="") as f:
             (args.out / "summary.txt").write_text(summary(list(csv.DictReader(f))))
         return 0
-    if args.heldout.startswith("models"):
-        shapes, args.layout = heldout_models(int(args.heldout[6:] or 1)), "NT"
-    elif args.heldout == "random":
-        shapes = [
-            (f"heldout-{i}", (M, N, K))
-            for i, (M, N, K, lay) in enumerate(heldout_random(args.count, args.seed))
-            if lay == args.layout
-        ]
-    else:
-        shapes = (
-            [("given", s) for s in parse_sizes(args.shapes)]
-            if args.shapes
-            else suite_shapes(args.groups)
-        )
+    shapes, args.layout = problems(args.heldout, args.layout, args)
 
     import torch  # optional: see precompile
 
