@@ -9,6 +9,7 @@ everything else imports the module.
 
 from __future__ import annotations
 
+import argparse
 import csv
 import json
 import subprocess
@@ -473,20 +474,20 @@ def test_shapes_summarize(tmp_path):
 
 
 def test_shape_race_problems_come_from_the_held_out_sets_the_shapes_or_the_suite():
-    """``tools.shapes``: what a race runs, with and without ``--heldout`` (a race without it once
-    failed on ``None.startswith``)."""
-    import argparse
+    """``tools.shapes``: what a race runs, with and without ``--heldout``."""
 
-    args = argparse.Namespace(shapes=None, groups=None, count=40, seed=20261126)
-    models, lay = shapes.problems("models3", "NN", args)
+    def args(heldout=None, layout="NN", shapes=None):
+        return argparse.Namespace(
+            heldout=heldout, layout=layout, shapes=shapes, groups=None, count=40, seed=20261126
+        )
+
+    models, lay = shapes.problems(args("models3"))
     assert lay == "NT" and len(models) == 60 and ("phi-2", (48, 7680, 2560)) in models
-    drawn, lay = shapes.problems("random", "NT", args)
+    drawn, lay = shapes.problems(args("random", "NT"))
     assert lay == "NT" and drawn and all(g.startswith("heldout-") for g, _ in drawn)
-    given, lay = shapes.problems(
-        None, "TN", argparse.Namespace(**{**vars(args), "shapes": "64x32x16"})
-    )
+    given, lay = shapes.problems(args(layout="TN", shapes="64x32x16"))
     assert given == [("given", (64, 32, 16))] and lay == "TN"
-    suite, lay = shapes.problems(None, "NN", args)
+    suite, lay = shapes.problems(args())
     assert len(suite) > 20 and lay == "NN"
 
 

@@ -211,10 +211,9 @@ def split_options(
     st = stage_of(cand)
     bm, bn, bk = st.block(cfg)
     tiles = cdiv(M, bm) * cdiv(N, bn)
-    offered = SPLITS
-    if st.precision != "fp32":  # the tensor-core stages: the rule before, powers of two (the
-        offered = tuple(s for s in SPLITS if s & (s - 1) == 0)  # wider splits ran on FP32 only)
-    if 2 * M < bm or 2 * N < bn or st.precision != "fp32":
+    tensor_core = st.precision != "fp32"  # the wider splits were measured on FP32 stages only
+    offered = tuple(s for s in SPLITS if not tensor_core or s & (s - 1) == 0)
+    if tensor_core or 2 * M < bm or 2 * N < bn:
         # tiles mostly empty: each block streams B (A) more than it multiplies, which the count of
         # block-K-tiles does not see; split only while under half of the SMs have a block, up to
         # one a SM (where a 16-way split was priced below the skinny stage and ran 2.4x slower)

@@ -286,10 +286,11 @@ def precompile(
     )
 
 
-def problems(heldout: str | None, layout: str, args: argparse.Namespace) -> tuple[list, str]:
-    """``([(group, (M, N, K))], layout)`` the race runs: a held-out set (``"models"``,
+def problems(args: argparse.Namespace) -> tuple[list, str]:
+    """``([(group, (M, N, K))], layout)`` the race runs: ``args.heldout``'s set (``"models"``,
     ``"models2"``, ``"models3"``: layout NT; ``"random"``: the draws of ``args.count`` and
-    ``args.seed`` in ``layout``), else ``args.shapes`` or the suite's ``args.groups``."""
+    ``args.seed`` in ``args.layout``), else ``args.shapes`` or the suite's ``args.groups``."""
+    heldout, layout = args.heldout, args.layout
     if heldout in ("models", "models2", "models3"):
         return heldout_models(int(heldout[6:] or 1)), "NT"
     if heldout == "random":
@@ -413,7 +414,7 @@ def main(argv=None) -> int:
         with open(args.summarize, newline="") as f:
             (args.out / "summary.txt").write_text(summary(list(csv.DictReader(f))))
         return 0
-    shapes, args.layout = problems(args.heldout, args.layout, args)
+    shapes, args.layout = problems(args)
 
     import torch  # optional: see precompile
 
