@@ -113,6 +113,51 @@ def test_order_and_knobs():
     assert dict(TINY, SPLITK=4) in knob_variants(TINY, "small")
 
 
+def test_alternatives_keep_each_tiles_fastest_unsplit_and_split(rng):
+    """Per block tile, the fastest unsplit and the fastest split configuration: the plan prices
+    a candidate at splits that start from its own (a split one is not priced unsplit where the
+    tiles fill the SMs), and a second split of one tile would only crowd out another tile."""
+    from numba_gemm.tools.tune import _alternatives
+
+    st = numba_gemm.get_stage("double_buffering")
+    prob = Problem(21, 19, 13, rng, cp=None)
+    wide = dict(BM=64, BN=128, BK=16, WM=32, WN=64, WNITER=2, TM=8, TN=4, MINB=0, SPLITK=1)
+    thin = dict(wide, BM=32, WM=32, WN=32, WNITER=1)
+    results = [
+        (dict(wide, SPLITK=4), dict(ms=1.0, shape=[21, 19, 13])),
+        (dict(wide, SPLITK=2), dict(ms=1.5, shape=[21, 19, 13])),
+        (wide, dict(ms=2.0, shape=[21, 19, 13])),
+        (thin, dict(ms=3.0, shape=[21, 19, 13])),
+    ]
+    alts = _alternatives(results, st, prob, "skinny")
+    assert [a["config"] for a in alts] == [dict(wide, SPLITK=4), wide, thin]
+    # a class without split-K keeps no split one
+    assert [a["config"] for a in _alternatives(results, st, prob, "large")] == [wide, thin]
+
+
+def test_split_variants_time_every_tile_at_the_splits_the_plan_offers():
+    """Phase 2 times the fastest unsplit configuration of each block tile at the powers of two
+    that ``split_options`` offers at the class's shape (one block an SM), not only the top
+    three at 2 and 4: a tile kept unsplit was mispriced at its splits elsewhere."""
+    from numba_gemm.tools.tune import split_variants
+
+    wide = dict(BM=64, BN=128, BK=16, WM=32, WN=64, WNITER=2, TM=8, TN=4, MINB=0, SPLITK=1)
+    thin = dict(wide, BM=32, WM=32, WN=32, WNITER=1)
+    slower_thin = dict(thin, TM=4, TN=8)
+    res = {"ms": 1.0}
+    results = [(dict(wide, SPLITK=4), res), (wide, res), (thin, res), (slower_thin, res)]
+    got = split_variants("double_buffering", results, "skinny", (16, 4096, 4096), 132)
+    # 64 x 128 at 16 rows is mostly empty: split only up to one block an SM (4 x 32 tiles);
+    # 4 was timed. 32 x 128: up to four waves of 132 blocks (16 x 32 tiles), each slice >= 8
+    # K tiles; the slower 32 x 128 configuration is not the tile's fastest
+    assert got == [dict(wide, SPLITK=2)] + [dict(thin, SPLITK=s) for s in (2, 4, 8, 16)]
+    assert split_variants("double_buffering", results, "large", (4096, 4096, 4096), 132) == []
+    st = numba_gemm.get_stage("double_buffering")
+    assert all(st.with_config(c).split_k == c["SPLITK"] for c in got)
+    skinny = dict(numba_gemm.get_stage("skinny").config, SPLITK=1)  # its space sweeps splits
+    assert split_variants("skinny", [(skinny, res)], "skinny", (16, 4096, 4096), 132) == []
+
+
 def test_order_and_knobs_of_the_wgmma_stages():
     """The TF32 wgmma stages: the largest block tiles first (a budget that ends early must have
     timed the 256 x 128 default: the large class once kept 128 x 128 at 211 against 293

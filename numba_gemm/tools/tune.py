@@ -14,7 +14,12 @@ and ``hgemm_tma`` (on float16 copies of the operands), the TMA stages):
    TN that passes the stage's own ``check_config``), most register reuse first, timed until the
    (class, stage) share of ``--budget`` is spent;
 2. knobs: for the ``--top`` fastest, ``MINB`` (launch bounds) 1 and 2 and, in the classes of
-   ``SPLIT_K_CLASSES`` (all but large and batched), ``SPLITK`` 2 and 4.
+   ``SPLIT_K_CLASSES`` (all but large and batched), ``SPLITK`` 2 and 4; there also the fastest
+   unsplit configuration of every block tile at the power-of-two splits the plan would offer it
+   at the class's shape (:func:`split_variants`).
+
+Kept per class and stage: the fastest unsplit and the fastest split configuration of each block
+tile (:data:`ALTERNATIVES`), which the plan prices at other shapes and splits.
 
 With ``--jobs N`` (N > 1) the candidates of each (class, stage) are first compiled into the
 kernel cache by N worker processes (``numba_gemm.tools.precompile``; NVVM and ptxas are CPU-bound:
@@ -137,6 +142,70 @@ def knob_variants(cfg: dict, cls: str) -> list[dict]:
     out = [dict(cfg, MINB=m) for m in ((1, 2) if acc < 128 else (1,)) if m != cfg["MINB"]]
     if cls in SPLIT_K_CLASSES:
         out += [dict(cfg, SPLITK=s) for s in (2, 4)]
+    return out
+
+
+def split_variants(
+    name: str, results: Sequence[tuple[dict, dict]], cls: str, shape: tuple, sms: int
+) -> list[dict]:
+    """Phase-2 split-K variants of the fastest unsplit configuration of each block tile (BM, BN)
+    in ``results`` (fastest first), in the split-K classes: the powers of two that
+    ``plan.cost.split_options`` offers that tile at the class's ``shape`` on ``sms`` SMs at one
+    block an SM, less those already timed. A tile kept unsplit (:data:`ALTERNATIVES`) is timed
+    where its few blocks leave most SMs idle and run alone on theirs, so the wave model,
+    scaling from that time, mispriced its splits elsewhere: on an H200 the skinny class's
+    32 x 128 and 32 x 256 tiles, kept at one slice (16 x 4096 x 4096: 32 or 16 blocks), ran
+    16-62 % longer than predicted at 5-32 slices on 24-row ``x @ W.T`` products
+    (docs/design.md §4.14). The top configurations' ``knob_variants`` already try 2 and 4."""
+    from ..kernels import get_stage
+    from ..plan.cost import split_options
+
+    if cls not in SPLIT_K_CLASSES:
+        return []
+    M, N, K = shape
+    timed = {str(c) for c, _ in results}
+    stage = get_stage(name)
+    out, tiles = [], set()
+    for cfg, _ in results:
+        if "BM" not in cfg or cfg.get("SPLITK", 1) != 1:
+            continue
+        tile = stage.block(cfg)[:2]
+        if tile in tiles:
+            continue
+        tiles.add(tile)
+        cand = dict(stage=name, config=cfg, blocks_per_sm=1)
+        for sk in split_options(cand, M, N, K, sms, per_sm=1):
+            var = dict(cfg, SPLITK=sk)
+            if sk > 1 and sk & (sk - 1) == 0 and str(var) not in timed:
+                out.append(var)
+    return out
+
+
+def _time_for(
+    stage,
+    configs: Sequence[dict],
+    prob: check.Problem,
+    seconds: float,
+    args: argparse.Namespace,
+    log_rows: list[dict],
+    cls: str,
+) -> list[tuple[dict, dict]]:
+    """``[(config, result)]`` of the ``configs`` of ``stage`` that ran correctly, timed in order
+    at ``prob`` until ``seconds`` have passed; every attempt is appended to ``log_rows``."""
+    from tqdm import tqdm
+
+    out: list[tuple[dict, dict]] = []
+    t_end = time.monotonic() + seconds
+    bar = tqdm(configs, desc=f"{cls} {stage.name}", unit="cfg", leave=False)
+    for cfg in bar:
+        if time.monotonic() > t_end:
+            break
+        res = evaluate(stage.with_config(cfg), prob, args.reps, args.warmup)
+        log_rows.append(dict(cls=cls, stage=stage.name, **cfg, **res))
+        if res["ok"]:
+            out.append((cfg, res))
+            bar.set_postfix(best=f"{max(r['gflops'] for _, r in out):.0f}")
+    bar.close()
     return out
 
 
@@ -289,6 +358,14 @@ CLASS_ORDER = (
     "skinny_n",
     "gemv_n",
 )
+#: Candidates kept per (class, stage): of each block tile (BM, BN), the fastest unsplit
+#: configuration and the fastest split one, fastest first. The plan prices a candidate at the
+#: splits ``plan.cost.split_options`` offers at the product's shape, which start from the
+#: candidate's own (a split one is not priced unsplit where its tiles fill the SMs), so one of
+#: each is needed, and a third split of one tile would add nothing but crowd out another tile:
+#: on an H200 the skinny class (16 x 4096 x 4096) kept three splits of 64 x 128 and two of
+#: 128 x 128 in double_buffering, and no 32-row tile, whose splits ran 24-32-row ``x @ W.T``
+#: products 1.35-1.5x faster than the plan's pick (docs/design.md §4.14).
 ALTERNATIVES = 6
 
 
@@ -302,10 +379,11 @@ def _alternatives(
     warmup: int = 2,
     jobs: int = 1,
 ) -> list[dict]:
-    """Best result per (BM, BN, SPLITK), fastest first, with the occupancy of its vector and
-    scalar kernels and, given the unaligned ``twin`` problem (each dimension one less: the scalar
-    kernel, same tile counts), its time there (``ms_scalar``): the candidates that
-    ``plan_for`` chooses among for other shapes of the class (wave quantization).
+    """Best unsplit and best split result per block tile (:data:`ALTERNATIVES`), fastest first,
+    with the occupancy of its vector and scalar kernels and, given the unaligned ``twin`` problem
+    (each dimension one less: the scalar kernel, same tile counts), its time there
+    (``ms_scalar``): the candidates that ``plan_for`` chooses among for other shapes of the
+    class (wave quantization).
     Split-K results are kept only in the classes that tried them (``SPLIT_K_CLASSES``).
     Occupancy comes from the kernels the plans load (CUDA occupancy API); a configuration whose
     vector or scalar kernel cannot launch (0 blocks per SM: too many registers for its threads)
@@ -316,7 +394,7 @@ def _alternatives(
     for cfg, res in results:
         if cls not in SPLIT_K_CLASSES and cfg.get("SPLITK", 1) > 1:
             continue
-        key = (*stage.block(cfg)[:2], cfg.get("SPLITK", 1))
+        key = (*stage.block(cfg)[:2], cfg.get("SPLITK", 1) != 1)
         if key not in best or res["ms"] < best[key][1]["ms"]:
             best[key] = (cfg, res)
     kept = sorted(best.values(), key=lambda cr: cr[1]["ms"])[:ALTERNATIVES]
@@ -595,8 +673,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     defaults = tuning.load(tuning.defaults_path(cc))
     blas = check.blas_library("auto")  # cuBLAS FP32, TF32 forced off, whatever CUPY_TF32 says
     rng = np.random.default_rng(args.seed)
-    from tqdm import tqdm
 
+    from ..device import current_id
+    from ..device import info as device_info
+
+    sm_count = device_info(current_id()).sm_count
     weight = {c: CLASS_WEIGHT[c] for c in args.classes}
     total_w = sum(weight.values())
     log_rows: list[dict] = []
@@ -615,41 +696,30 @@ def main(argv: Sequence[str] | None = None) -> int:
             if not base.supports(M, N, K):
                 continue  # the skinny stage outside the few-rows classes
             extra = json.loads(args.configs.read_text()) if args.configs else []
-            results: list[tuple[dict, dict]] = []
             # known winners, then configs compiled for a larger class, then the rest of the space
             first = extra + known_configs(gpu, cc, cls, name, data, defaults) + tried[name]
             first = [c for c in {str(c): c for c in first}.values() if _valid_for(base, c)]
             seen = set(map(str, first))
             cands = first + [c for c in _order(base.space) if str(c) not in seen]
+            key = variant_key(variant, layout_of(base))
             if args.jobs > 1:
-                key = variant_key(variant, layout_of(base))
                 compile_ahead(name, cands[: args.max_compile], cc, args.jobs, key)
-            t_end = time.monotonic() + 0.7 * share
-            bar = tqdm(cands, desc=f"{cls} {name}", unit="cfg", leave=False)
-            for cfg in bar:
-                if time.monotonic() > t_end:
-                    break
-                res = evaluate(base.with_config(cfg), prob, args.reps, args.warmup)
-                log_rows.append(dict(cls=cls, stage=name, **cfg, **res))
-                if res["ok"]:
-                    results.append((cfg, res))
-                    bar.set_postfix(best=f"{max(r['gflops'] for _, r in results):.0f}")
-            bar.close()
+            results = _time_for(base, cands, prob, 0.7 * share, args, log_rows, cls)
             timed = len(results)
             results.sort(key=lambda cr: -cr[1]["gflops"])
-            t_end = time.monotonic() + 0.3 * share
-            for cfg, _ in list(results[: args.top]):
-                for var in knob_variants(cfg, cls):
-                    if time.monotonic() > t_end:
-                        break
-                    try:
-                        st = base.with_config(var)
-                    except ValueError:
-                        continue
-                    res = evaluate(st, prob, args.reps, args.warmup)
-                    log_rows.append(dict(cls=cls, stage=name, **var, **res))
-                    if res["ok"]:
-                        results.append((var, res))
+            # phase 2: launch bounds and split-K of the top configurations, then the splits of
+            # every tile's fastest unsplit one (a tile keeps its best split: ALTERNATIVES)
+            variants = [v for cfg, _ in results[: args.top] for v in knob_variants(cfg, cls)]
+            variants += split_variants(name, results, cls, spec.shape, sm_count)
+            done = {str(c) for c, _ in results}
+            variants = [
+                v
+                for v in {str(v): v for v in variants}.values()
+                if str(v) not in done and _valid_for(base, v)
+            ]
+            if args.jobs > 1:
+                compile_ahead(name, variants, cc, args.jobs, key)
+            results += _time_for(base, variants, prob, 0.3 * share, args, log_rows, cls)
             if not results:
                 print(f"{cls} {name}: no valid configuration timed", file=sys.stderr)
                 continue
