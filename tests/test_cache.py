@@ -451,6 +451,56 @@ def test_precompile_list_without_gpu(no_user_tuning, capsys):
     assert "naive/vector" in out and "vectorize/scalar" in out and "3 kernels" in out
 
 
+def test_precompile_shapes_adds_the_kernels_their_plans_run(no_user_tuning, capsys):
+    """``--shapes``: the kernel each product's automatic plan launches, at the K split it picks
+    (``plan`` holds tuned configurations at their tuned splits only, so these would compile on
+    the first call), in each layout; a staged plan's inner kernel too. Offline it needs the SM
+    count the plan's wave model prices with."""
+    from numba_gemm.device import DeviceInfo
+    from numba_gemm.kernels.stage import variant_key
+    from numba_gemm.plan.choose import plan_for
+    from numba_gemm.plan.geometry import Geometry
+
+    dev = DeviceInfo(0, "", (9, 0), 132, 227 * 1024)
+    shapes = [(128, 9216, 3072), (320, 4096, 4096), (4095, 4095, 4095)]
+    jobs = precompile.shape_jobs(shapes, ["NN", "NT"], dev)
+    assert len(jobs) == len(set(jobs))
+    want = set()
+    for M, N, K in shapes:
+        for layout in ("NN", "NT"):
+            top = plan_for(M, N, K, device=dev, geometry=Geometry.dense(M, N, K, layout))
+            for p in filter(None, (top, top.inner)):
+                cfg = tuple(sorted(dict(p.stage.config).items()))
+                want.add((p.stage.name, cfg, variant_key(p.variant, layout)))
+    assert {(j.name, j.config, j.variant) for j in jobs} == want
+    assert any(dict(j.config).get("SPLITK", 1) > 1 for j in jobs)
+    tuned = set(precompile.plan((9, 0), "", None, ["NN", "NT"]))
+    assert not set(jobs) <= tuned  # the point: splits the tuned list does not hold
+
+    args = ["--list", "--cc", "9.0", "--stages", "naive", "--layouts", "NN", "NT"]
+    assert precompile.main([*args, "--shapes", "320x4096x4096", "--sms", "132"]) == 0
+    out = capsys.readouterr().out
+    assert "double_buffering/vector-NT" in out and "double_buffering/vector " in out
+    with pytest.raises(SystemExit):  # offline without the SM count
+        precompile.main([*args, "--shapes", "320x4096x4096"])
+    assert "--sms N" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        precompile.main([*args, "--shapes", "320x4096", "--sms", "132"])
+    assert "MxNxK needs exactly 3 dimensions" in capsys.readouterr().err
+
+
+def test_read_sizes_from_a_file(tmp_path):
+    from numba_gemm.tools.bench.sizes import read_sizes
+
+    f = tmp_path / "model.txt"
+    f.write_text("# a model's projections\n16x4096x4096, 16x1024x4096\n\n1000  # a square\n")
+    assert read_sizes(str(f)) == [(16, 4096, 4096), (16, 1024, 4096), (1000, 1000, 1000)]
+    assert read_sizes("8x8x8") == [(8, 8, 8)]
+    f.write_text("# nothing\n")
+    with pytest.raises(ValueError, match="no size in"):
+        read_sizes(str(f))
+
+
 def test_precompile_needs_a_gpu_or_cc(no_user_tuning, monkeypatch, capsys):
     from numba_gemm.plan import tuning
 

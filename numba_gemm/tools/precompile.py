@@ -15,8 +15,11 @@ products. Each is keyed as ``numba_gemm.plan`` loads it (``config=stage.config``
 variant, the signature of ``numba_gemm.launch.numba_signature``), so that the plan finds it.
 Each configuration at its tuned ``SPLITK`` only: a plan that gives a candidate another K split
 (``plan.cost.split_options``, where its tiles fill less than one wave) compiles that kernel on
-its first call; ``python -m numba_gemm.tools.tune --shapes`` compiles and times a model's
-products ahead of time.
+its first call, unless ``--shapes`` names the product: then the kernels the automatic FP32 plan
+runs for it (in each of ``--layouts``: its stage and configuration at the split it picks, and a
+staged plan's inner one) are compiled too (:func:`shape_jobs`), with a GPU or offline with
+``--cc`` and ``--sms``. ``python -m numba_gemm.tools.tune --shapes`` compiles and times a model's
+products ahead of time instead (autotuning; needs the GPU).
 Compilation is CPU-bound (NVVM, nvJitLink): ``--jobs`` worker processes (``spawn``) share the
 work and write into the cache directly.
 
@@ -35,6 +38,7 @@ import sys
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 #: Kernels beside the stage kernels, by the name and variant the launch layer loads them under:
 #: (module, attribute, argument spec of ``numba_gemm.launch.numba_signature``). The staging copy
@@ -176,6 +180,43 @@ def plan(
     return jobs
 
 
+def shape_jobs(
+    shapes: Iterable[tuple[int, int, int]], layouts: Iterable[str], device: Any
+) -> list[Job]:
+    """The jobs for the kernels the automatic FP32 plan (``plan_for``, as ``sgemm`` makes it for
+    dense operands) runs for each product ``(M, N, K)`` in each of ``layouts`` on ``device`` (a
+    ``numba_gemm.device.DeviceInfo``: its compute capability, SM count and tuning data decide the
+    plan): the plan's stage and configuration at the K split it picks, in the variant it runs, and
+    for a staged plan (unaligned rows through padded copies) its inner plan's too; the copies
+    themselves are :data:`AUX_KERNELS`. :func:`plan` holds each tuned configuration at its tuned
+    split only, so a product whose plan splits K otherwise compiles on its first call.
+
+    Raises:
+        ValueError: a dimension < 1, or no FP32 stage serves a product on ``device``.
+    """
+    from ..kernels.stage import variant_key
+    from ..plan.choose import plan_for
+    from ..plan.geometry import Geometry
+
+    cc = tuple(device.cc[:2])
+    jobs: list[Job] = []
+    for M, N, K in shapes:
+        for layout in layouts:
+            top = plan_for(M, N, K, device=device, geometry=Geometry.dense(M, N, K, layout))
+            for p in (top, top.inner):
+                if p is None:
+                    continue
+                job = Job(
+                    p.stage.name,
+                    tuple(sorted(dict(p.stage.config).items())),
+                    variant_key(p.variant, p.geometry.layout),
+                    cc,
+                )
+                if job not in jobs:
+                    jobs.append(job)
+    return jobs
+
+
 def run_job(job: Job) -> tuple[Job, str, float, str]:
     """Compile one job into the cache (worker entry point).
 
@@ -279,6 +320,31 @@ def _parse_cc(text: str) -> tuple[int, int]:
     return major, minor
 
 
+def _target(cc: tuple[int, int], name: str, device: Any, sms: int | None) -> Any:
+    """The ``DeviceInfo`` the plans of ``--shapes`` are made for: this GPU's when it has ``cc``
+    (``sms`` must then match its SM count, if given), else one of ``sms`` SMs named ``name``
+    (``""``: the tuning data's main entry for ``cc``).
+
+    Raises:
+        ValueError: no GPU of ``cc`` here and no ``sms``; ``sms`` < 1 or not this GPU's.
+    """
+    from ..device import SMEM_OPTIN_LIMIT, DeviceInfo, info
+
+    if sms is not None and sms < 1:
+        raise ValueError(f"--sms must be >= 1, got {sms}")
+    if device is not None and tuple(device[1]) == tuple(cc):
+        here = info()
+        if sms is not None and sms != here.sm_count:
+            raise ValueError(f"--sms {sms}: this GPU ({here.name}) has {here.sm_count} SMs")
+        return here
+    if sms is None:
+        raise ValueError(
+            f"--shapes for sm_{cc[0]}{cc[1]} without such a GPU here needs the target's SM "
+            "count: --sms N (132 on H100 SXM and H200)"
+        )
+    return DeviceInfo(0, name, tuple(cc), sms, SMEM_OPTIN_LIMIT)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m numba_gemm.tools.precompile",
@@ -307,6 +373,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="operand layouts to compile (default: NN; transposed operands compile on first "
         "use otherwise)",
     )
+    parser.add_argument(
+        "--shapes",
+        metavar="SPEC",
+        help="also the kernels the automatic FP32 plan runs for these products, in each of "
+        "--layouts, at the K split it picks (whatever --stages says): MxNxK,... or a file with "
+        "one or more a line (e.g. a model's projections)",
+    )
+    parser.add_argument(
+        "--sms",
+        type=int,
+        metavar="N",
+        help="with --shapes and --cc (no GPU): the target GPU's SM count, which the plan's "
+        "wave model needs (132 on H100 SXM and H200)",
+    )
     parser.add_argument("--list", action="store_true", help="print the kernels and exit")
     parser.add_argument("--clear", action="store_true", help="delete every cache entry and exit")
     args = parser.parse_args(argv)
@@ -327,8 +407,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     cc = args.cc or device[1]
     name = device[0] if device and tuple(device[1]) == tuple(cc) else ""
+    from .bench.sizes import read_sizes
+
     try:
         jobs = plan(cc, name, args.stages, args.layouts)
+        if args.shapes is not None:
+            jobs += [
+                job
+                for job in shape_jobs(
+                    read_sizes(args.shapes), args.layouts, _target(cc, name, device, args.sms)
+                )
+                if job not in jobs
+            ]
     except ValueError as e:
         parser.error(str(e))
     target = f"{name or 'GPU'} (sm_{cc[0]}{cc[1]})"

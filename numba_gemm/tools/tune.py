@@ -524,15 +524,11 @@ def autotune_shapes(spec: str, layout: str, force: bool) -> int:
     from ..device import info
     from ..plan import autotune
     from ..plan.geometry import Alignment, Geometry
-    from .bench.sizes import parse_sizes
+    from .bench.sizes import read_sizes
 
-    path = Path(spec)
-    if path.is_file():
-        spec = ",".join(line.split("#")[0].strip() for line in path.read_text().splitlines())
-        spec = ",".join(x for x in spec.split(",") if x)
     dev, status = info(), 0
     print("M,N,K,layout,aligned,winner,config,ms,model_pick_ms,seconds")
-    for M, N, K in parse_sizes(spec):
+    for M, N, K in read_sizes(spec):
         g = Geometry.dense(M, N, K, layout)
         aligned = g.alignment(Alignment.ALL) == Alignment.ALL
         rec = autotune.tune(g, aligned, dev, force=force)

@@ -69,6 +69,25 @@ def parse_sizes(spec: str) -> list[tuple[int, int, int]]:
     return sizes
 
 
+def read_sizes(spec: str) -> list[tuple[int, int, int]]:
+    """:func:`parse_sizes` of ``spec``, or of the lines of the file named ``spec`` (one or more
+    items a line, joined; ``#`` starts a comment; blank lines skipped), e.g. a model's
+    projections.
+
+    Raises:
+        ValueError: as :func:`parse_sizes`, also for a file with no size in it.
+    """
+    from pathlib import Path
+
+    path = Path(spec)
+    if path.is_file():
+        lines = (line.split("#")[0].strip() for line in path.read_text().splitlines())
+        spec = ",".join(x.strip() for line in lines for x in line.split(",") if x.strip())
+        if not spec:
+            raise ValueError(f"no size in {path}; one or more a line, {SIZE_FORMS}")
+    return parse_sizes(spec)
+
+
 #: Projection GEMMs of two models, ``(layer, in_features, out_features)``: a token batch of M
 #: rows times the layer's weight is an ``M x out x in`` product. GPT-2 small (Radford et al.
 #: 2019; d_model 768, MLP 3072, vocabulary 50257) and Llama 3 8B (Meta 2024; d_model 4096, 8 KV
