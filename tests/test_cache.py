@@ -487,6 +487,9 @@ def test_precompile_shapes_adds_the_kernels_their_plans_run(no_user_tuning, caps
     with pytest.raises(SystemExit):
         precompile.main([*args, "--shapes", "320x4096", "--sms", "132"])
     assert "MxNxK needs exactly 3 dimensions" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        precompile.main([*args, "--sms", "132"])
+    assert "--sms is for --shapes" in capsys.readouterr().err
 
 
 def test_read_sizes_from_a_file(tmp_path):

@@ -390,6 +390,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--list", action="store_true", help="print the kernels and exit")
     parser.add_argument("--clear", action="store_true", help="delete every cache entry and exit")
     args = parser.parse_args(argv)
+    if args.sms is not None and args.shapes is None:
+        parser.error("--sms is for --shapes (the SM count their plans are priced with)")
 
     from ..launch import cache
     from ..plan import tuning
