@@ -20,10 +20,14 @@ from pathlib import Path
 import pytest
 
 from numba_gemm import get_stage
-from numba_gemm.device import SIMULATOR
+from numba_gemm.device import SIMULATOR, DeviceInfo
+from numba_gemm.kernels.stage import variant_key
 from numba_gemm.launch import cache
 from numba_gemm.launch.cache import CompiledKernel, NumbaGemmCacheWarning
+from numba_gemm.plan.choose import plan_for
+from numba_gemm.plan.geometry import Geometry
 from numba_gemm.tools import precompile
+from numba_gemm.tools.bench.sizes import read_sizes
 
 REPO = Path(__file__).resolve().parents[1]
 STAGE_SIG = "void(float32[:, ::1], float32[:, ::1], float32[:, ::1], float32, float32)"
@@ -456,11 +460,6 @@ def test_precompile_shapes_adds_the_kernels_their_plans_run(no_user_tuning, caps
     (``plan`` holds tuned configurations at their tuned splits only, so these would compile on
     the first call), in each layout; a staged plan's inner kernel too. Offline it needs the SM
     count the plan's wave model prices with."""
-    from numba_gemm.device import DeviceInfo
-    from numba_gemm.kernels.stage import variant_key
-    from numba_gemm.plan.choose import plan_for
-    from numba_gemm.plan.geometry import Geometry
-
     dev = DeviceInfo(0, "", (9, 0), 132, 227 * 1024)
     shapes = [(128, 9216, 3072), (320, 4096, 4096), (4095, 4095, 4095)]
     jobs = precompile.shape_jobs(shapes, ["NN", "NT"], dev)
@@ -493,8 +492,6 @@ def test_precompile_shapes_adds_the_kernels_their_plans_run(no_user_tuning, caps
 
 
 def test_read_sizes_from_a_file(tmp_path):
-    from numba_gemm.tools.bench.sizes import read_sizes
-
     f = tmp_path / "model.txt"
     f.write_text("# a model's projections\n16x4096x4096, 16x1024x4096\n\n1000  # a square\n")
     assert read_sizes(str(f)) == [(16, 4096, 4096), (16, 1024, 4096), (1000, 1000, 1000)]

@@ -18,7 +18,14 @@ from numba_gemm.plan.choose import plan_for
 from numba_gemm.plan.cost import estimate_ms, sm_rate
 from numba_gemm.plan.geometry import Alignment
 from numba_gemm.tools.reference import reference_f64, rel_error
-from numba_gemm.tools.tune import Problem, _order, evaluate, knob_variants
+from numba_gemm.tools.tune import (
+    Problem,
+    _alternatives,
+    _order,
+    evaluate,
+    knob_variants,
+    split_variants,
+)
 
 #: The tiled stages the tuner sweeps (FP32 with the ``_tunable`` keys; the tensor-core stages
 #: and the skinny stage have other configuration keys).
@@ -117,8 +124,6 @@ def test_alternatives_keep_each_tiles_fastest_unsplit_and_split(rng):
     """Per block tile, the fastest unsplit and the fastest split configuration: the plan prices
     a candidate at splits that start from its own (a split one is not priced unsplit where the
     tiles fill the SMs), and a second split of one tile would only crowd out another tile."""
-    from numba_gemm.tools.tune import _alternatives
-
     st = numba_gemm.get_stage("double_buffering")
     prob = Problem(21, 19, 13, rng, cp=None)
     wide = dict(BM=64, BN=128, BK=16, WM=32, WN=64, WNITER=2, TM=8, TN=4, MINB=0, SPLITK=1)
@@ -139,8 +144,6 @@ def test_split_variants_time_every_tile_at_the_splits_the_plan_offers():
     """Phase 2 times the fastest unsplit configuration of each block tile at the powers of two
     that ``split_options`` offers at the class's shape (one block an SM), not only the top
     three at 2 and 4: a tile kept unsplit was mispriced at its splits elsewhere."""
-    from numba_gemm.tools.tune import split_variants
-
     wide = dict(BM=64, BN=128, BK=16, WM=32, WN=64, WNITER=2, TM=8, TN=4, MINB=0, SPLITK=1)
     thin = dict(wide, BM=32, WM=32, WN=32, WNITER=1)
     slower_thin = dict(thin, TM=4, TN=8)
@@ -283,8 +286,6 @@ def test_shape_classes():
 def test_evaluate_times_a_batch_and_records_its_occupancy(stage, rng):
     """The batched class's problem is a 3-D batch; the tuner validates each matrix of it (NaN
     poisoned, float64 reference) and records the batch with the candidate."""
-    from numba_gemm.tools.tune import _alternatives
-
     prob = Problem(21, 19, 13, rng, cp=None, batch=3)
     assert prob.batch == 3 and prob.shape == (21, 19, 13) and prob.flop == 2 * 3 * 21 * 19 * 13
     cfg = tiny(stage)

@@ -56,10 +56,14 @@ from typing import Any
 import numpy as np
 from numba import cuda
 
+from ..device import current_id
+from ..device import info as device_info
+from ..kernels import get_stage
 from ..kernels.stage import variant_key
 from ..launch.launcher import runner
 from ..plan import tuning
 from ..plan.choose import SIXTEEN
+from ..plan.cost import split_options
 from ..plan.geometry import Alignment
 from . import check
 
@@ -157,9 +161,6 @@ def split_variants(
     32 x 128 and 32 x 256 tiles, kept at one slice (16 x 4096 x 4096: 32 or 16 blocks), ran
     16-62 % longer than predicted at 5-32 slices on 24-row ``x @ W.T`` products
     (docs/design.md §4.14). The top configurations' ``knob_variants`` already try 2 and 4."""
-    from ..kernels import get_stage
-    from ..plan.cost import split_options
-
     if cls not in SPLIT_K_CLASSES:
         return []
     M, N, K = shape
@@ -192,7 +193,7 @@ def _time_for(
 ) -> list[tuple[dict, dict]]:
     """``[(config, result)]`` of the ``configs`` of ``stage`` that ran correctly, timed in order
     at ``prob`` until ``seconds`` have passed; every attempt is appended to ``log_rows``."""
-    from tqdm import tqdm
+    from tqdm import tqdm  # the bench/test extras, as the tuner's CLI needs
 
     out: list[tuple[dict, dict]] = []
     t_end = time.monotonic() + seconds
@@ -468,8 +469,6 @@ def retime(
     that the plan need not assume a transposed tile costs every stage what it costs none.
     A candidate that fails in that layout gets no keys (it stays priced from ``ms``).
     Returns ``[(class, stage, candidate, added keys)]``."""
-    from ..kernels import get_stage
-
     entry = data.get("gpus", {}).get(gpu, {})
     spec_of = {c.name: c for c in tuning.CLASSES}
     todo = []  # (class, stage, record dict to extend)
@@ -548,7 +547,7 @@ def autotune_shapes(spec: str, layout: str, force: bool) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from ..kernels import STAGES, get_stage
+    from ..kernels import STAGES
 
     # the FP32 stages by default; by name also the TF32 wgmma stages, whose classes the plan
     # weighs for compute="tf32"/"3xtf32" beside the FP32 ones, and the TMA stages (FP16: the
@@ -669,9 +668,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     defaults = tuning.load(tuning.defaults_path(cc))
     blas = check.blas_library("auto")  # cuBLAS FP32, TF32 forced off, whatever CUPY_TF32 says
     rng = np.random.default_rng(args.seed)
-
-    from ..device import current_id
-    from ..device import info as device_info
 
     sm_count = device_info(current_id()).sm_count
     weight = {c: CLASS_WEIGHT[c] for c in args.classes}
