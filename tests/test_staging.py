@@ -15,7 +15,7 @@ from numba_gemm.arrays import F32, operand
 from numba_gemm.kernels import _pad
 from numba_gemm.launch import launcher, workspace
 from numba_gemm.launch.launcher import runner, strided_array
-from numba_gemm.plan import choose, staging
+from numba_gemm.plan import choose, staging, tuning
 from numba_gemm.plan.geometry import Alignment, Geometry
 from numba_gemm.tools.reference import reference_f64, rel_error
 
@@ -194,8 +194,8 @@ def test_sgemm_runs_a_staged_plan(layout, rng, monkeypatch):
 def test_h200_stages_large_ragged_products_only(fake_gpu):
     """With the committed H200 data: 4095^3 and 4097^3 are staged (the aligned plan from the
     measured 4096^3, plus the copies, is predicted faster than the measured scalar kernel); a
-    skinny product (its copies cost as much as the product), a named stage, and a shape with
-    no aligned measurement near are not."""
+    skinny product (its copies cost as much as the product), a named stage, and a shape whose
+    scalar kernel was measured near it but whose padded product was not are not."""
     dev = fake_gpu("NVIDIA H200", (9, 0))
     for n in (4095, 4097):
         p = plan_for(n, n, n, alignment=NONE, device=dev)
@@ -208,6 +208,8 @@ def test_h200_stages_large_ragged_products_only(fake_gpu):
         assert p.copy_ms > 0.05  # 3 x 67 MB read and written
     assert plan_for(16, 50257, 768, alignment=NONE, device=dev).staging is None
     assert plan_for(999, 1001, 1000, alignment=NONE, device=dev).staging is None
+    # the scalar kernel timed near 256 x 50257 x 768, the padded product priced by a class only
+    assert plan_for(256, 50257, 768, alignment=NONE, device=dev).staging is None
     # x @ W.T: staged too, W padded in its own storage and the inner plan of that layout; A
     # stored transposed is not (its rows would need M padded)
     for n in (4095, 4097):
@@ -216,6 +218,29 @@ def test_h200_stages_large_ragged_products_only(fake_gpu):
         assert nt.inner.geometry == Geometry.dense(n, staging.round4(n), staging.round4(n), "NT")
         tn = plan_for(n, n, n, alignment=NONE, device=dev, geometry=Geometry.dense(n, n, n, "TN"))
         assert tn.staging is None
+
+
+def test_h200_stages_class_priced_products_by_class_prices(fake_gpu):
+    """Far from every measured shape, the scalar plan and the padded product's aligned plan are
+    both priced from the shape classes (each candidate timed in both variants there), so the
+    comparison is fair and staging is taken where it is predicted cheaper: 9001 x 3001 x 3001.
+    Where only the scalar kernel was measured near (256 x 50257 x 768), the prices are not alike
+    and nothing is staged; likewise for a few rows, priced from measured shapes of nearby rows."""
+    dev = fake_gpu("NVIDIA H200", (9, 0))
+    M, N, K = 9001, 3001, 3001
+    s = staging.staging_for(M, N, K)
+    assert tuning.nearest_shape(M, s.N4, s.K4, True, dev) is None
+    assert tuning.nearest_shape(M, N, K, False, dev) is None
+    assert staging.like_priced(M, N, K, s, dev, "NN")
+    p = plan_for(M, N, K, alignment=NONE, device=dev)
+    assert p.staging is not None, repr(p)
+    assert p.inner.variant == "vector" and (p.inner.N, p.inner.K) == (s.N4, s.K4)
+    assert p.predicted_ms == pytest.approx(p.inner.predicted_ms + p.copy_ms)
+    wide = staging.staging_for(256, 50257, 768)
+    assert not staging.like_priced(256, 50257, 768, wide, dev, "NN")
+    few = staging.staging_for(8, 1001, 20001)
+    assert tuning.nearest_shape(8, few.N4, few.K4, True, dev) is None
+    assert not staging.like_priced(8, 1001, 20001, few, dev, "NN")
 
 
 def test_copy_cost_counts_each_staged_operand():

@@ -145,20 +145,32 @@ def feasible(
     """The :class:`Staging` of an unaligned ``M x N x K`` product (dense operands stored as
     ``layout`` says: NN or NT) if staging may pay, else None: without a prediction of the scalar
     plan (``scalar_ms``) to compare, for A stored transposed, past :data:`MAX_BYTES` of
-    workspace, or when no aligned shape near the padded one was measured
-    (``tuning.nearest_shape``): the classes' extrapolation is often optimistic (256 x 50260 x
-    768 priced at 0.17 ms from the narrow class, where cuBLAS takes 0.41 ms on an H200), and
-    would win against a measured scalar time for no reason. ``measured=False`` (the TF32 wgmma
-    stages, whose 4-byte copies run at a fifth of the 128-bit kernel's speed) drops that last
-    condition: their classes' prices suffice."""
+    workspace, or when the two prices would not be alike (:func:`like_priced`): the classes'
+    extrapolation is often optimistic (256 x 50260 x 768 priced at 0.17 ms from the narrow
+    class, where cuBLAS takes 0.41 ms on an H200), and would win against a measured scalar time
+    for no reason. ``measured=False`` (the TF32 wgmma stages, whose 4-byte copies run at a fifth
+    of the 128-bit kernel's speed) drops that last condition: their classes' prices suffice."""
     if scalar_ms is None or layout[0] != "N":
         return None
     s = staging_for(M, N, K)
-    if workspace_bytes(M, s) > MAX_BYTES or (
-        measured and tuning.nearest_shape(M, s.N4, s.K4, True, dev, layout) is None
-    ):
+    if workspace_bytes(M, s) > MAX_BYTES or (measured and not like_priced(M, N, K, s, dev, layout)):
         return None
     return s
+
+
+def like_priced(M: int, N: int, K: int, s: Staging, dev: DeviceInfo, layout: str) -> bool:
+    """Whether the aligned plan of the padded product and the scalar plan of ``M x N x K`` are
+    priced alike, so that comparing them is fair: the padded one near an aligned measured shape
+    (``tuning.nearest_shape``), or neither product near a measured shape of its alignment (nor,
+    for a few rows, ``tuning.nearest_rows_shape``), both then priced from the shape classes,
+    whose candidates were timed in both variants at the class's shape (``ms``, ``ms_scalar``)."""
+    if tuning.nearest_shape(M, s.N4, s.K4, True, dev, layout) is not None:
+        return True
+    return (
+        tuning.nearest_shape(M, N, K, False, dev, layout) is None
+        and tuning.nearest_rows_shape(M, N, K, False, dev, layout) is None
+        and tuning.nearest_rows_shape(M, s.N4, s.K4, True, dev, layout) is None
+    )
 
 
 def worth(
@@ -186,6 +198,7 @@ __all__ = [
     "Staging",
     "staging_for",
     "feasible",
+    "like_priced",
     "worth",
     "copy_ms",
     "copied",
