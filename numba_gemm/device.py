@@ -11,10 +11,16 @@ import functools
 import threading
 from dataclasses import dataclass
 
-from numba import config, cuda
+from . import backend
+from .backend import cuda
 
-#: True under the Numba CUDA simulator (``NUMBA_ENABLE_CUDASIM=1``): kernels run as Python threads.
-SIMULATOR: bool = bool(config.ENABLE_CUDASIM)
+#: True under the Numba CUDA simulator (``NUMBA_ENABLE_CUDASIM=1``, numba-cuda only: see
+#: ``numba_gemm.backend``): kernels run as Python threads.
+SIMULATOR: bool = False
+if backend.NAME == backend.NUMBA_CUDA:
+    from numba import config
+
+    SIMULATOR = bool(config.ENABLE_CUDASIM)
 
 #: Threads per warp (every NVIDIA GPU so far).
 WARP_SIZE = 32

@@ -1,7 +1,7 @@
 """The package's import graph, read from the sources (no import is executed): arrows point down
-only (api -> dispatch -> checks -> plan -> launch -> kernels -> ptx -> device), tools import the
-library and never the reverse, no cycles, and an import inside a function says why (a comment on
-its line)."""
+only (api -> dispatch -> checks -> plan -> launch -> kernels -> ptx -> device -> backend), tools
+import the library and never the reverse, no cycles, and an import inside a function says why (a
+comment on its line)."""
 
 from __future__ import annotations
 
@@ -13,20 +13,27 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "numba_gemm"
 
 #: Each layer and the layers it may import (besides itself). ``arrays`` reads operands and
-#: ``device`` holds the device facts: both sit under everything that runs a product.
-_RUN = {"launch", "launch.driver", "kernels", "ptx", "device", "arrays"}
+#: ``device`` holds the device facts: both sit under everything that runs a product. ``backend``
+#: (which compiler builds the kernels) sits under all of them.
+_RUN = {"launch", "launch.driver", "kernels", "ptx", "device", "arrays", "backend"}
 ALLOWED = {
-    "device": set(),
+    "backend": set(),
+    "device": {"backend"},
     "launch.driver": set(),
-    "ptx": {"device"},
-    "kernels": {"ptx", "device"},
-    "arrays": {"device", "launch.driver"},
+    "ptx": {"device", "backend"},
+    "kernels": {"ptx", "device", "backend"},
+    "arrays": {"device", "launch.driver", "backend"},
     "launch": _RUN - {"launch"},
     "plan": _RUN,
     "checks": {"plan", "device", "arrays", "kernels"},  # kernels: the epilogue record
     "dispatch": _RUN | {"plan", "checks"},
     "api": _RUN | {"plan", "checks", "dispatch"},
-    "torch": {"api", "device", "kernels"},  # the PyTorch operators: over the public functions
+    "torch": {
+        "api",
+        "device",
+        "kernels",
+        "backend",
+    },  # the PyTorch operators: over the public functions
     "tools": _RUN | {"plan", "checks", "dispatch", "api", "bench", "init", "torch"},
 }
 

@@ -666,8 +666,8 @@ def test_cached_cubin_runs_on_the_gpu(cache_env, monkeypatch, offline):
 
 
 def test_source_digest_covers_the_kernels_intrinsics_and_device_facts():
-    """The cache key's source digest reads the stage modules, every PTX wrapper and device.py (a
-    digest of no files would let an edited kernel load a stale cubin)."""
+    """The cache key's source digest reads the stage modules, every PTX wrapper, device.py and
+    backend.py (a digest of no files would let an edited kernel load a stale cubin)."""
     names = {p.relative_to(cache._PACKAGE_DIR).as_posix() for p in cache.source_files()}
     assert {
         "kernels/k01_naive.py",
@@ -677,5 +677,6 @@ def test_source_digest_covers_the_kernels_intrinsics_and_device_facts():
         "ptx/cpasync.py",
         "ptx/vecmem.py",
         "device.py",
+        "backend.py",
     } <= names
     assert all((cache._PACKAGE_DIR / n).is_file() for n in names)

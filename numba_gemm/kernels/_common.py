@@ -2,10 +2,10 @@
 the C epilogue ``C = alpha * acc + beta * C`` (and a fused epilogue's: :func:`make_stores`).
 """
 
+import inspect
 from types import SimpleNamespace
 
-from numba import cuda, float32
-
+from ..backend import cuda, float32
 from ..device import SIMULATOR
 from ..ptx.bf16 import from_c, to_c
 from ..ptx.vecmem import load2, load4, store2, store4
@@ -99,12 +99,9 @@ def rolled(n, body):
     (tf32_wgmma's scalar variant: ~700 bytes per thread, a tenth of the vector variant's speed).
     Rolled, they are recomputed each time (a few integer instructions per copy)."""
 
-    @device_jit
-    def f(*args):
-        for j in range(n):
-            body(j, *args)
-
-    return f
+    return _n_ary(
+        "rolled", _arity(body, 1), ["for j in range(n):", "    body(j{args})"], body=body, n=n
+    )
 
 
 def sequence(*fns):
@@ -133,20 +130,48 @@ def _no_op(*args):
 
 
 def _step(body, i):
-    @device_jit
-    def step(*args):
-        body(i, *args)
-
-    return step
+    return _n_ary("step", _arity(body, 1), ["body(i{args})"], body=body, i=i)
 
 
 def _seq(first, then):
-    @device_jit
-    def both(*args):
-        first(*args)
-        then(*args)
+    return _n_ary(
+        "both", _arity(first), ["first({params})", "then({params})"], first=first, then=then
+    )
 
-    return both
+
+def _arity(fn, taken: int = 0) -> int | None:
+    """Positional parameters of device function ``fn`` less ``taken`` (those the caller fills),
+    or None where ``fn`` takes ``*args``."""
+    params = inspect.signature(getattr(fn, "py_func", fn)).parameters.values()
+    if any(p.kind is p.VAR_POSITIONAL for p in params):
+        return None
+    return len(params) - taken
+
+
+_MAKERS: dict = {}
+
+
+def _n_ary(name, nargs, lines, **cells):
+    """A device function ``name(a0, ..., a{nargs-1})`` running ``lines`` (``{params}``: its
+    parameters, ``{args}``: them after a comma) over the closure variables ``cells``; with
+    ``nargs`` None, ``name(*args)``. A fixed parameter list because numba-cuda-mlir neither
+    inlines nor lowers a call with ``*args`` (docs/numba-cuda-mlir.md); the functions are
+    closures, as before, so the kernel cache's key sees ``cells`` (``launch.cache._closure``)."""
+    key = (name, nargs, tuple(lines), tuple(cells))
+    make = _MAKERS.get(key)
+    if make is None:
+        params = "*args" if nargs is None else ", ".join(f"a{j}" for j in range(nargs))
+        call = "*args" if nargs is None else params
+        body = "".join(
+            "        " + line.format(params=call, args=f", {call}" if call else "") + "\n"
+            for line in lines
+        )
+        src = f"def make({', '.join(cells)}):\n    def {name}({params}):\n{body}    return {name}\n"
+        made: dict = {}
+        # this module's globals, as for a function defined here: the simulator swaps its cuda
+        exec(compile(src, f"<numba_gemm.kernels._common {name}/{nargs}>", "exec"), globals(), made)  # noqa: S102
+        make = _MAKERS[key] = made["make"]
+    return device_jit(make(**cells))
 
 
 # --- GMEM tile loads with edge handling, shared by the vectorized stages.
@@ -303,12 +328,14 @@ def make_stores(finish):
             if c < N:
                 if beta == 0:
                     v0, v1, v2, v3 = alpha * x0, alpha * x1, alpha * x2, alpha * x3
-                    store4(C, r, c, *finish4(v0, v1, v2, v3, r, c, E))
+                    f0, f1, f2, f3 = finish4(v0, v1, v2, v3, r, c, E)
+                    store4(C, r, c, f0, f1, f2, f3)
                 else:
                     c0, c1, c2, c3 = load4(C, r, c)
                     v0, v1 = alpha * x0 + beta * c0, alpha * x1 + beta * c1
                     v2, v3 = alpha * x2 + beta * c2, alpha * x3 + beta * c3
-                    store4(C, r, c, *finish4(v0, v1, v2, v3, r, c, E))
+                    f0, f1, f2, f3 = finish4(v0, v1, v2, v3, r, c, E)
+                    store4(C, r, c, f0, f1, f2, f3)
             return
         store_c_cols(C, r, c, 1, x0, x1, x2, x3, alpha, beta, M, N, E)
 

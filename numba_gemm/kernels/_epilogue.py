@@ -32,8 +32,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from numba import cuda, float32
-
+from ..backend import cuda, float32
 from ..ptx.bf16 import from_c, to_c
 from ._common import PLAIN_STORES, device_jit, make_stores, no_epilogue
 

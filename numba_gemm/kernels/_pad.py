@@ -14,7 +14,7 @@ the compiler cannot move a load past a store to memory it cannot prove disjoint)
 walks the rows in strides of ``gridDim.y * ROWS``.
 """
 
-from numba import cuda, float32
+from ..backend import cuda, float32
 
 BLOCK = 256
 ROWS = 8

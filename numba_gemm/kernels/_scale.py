@@ -5,7 +5,7 @@ grid of 16 x 16 blocks, ``x`` over the columns (coalesced), ``z`` over the batch
 writes exact zeros without reading C (NaN in C must not leak).
 """
 
-from numba import cuda, float32
+from ..backend import cuda, float32
 
 BLOCK = (16, 16)
 

@@ -33,8 +33,7 @@ from __future__ import annotations
 
 import math
 
-from numba import cuda, float32, int32
-
+from ..backend import cuda, float32, int32
 from ._common import PLAIN_STORES, device_jit, load_b4, unroll
 
 #: Partial sums one thread loads before it adds them (in slice order): the sum is bound by the

@@ -34,8 +34,7 @@ import itertools
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from numba import cuda, float32
-
+from ..backend import cuda, float32
 from ..device import SMEM_STATIC_LIMIT, WARP_SIZE, cdiv, tile_grid
 from ..ptx.vecmem import rows_view
 from . import _splitk, _streamk

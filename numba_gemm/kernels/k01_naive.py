@@ -12,8 +12,7 @@ Source: S. Boehm, "How to Optimize a CUDA Matmul Kernel for
 cuBLAS-like Performance: a Worklog" (2022), kernel 1.
 """
 
-from numba import cuda, float32
-
+from ..backend import cuda, float32
 from ..device import tile_grid
 from ._common import store_c
 from .stage import Stage

@@ -10,8 +10,7 @@ Shapes: A ``(M, K)``, B ``(K, N)``, C ``(M, N)``; float32, row-major, C-contiguo
 Source: Boehm's SGEMM worklog, kernel 2.
 """
 
-from numba import cuda, float32
-
+from ..backend import cuda, float32
 from ..device import tile_grid
 from ._common import store_c
 from .stage import Stage

@@ -13,8 +13,7 @@ Source: CUDA C Programming Guide, "Shared Memory" matrix-multiplication example;
 worklog, kernel 3.
 """
 
-from numba import cuda, float32
-
+from ..backend import cuda, float32
 from ..device import tile_grid
 from ._common import store_c
 from .stage import Stage

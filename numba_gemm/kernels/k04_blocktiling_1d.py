@@ -17,8 +17,7 @@ Shapes: A ``(M, K)``, B ``(K, N)``, C ``(M, N)``; float32, row-major, C-contiguo
 Source: Boehm's SGEMM worklog, kernel 4.
 """
 
-from numba import cuda, float32
-
+from ..backend import cuda, float32
 from ..device import tile_grid
 from ._common import device_jit, store_c, unroll
 from .stage import Stage

@@ -20,8 +20,7 @@ Shapes: A ``(M, K)``, B ``(K, N)``, C ``(M, N)``; float32, row-major, C-contiguo
 Source: Boehm's SGEMM worklog, kernel 6.
 """
 
-from numba import cuda, float32
-
+from ..backend import cuda, float32
 from ..device import tile_grid
 from ..ptx.vecmem import SMEM_ALIGN, load4, store4
 from ._common import device_jit, load_a4, load_b4, store_c4, unroll

@@ -23,8 +23,7 @@ Source: Boehm's SGEMM worklog, kernels 7-8
 (linearize / pad SMEM); NVIDIA CUDA C++ Best Practices Guide, "Shared Memory and Memory Banks".
 """
 
-from numba import cuda, float32
-
+from ..backend import cuda, float32
 from ..device import tile_grid
 from ..ptx.vecmem import SMEM_ALIGN, load4, store4
 from ._common import device_jit, load_a4, load_b4, store_c4, unroll

@@ -44,8 +44,7 @@ import functools
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
-from numba import cuda, float32
-
+from ..backend import cuda, float32
 from ..device import WARP_SIZE as _WARP
 from ..ptx.vecmem import SMEM_ALIGN, cols_view, load4, rows_view, store4
 from . import _tunable as tun

@@ -20,8 +20,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Mapping
 
-from numba import cuda, float32
-
+from ..backend import cuda, float32
 from ..ptx.vecmem import SMEM_ALIGN
 from . import _tunable as tun
 from . import k08_warptiling as wt

@@ -33,8 +33,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Mapping
 
-from numba import cuda, float32
-
+from ..backend import cuda, float32
 from ..device import SMEM_OPTIN_LIMIT, WARP_SIZE
 from ..ptx.cpasync import commit, copy_async, wait
 from ..ptx.vecmem import SMEM_ALIGN, tile_view

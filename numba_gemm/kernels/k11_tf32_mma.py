@@ -22,8 +22,7 @@ Source: PTX ISA, "Matrix Fragments for mma.m16n8k8" (.tf32); NVIDIA Ampere GA100
 (TF32).
 """
 
-from numba import cuda, float32, int32
-
+from ..backend import cuda, float32, int32
 from ..device import tile_grid
 from ..ptx.mma import MMA_TF32, mma_tf32, to_tf32
 from ._common import device_jit, store_c

@@ -33,9 +33,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Mapping
 
-from numba import cuda, float32, int32
-from numba.core.types import float16
-
+from ..backend import cuda, float16, float32, int32
 from ..device import SMEM_OPTIN_LIMIT, WARP_SIZE, tile_grid
 from ..ptx.cpasync import commit, copy_async, wait
 from ..ptx.mma import (

@@ -60,8 +60,7 @@ import functools
 import math
 from collections.abc import Mapping
 
-from numba import cuda, float32
-
+from ..backend import cuda, float32
 from ..device import SMEM_STATIC_LIMIT, WARP_SIZE, tile_grid
 from ..ptx.cpasync import commit, copy_async, wait
 from ..ptx.vecmem import SMEM_ALIGN, cols_view, load4, rows_view, store4

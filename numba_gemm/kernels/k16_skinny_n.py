@@ -34,8 +34,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Mapping
 
-from numba import cuda, float32
-
+from ..backend import cuda, float32
 from ..device import SIMULATOR, SMEM_STATIC_LIMIT, WARP_SIZE, tile_grid
 from ..ptx.vecmem import SMEM_ALIGN, cols_view, load4, rows_view, store4, tile_view
 from . import _splitk

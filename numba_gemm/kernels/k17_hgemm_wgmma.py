@@ -44,9 +44,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Mapping
 
-from numba import cuda, float32
-from numba.core.types import float16
-
+from ..backend import cuda, float16, float32
 from ..device import SIMULATOR, SMEM_OPTIN_LIMIT, tile_grid
 from ..ptx import cpasync
 from ..ptx.vecmem import tile_view

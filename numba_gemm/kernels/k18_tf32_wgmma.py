@@ -58,8 +58,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Mapping
 
-from numba import cuda, float32
-
+from ..backend import cuda, float32
 from ..device import SIMULATOR, SMEM_OPTIN_LIMIT, tile_grid
 from ..ptx import cpasync
 from ..ptx.mma import bits_float, float_bits, ldmatrix_x4, round_tf32_bits, split_tf32_bits

@@ -49,9 +49,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Mapping
 
-from numba import cuda, float32, int64
-from numba.core.types import float16
-
+from ..backend import cuda, float16, float32, int64
 from ..device import SIMULATOR, SMEM_OPTIN_LIMIT, cdiv, gpu_available, sm_count
 from ..ptx import tma
 from ..ptx.bf16 import c_bytes, pack_c

@@ -61,8 +61,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Mapping
 
-from numba import cuda, float32, int32, int64
-
+from ..backend import cuda, float32, int32, int64
 from ..device import SMEM_OPTIN_LIMIT, tile_grid
 from ..ptx import tma
 from ..ptx.mma import float_bits, round_tf32_bits, split_tf32_bits

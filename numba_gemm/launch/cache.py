@@ -116,11 +116,25 @@ def offline_device(cc: tuple[int, int]) -> Iterator[None]:
 
     numba-cuda compiles a called device function for ``get_current_device()``'s compute
     capability, which needs a driver. With no GPU, answer with ``cc`` for the duration.
+    numba-cuda-mlir asks the driver for the host's compute capability even when the target's
+    is given, unless its module global ``tools._cached_cc`` is set (a private name of 0.6.0,
+    docs/numba-cuda-mlir.md): with no GPU it is set to ``cc`` for the duration.
     """
-    from numba import cuda  # at call time: the simulator or the GPU, as configured then
+    from .. import backend  # at call time: importing this module must not import a compiler
 
+    cuda = backend.cuda  # at call time: the simulator or the GPU, as configured then
     if cuda.is_available():
         yield
+        return
+    if backend.MLIR:
+        import numba_cuda_mlir.tools as tools  # the optional backend's internal, only with it
+
+        saved_cc = tools._cached_cc
+        tools._cached_cc = tuple(cc[:2])
+        try:
+            yield
+        finally:
+            tools._cached_cc = saved_cc
         return
     import numba.cuda.dispatcher as dispatcher  # GPU-only internal (absent on the simulator)
 
@@ -187,9 +201,11 @@ def _file_digest(path: Path) -> str:
 
 
 def source_files() -> list[Path]:
-    """The files a compiled kernel depends on: ``kernels/*.py``, ``ptx/*.py``, ``device.py``."""
+    """The files a compiled kernel depends on: ``kernels/*.py``, ``ptx/*.py``, ``device.py`` and
+    ``backend.py`` (which compiler's API the kernels import)."""
     files = sorted((_PACKAGE_DIR / "kernels").glob("*.py"))
-    return files + sorted((_PACKAGE_DIR / "ptx").glob("*.py")) + [_PACKAGE_DIR / "device.py"]
+    files += sorted((_PACKAGE_DIR / "ptx").glob("*.py"))
+    return files + [_PACKAGE_DIR / "device.py", _PACKAGE_DIR / "backend.py"]
 
 
 def source_digest() -> str:
@@ -234,7 +250,11 @@ def _toolchain() -> dict[str, str]:
 
     NVVM's own version (``NVVM().get_version()``, e.g. ``(2, 0)``) moves slowly, so the wheels
     that ship NVVM and nvJitLink are named too. Unreadable items are ``"unknown"``."""
+    from .. import backend  # at call time: importing this module must not import a compiler
+
     out = {
+        "backend": backend.NAME,
+        "numba_cuda_mlir": _dist_version("numba-cuda-mlir"),
         "numba_cuda": _dist_version("numba-cuda"),
         "numba": _dist_version("numba"),
         "llvmlite": _dist_version("llvmlite"),

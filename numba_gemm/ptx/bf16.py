@@ -31,7 +31,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..backend import MLIR
 from ..device import SIMULATOR
+from . import unported
 from .mma import bf16_bits, bf16_value, pack_bf16x2, pack_half2
 
 if SIMULATOR:
@@ -57,10 +59,39 @@ if SIMULATOR:
         """Simulator model of :func:`from_c`."""
         return bf16_value(x)[()] if _is_bits(C) else x
 
+elif MLIR:
+    from ..backend import intrinsic, types
+
+    def _float_c(name, C):
+        if not (isinstance(C, types.Array) and C.dtype in (types.float32, types.float16)):
+            raise TypeError(
+                f"{name}: under numba-cuda-mlir C must be a float32 or float16 array, got {C} "
+                "(a bfloat16 C is not ported: docs/numba-cuda-mlir.md)"
+            )
+
+    def _identity(lower, target, args, kws):
+        """numba-cuda-mlir's code generator of an intrinsic: ``target = args[1]``."""
+        lower.store_var(target, lower.load_var(args[1]))
+
+    @intrinsic
+    def to_c(typingctx, C, v):
+        """``v`` itself, which the store converts to C's float32 or float16."""
+        _float_c("to_c", C)
+        return v(C, v), _identity
+
+    @intrinsic
+    def from_c(typingctx, C, x):
+        """An element ``x`` of a float32 or float16 C, itself (widened where it is used)."""
+        _float_c("from_c", C)
+        return x(C, x), _identity
+
+    c_bytes = unported("bf16", "c_bytes")
+    pack_c = unported("bf16", "pack_c")
+
 else:
     from llvmlite import ir
-    from numba import cuda, types
-    from numba.cuda.extending import intrinsic
+
+    from ..backend import cuda, intrinsic, types
 
     def _bits(C) -> bool:
         if not isinstance(C, types.Array):

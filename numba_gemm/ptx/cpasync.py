@@ -25,9 +25,9 @@ Guide, "Asynchronous Data Copies" (``__pipeline_memcpy_async``).
 
 from __future__ import annotations
 
-from numba import float32
-
+from ..backend import MLIR, float32
 from ..device import SIMULATOR
+from . import unported_all
 
 if SIMULATOR:
     from .vecmem import check16
@@ -52,11 +52,19 @@ if SIMULATOR:
     def wait(n):
         """Simulator path: copies were synchronous."""
 
+elif MLIR:  # not ported to numba-cuda-mlir yet (docs/numba-cuda-mlir.md)
+    globals().update(
+        unported_all(
+            "cpasync",
+            "copy_async commit wait",
+        )
+    )
+
 else:
     from llvmlite import ir
-    from numba import types
     from numba.cuda import cgutils
-    from numba.cuda.extending import intrinsic
+
+    from ..backend import intrinsic, types
 
     _I32 = ir.IntType(32)
     _I64 = ir.IntType(64)

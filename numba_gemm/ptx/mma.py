@@ -70,7 +70,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..backend import MLIR
 from ..device import SIMULATOR
+from . import unported_all
 
 #: The fragment shape of each instruction: (M, N, K) of one warp-wide mma.
 MMA_TF32 = (16, 8, 8)
@@ -190,7 +192,7 @@ def _ldmatrix_x4_trans(rows) -> list:
 if SIMULATOR:
     import threading
 
-    from numba import float32, int32
+    from ..backend import float32, int32
 
     _slots_lock = threading.Lock()
     _local = threading.local()
@@ -321,11 +323,21 @@ if SIMULATOR:
         """Simulator model of :func:`ldmatrix_x4_trans` (warp-collective)."""
         return tuple(int32(v) for v in _warp_op(_row16(arr, r, c), _ldmatrix_x4_trans))
 
+elif MLIR:  # not ported to numba-cuda-mlir yet (docs/numba-cuda-mlir.md)
+    globals().update(
+        unported_all(
+            "mma",
+            "to_tf32 split_tf32 float_bits bits_float round_tf32_bits "
+            "split_tf32_bits pack_half2 pack_bf16x2 quad_transpose mma_tf32 mma_f16 "
+            "ldmatrix_x4 ldmatrix_x2_trans ldmatrix_x4_trans",
+        )
+    )
+
 else:
     from llvmlite import ir
-    from numba import cuda, types
     from numba.cuda import cgutils
-    from numba.cuda.extending import intrinsic
+
+    from ..backend import cuda, intrinsic, types
 
     _I32 = ir.IntType(32)
     _F32 = ir.FloatType()

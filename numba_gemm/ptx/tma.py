@@ -61,7 +61,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..backend import MLIR
 from ..device import SIMULATOR
+from . import unported_all
 
 #: Bytes and 64-bit words of a tensor map (``CU_TENSOR_MAP_NUM_QWORDS``).
 TENSOR_MAP_BYTES, TENSOR_MAP_WORDS = 128, 16
@@ -220,7 +222,7 @@ if SIMULATOR:
     import threading
     import time
 
-    from numba import int64
+    from ..backend import int64
 
     _cond = threading.Condition()
     _bars: dict[int, list[int]] = {}  # address -> [expected, pending, tx, phase]
@@ -336,11 +338,21 @@ if SIMULATOR:
     def pdl_launch_dependents():
         """Simulator path: nothing launches early."""
 
+elif MLIR:  # not ported to numba-cuda-mlir yet (docs/numba-cuda-mlir.md)
+    globals().update(
+        unported_all(
+            "tma",
+            "mbar_init mbar_fence_init mbar_arrive mbar_expect_tx mbar_wait "
+            "tma_load tma_load3 setmaxnreg_inc setmaxnreg_dec pdl_wait "
+            "pdl_launch_dependents",
+        )
+    )
+
 else:
     from llvmlite import ir
-    from numba import types
     from numba.cuda import cgutils
-    from numba.cuda.extending import intrinsic
+
+    from ..backend import intrinsic, types
 
     _I32, _I64 = ir.IntType(32), ir.IntType(64)
 

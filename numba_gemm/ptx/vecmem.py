@@ -40,7 +40,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..backend import MLIR
 from ..device import SIMULATOR
+from . import unported
 
 #: Byte alignment requested for SMEM tiles that are read or written with 128-bit accesses.
 #: ``None`` on the simulator, which rejects the ``alignment=`` argument.
@@ -120,11 +122,44 @@ if SIMULATOR:
         """Simulator path of :func:`cols_view`: the logical matrix ``x[b]``, transposed."""
         return x[b].T
 
+elif MLIR:
+    # numba-cuda-mlir lowers no llvmlite code: the two accesses as inline PTX on the address of
+    # arr[r, c] (C-contiguous rows of arr.shape[1] floats). Generic addresses (ld.v4.f32 /
+    # st.v4.f32, one helper for GMEM and SMEM, as numba-cuda's NVVM inference gives): naming the
+    # state space in each block (cvta.to.global / .shared) took stages 6-7 from 128-133 to
+    # 181-219 registers offline (docs/numba-cuda-mlir.md).
+    from numba_cuda_mlir.types import ptr
+
+    from ..backend import cuda, float32
+
+    _LD4 = "{ .reg .b64 a; mov.b64 a, %4; ld.v4.f32 {%0, %1, %2, %3}, [a]; }"
+    _ST4 = "{ .reg .b64 a; mov.b64 a, %0; st.v4.f32 [a], {%1, %2, %3, %4}; }"
+
+    @cuda.jit(device=True, forceinline=True)
+    def load4(arr, r, c):
+        """``arr[r, c:c+4]`` as four float32, in one 128-bit load (16-byte aligned)."""
+        z = float32(0.0)
+        at = ptr(arr) + (r * arr.shape[1] + c) * 4
+        return cuda.experimental.inline_ptx(_LD4, "=f", z, "=f", z, "=f", z, "=f", z, "l", at)
+
+    @cuda.jit(device=True, forceinline=True)
+    def store4(arr, r, c, x0, x1, x2, x3):
+        """Store four float32 values to ``arr[r, c:c+4]`` in one 128-bit store (16-byte aligned)."""
+        at = ptr(arr) + (r * arr.shape[1] + c) * 4
+        cuda.experimental.inline_ptx(_ST4, "l", at, "f", x0, "f", x1, "f", x2, "f", x3)
+
+    load2 = unported("vecmem", "load2")
+    store2 = unported("vecmem", "store2")
+    store_words4 = unported("vecmem", "store_words4")
+    tile_view = unported("vecmem", "tile_view")
+    rows_view = unported("vecmem", "rows_view")
+    cols_view = unported("vecmem", "cols_view")
+
 else:
     from llvmlite import ir
-    from numba import types
     from numba.cuda import cgutils
-    from numba.cuda.extending import intrinsic
+
+    from ..backend import intrinsic, types
 
     def _check(name, arr, r, c, dtypes=(types.float32,)):
         if not (

@@ -72,7 +72,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..backend import MLIR
 from ..device import SIMULATOR
+from . import unported_all
 
 #: The instruction shapes: (M, K) of one warpgroup product per input type; N is 8..256 by 8.
 WGMMA_F16 = (64, 16)
@@ -236,8 +238,7 @@ def _check_n(n) -> int:
 if SIMULATOR:
     import threading
 
-    from numba import float32, int64
-
+    from ..backend import float32, int64
     from .mma import _warp_op
 
     def _me():
@@ -336,12 +337,19 @@ if SIMULATOR:
         D[16 * warp : 16 * warp + 16] = D16
         _update(acc, n, D, scale_d)
 
+elif MLIR:  # not ported to numba-cuda-mlir yet (docs/numba-cuda-mlir.md)
+    globals().update(
+        unported_all(
+            "wgmma",
+            "smem_desc fence commit wait fence_proxy_async mma_f16 mma_bf16 mma_tf32 mma_tf32_rs",
+        )
+    )
+
 else:
     from llvmlite import ir
-    from numba import types
     from numba.cuda import cgutils
-    from numba.cuda.extending import intrinsic
 
+    from ..backend import intrinsic, types
     from .mma import _shared_address
 
     _I32, _I64, _F32 = ir.IntType(32), ir.IntType(64), ir.FloatType()

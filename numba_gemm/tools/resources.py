@@ -13,7 +13,10 @@ Occupancy model (CUDA Occupancy Calculator, compute capability 9.0): 65536 regis
 32 blocks and 228 KB of SMEM per SM; registers allocated per warp in units of 256; 1 KB of SMEM
 reserved per block; at most 227 KB of SMEM per block.
 
-Must run with the simulator off (``NUMBA_ENABLE_CUDASIM`` unset): it compiles real kernels.
+Must run with the simulator off (``NUMBA_ENABLE_CUDASIM`` unset): it compiles real kernels. It
+compiles with the backend of ``numba_gemm.backend`` (``NUMBA_GEMM_BACKEND=numba-cuda-mlir``:
+numba-cuda-mlir's ``compile_ptx``, also without a GPU); ``--stages`` names the stages ported
+to it (docs/numba-cuda-mlir.md).
 """
 
 from __future__ import annotations
@@ -72,6 +75,8 @@ class KernelResources:
     ptx_mma: int = 0  # mma.sync instructions in the PTX
     ptx_ldmatrix: int = 0  # ldmatrix instructions in the PTX
     ptx_wgmma: int = 0  # wgmma.mma_async instructions in the PTX
+    ptx_ld_v4: int = 0  # generic-address ld.v4.f32 (numba-cuda-mlir's inline-PTX load4)
+    ptx_st_v4: int = 0  # generic-address st.v4.f32 (its store4)
 
     @property
     def uses_local_memory(self) -> bool:
@@ -110,7 +115,7 @@ def find_ptxas() -> str:
 def compile_kernel_ptx(kernel: Any, cc: tuple = (9, 0), sig: str = KERNEL_SIGNATURE) -> str:
     """PTX of a kernel (a ``cuda.jit`` dispatcher) for compute capability ``cc``; ``sig``: its
     Numba signature (default: the stage kernels')."""
-    from numba import cuda
+    from ..backend import cuda
 
     opts = getattr(kernel, "targetoptions", {})
     with offline_device(cc):
@@ -189,6 +194,8 @@ def ptx_counts(ptx: str) -> dict:
         ptx_st_global_v4=count(r"st\.global\.v4\.f32"),
         ptx_st_shared_v4=count(r"st\.shared\.v4\.f32"),
         ptx_local=count(r"\b(?:ld|st)\.local\."),
+        ptx_ld_v4=count(r"\bld\.v4\.f32"),
+        ptx_st_v4=count(r"\bst\.v4\.f32"),
     )
 
 
@@ -300,9 +307,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
 
-    from numba import config
+    from ..device import SIMULATOR
 
-    if config.ENABLE_CUDASIM:
+    if SIMULATOR:
         parser.error("unset NUMBA_ENABLE_CUDASIM: the report compiles real kernels")
     from .. import STAGES, get_stage
 
