@@ -114,6 +114,75 @@ def test_ported_stages_compile_with_numba_cuda_mlir(tmp_path):
             assert v4[(name, "-")] == (0, 0), v4
 
 
+#: A kernel of the ported wrappers that no ported stage calls yet: ``cp.async`` (16 bytes, 4
+#: bytes, zero-fill), its group commit and waits, and split-K's GPU-wide fence.
+_ASYNC_KERNEL = """
+import sys
+from numba_gemm.backend import cuda, float32
+from numba_gemm.launch.cache import offline_device
+from numba_gemm.ptx.cpasync import commit, copy_async, wait
+from numba_gemm.ptx.fence import threadfence
+
+@cuda.jit
+def kernel(A, B):
+    s = cuda.shared.array((2, 8), float32)
+    t = cuda.threadIdx.x
+    copy_async(s, 0, 4 * t, A, 0, 4 * t, 16, t < 2)
+    copy_async(s, 1, t, A, 1, t, 4, True)
+    commit()
+    wait(1)
+    wait(0)
+    cuda.syncthreads()
+    B[0, t] = s[0, t] + s[1, t]
+    threadfence()
+
+with offline_device((9, 0)):
+    ptx, _ = cuda.compile_ptx(kernel, "void(float32[:, ::1], float32[:, ::1])", cc=(9, 0))
+sys.stdout.write(ptx)
+"""
+
+
+@pytest.mark.xdist_group("mlir")
+def test_cp_async_and_the_fence_compile_with_numba_cuda_mlir(tmp_path):
+    """``ptx.cpasync`` and ``ptx.fence`` under numba-cuda-mlir: the kernel's PTX holds each
+    instruction with its operands (the SMEM address moved into the shared window, ``src-size``
+    from ``valid``), ``wait``'s count folded to the literal one, and ptxas assembles it."""
+    import os
+    import subprocess
+    import sys
+
+    pytest.importorskip("numba_cuda_mlir")
+    from numba_gemm.tools.resources import find_ptxas
+
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+    env[backend.ENV] = backend.NUMBA_CUDA_MLIR
+    done = subprocess.run(
+        [sys.executable, "-c", _ASYNC_KERNEL], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    ptx = done.stdout
+    entry = ptx[ptx.index(".entry") :]
+    entry = entry[: entry.index("\n}")]  # the kernel's body, not the device functions' copies
+    for want in (
+        "cvta.to.shared.u64 s,",
+        "cp.async.cg.shared.global [s], [%rd",
+        "], 16, %r",
+        "cp.async.ca.shared.global [s], [%rd",
+        "], 4, %r",
+        "cp.async.commit_group;",
+        "cp.async.wait_group 1;",
+        "cp.async.wait_group 0;",
+        "membar.gl;",
+    ):
+        assert want in entry, want
+    assert "wait_group 2" not in entry and "wait_all" not in entry
+    src = tmp_path / "k.ptx"
+    src.write_text(ptx)
+    cmd = [find_ptxas(), "-arch=sm_90", "-o", str(tmp_path / "k.cubin"), str(src)]
+    asm = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert asm.returncode == 0, asm.stderr
+
+
 def test_an_unported_wrapper_names_itself_and_the_way_out():
     from numba_gemm.ptx import unported_all
 

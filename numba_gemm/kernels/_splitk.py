@@ -34,6 +34,7 @@ from __future__ import annotations
 import math
 
 from ..backend import cuda, float32, int32
+from ..ptx.fence import threadfence
 from ._common import PLAIN_STORES, device_jit, load_b4, unroll
 
 #: Partial sums one thread loads before it adds them (in slice order): the sum is bound by the
@@ -66,7 +67,7 @@ def arrive(L, c, count):
     """1 in every thread of the block if the block is the last of ``count`` to arrive at counter
     ``L[c]`` (which it then sets back to 0), else 0. Every thread calls it after its partial
     writes; the writes of every block that arrived before are visible to the last one after."""
-    cuda.threadfence()  # this thread's writes are visible GPU-wide...
+    threadfence()  # this thread's writes are visible GPU-wide...
     cuda.syncthreads()  # ...every thread's, before...
     last = int32(0)
     if cuda.threadIdx.x == 0:  # ...the block counts itself in
@@ -74,7 +75,7 @@ def arrive(L, c, count):
             last = int32(1)
             L[c] = int32(0)  # the next call (stream-ordered after this one) counts from 0
     last = cuda.syncthreads_or(last)
-    cuda.threadfence()  # the others' writes are visible to this block's reads
+    threadfence()  # the others' writes are visible to this block's reads
     return last
 
 

@@ -14,10 +14,11 @@ multistage pipeline) without spending registers on them.
 - ``wait(n)``: ``cp.async.wait_group n`` (``n`` a literal int).
 
 Numba has no ``cp.async``: these are ``@intrinsic`` functions with inline PTX (llvmlite
-``ir.InlineAsm``). The CUDA simulator cannot run inline PTX, so under ``NUMBA_ENABLE_CUDASIM=1``
-they are plain Python functions that copy synchronously (``commit``/``wait`` do nothing): the
-kernels that use them run unchanged on the simulator, which checks their indexing and the
-zero-fill, not the asynchrony.
+``ir.InlineAsm``); with numba-cuda-mlir, device functions around
+``cuda.experimental.inline_ptx``. The CUDA simulator cannot run inline PTX, so under
+``NUMBA_ENABLE_CUDASIM=1`` they are plain Python functions that copy synchronously
+(``commit``/``wait`` do nothing): the kernels that use them run unchanged on the simulator,
+which checks their indexing and the zero-fill, not the asynchrony.
 
 Source: PTX ISA, "Data Movement and Conversion Instructions: cp.async"; CUDA C++ Programming
 Guide, "Asynchronous Data Copies" (``__pipeline_memcpy_async``).
@@ -27,7 +28,6 @@ from __future__ import annotations
 
 from ..backend import MLIR, float32
 from ..device import SIMULATOR
-from . import unported_all
 
 if SIMULATOR:
     from .vecmem import check16
@@ -52,13 +52,59 @@ if SIMULATOR:
     def wait(n):
         """Simulator path: copies were synchronous."""
 
-elif MLIR:  # not ported to numba-cuda-mlir yet (docs/numba-cuda-mlir.md)
-    globals().update(
-        unported_all(
-            "cpasync",
-            "copy_async commit wait",
-        )
-    )
+elif MLIR:
+    # numba-cuda-mlir: inline PTX on the two elements' addresses (the data pointers of the views
+    # from them: ``arr.strides`` does not lower there). The SMEM operand is the generic address
+    # moved into the shared window (cvta.to.shared). wait's count must be a literal in the PTX
+    # text: each count has its own instruction, folded to one when ``n`` is a constant (a count
+    # above 7 waits for all groups). No ported stage calls these yet (docs/numba-cuda-mlir.md).
+    from numba_cuda_mlir.types import ptr
+
+    from ..backend import cuda, int32
+
+    _TO_SHARED = "{ .reg .b64 s; cvta.to.shared.u64 s, %0; "
+    _COPY16 = _TO_SHARED + "cp.async.cg.shared.global [s], [%1], 16, %2; }"
+    _COPY4 = _TO_SHARED + "cp.async.ca.shared.global [s], [%1], 4, %2; }"
+
+    @cuda.jit(device=True, forceinline=True)
+    def copy_async(dst, dr, dc, src, sr, sc, size, valid):
+        """Asynchronous copy of ``size`` bytes (16, else 4) from ``src[sr, sc]`` (GMEM) to
+        ``dst[dr, dc]`` (SMEM), zero-filled when ``valid`` is False."""
+        d = ptr(dst[dr:, dc:])
+        s = ptr(src[sr:, sc:])
+        if size == 16:
+            n = int32(16) if valid else int32(0)
+            cuda.experimental.inline_ptx(_COPY16, "l", d, "l", s, "r", n)
+        else:
+            n = int32(4) if valid else int32(0)
+            cuda.experimental.inline_ptx(_COPY4, "l", d, "l", s, "r", n)
+
+    @cuda.jit(device=True, forceinline=True)
+    def commit():
+        """``cp.async.commit_group``: close the group of this thread's copies issued so far."""
+        cuda.experimental.inline_ptx("cp.async.commit_group;")
+
+    @cuda.jit(device=True, forceinline=True)
+    def wait(n):
+        """``cp.async.wait_group n``: wait until at most ``n`` groups are pending."""
+        if n == 0:
+            cuda.experimental.inline_ptx("cp.async.wait_group 0;")
+        elif n == 1:
+            cuda.experimental.inline_ptx("cp.async.wait_group 1;")
+        elif n == 2:
+            cuda.experimental.inline_ptx("cp.async.wait_group 2;")
+        elif n == 3:
+            cuda.experimental.inline_ptx("cp.async.wait_group 3;")
+        elif n == 4:
+            cuda.experimental.inline_ptx("cp.async.wait_group 4;")
+        elif n == 5:
+            cuda.experimental.inline_ptx("cp.async.wait_group 5;")
+        elif n == 6:
+            cuda.experimental.inline_ptx("cp.async.wait_group 6;")
+        elif n == 7:
+            cuda.experimental.inline_ptx("cp.async.wait_group 7;")
+        else:
+            cuda.experimental.inline_ptx("cp.async.wait_all;")
 
 else:
     from llvmlite import ir
