@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import pytest
 
 from numba_gemm import backend
@@ -68,6 +72,17 @@ def test_every_kernel_module_takes_the_seams_cuda():
         assert backend.NAME == "numba-cuda" and not backend.MLIR and backend.cuda is cuda
 
 
+def _under_mlir(args: list, timeout: int) -> subprocess.CompletedProcess:
+    """``python *args`` in a process of its own with numba-cuda-mlir chosen (the backend is
+    chosen at import) and the simulator off; skips where numba-cuda-mlir is not installed."""
+    pytest.importorskip("numba_cuda_mlir")
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+    env[backend.ENV] = backend.NUMBA_CUDA_MLIR
+    return subprocess.run(
+        [sys.executable, *args], env=env, capture_output=True, text=True, timeout=timeout
+    )
+
+
 #: The stages ported to numba-cuda-mlir (docs/numba-cuda-mlir.md): the FP32 ladder's first seven.
 PORTED = (
     "naive",
@@ -87,16 +102,10 @@ def test_ported_stages_compile_with_numba_cuda_mlir(tmp_path):
     process of its own: the backend is chosen at import): no spills, no local memory, the
     vector variants' 128-bit accesses present (generic ``ld.v4`` / ``st.v4``)."""
     import json
-    import os
-    import subprocess
-    import sys
 
-    pytest.importorskip("numba_cuda_mlir")
-    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
-    env[backend.ENV] = backend.NUMBA_CUDA_MLIR
     out = tmp_path / "resources.json"
-    cmd = [sys.executable, "-m", "numba_gemm.tools.resources", "--json", str(out), "--stages"]
-    done = subprocess.run([*cmd, *PORTED], env=env, capture_output=True, text=True, timeout=900)
+    cmd = ["-m", "numba_gemm.tools.resources", "--json", str(out), "--stages", *PORTED]
+    done = _under_mlir(cmd, timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
     rows = json.loads(out.read_text())
     assert {r["stage"] for r in rows} == set(PORTED)
@@ -147,18 +156,9 @@ def test_cp_async_and_the_fence_compile_with_numba_cuda_mlir(tmp_path):
     """``ptx.cpasync`` and ``ptx.fence`` under numba-cuda-mlir: the kernel's PTX holds each
     instruction with its operands (the SMEM address moved into the shared window, ``src-size``
     from ``valid``), ``wait``'s count folded to the literal one, and ptxas assembles it."""
-    import os
-    import subprocess
-    import sys
-
-    pytest.importorskip("numba_cuda_mlir")
     from numba_gemm.tools.resources import find_ptxas
 
-    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
-    env[backend.ENV] = backend.NUMBA_CUDA_MLIR
-    done = subprocess.run(
-        [sys.executable, "-c", _ASYNC_KERNEL], env=env, capture_output=True, text=True, timeout=300
-    )
+    done = _under_mlir(["-c", _ASYNC_KERNEL], timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     ptx = done.stdout
     entry = ptx[ptx.index(".entry") :]
