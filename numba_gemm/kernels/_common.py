@@ -249,6 +249,26 @@ def no_epilogue(v, r, c, E):
     return v
 
 
+def _store_cols_with(store_c):
+    """``store_c_cols(C, r, c, step, x0, x1, x2, x3, alpha, beta, M, N, E)`` of
+    :func:`make_stores`: four ``store_c`` calls, ``step`` columns apart, each inside (M, N)."""
+
+    @device_jit
+    def store_c_cols(C, r, c, step, x0, x1, x2, x3, alpha, beta, M, N, E):
+        if r >= M:
+            return
+        if c < N:
+            store_c(C, r, c, x0, alpha, beta, E)
+        if c + step < N:
+            store_c(C, r, c + step, x1, alpha, beta, E)
+        if c + 2 * step < N:
+            store_c(C, r, c + 2 * step, x2, alpha, beta, E)
+        if c + 3 * step < N:
+            store_c(C, r, c + 3 * step, x3, alpha, beta, E)
+
+    return store_c_cols
+
+
 def make_stores(finish):
     """The epilogue helpers that write results to C, each storing ``finish(v, r, c, E)`` for
     ``v = alpha * x + beta * C[r, c]`` (``kernels._epilogue``; ``E`` is their last argument):
@@ -266,7 +286,14 @@ def make_stores(finish):
     (``store_c4``'s scalar variant); the tiled stages' scalar variant spreads a thread's columns a
     row of lanes apart, so that each store instruction of a warp writes whole 32-byte sectors
     (``warptiling.make_parts``).
+
+    With an epilogue (``finish`` other than :func:`no_epilogue`) each helper computes ``v`` first
+    (reading C only when ``beta != 0``) and stores ``finish(v, ...)`` once: ``finish`` is inlined
+    once per result, not once per ``beta`` branch (:func:`_make_fused_stores`). Without one, each
+    ``beta`` branch stores on its own, as the plain kernels always have.
     """
+    if finish is not no_epilogue:
+        return _make_fused_stores(finish)
 
     # each branch stores on its own: one store after the branches costs multistage 30 more
     # instructions (PTX), where the two forms should compile alike
@@ -298,18 +325,7 @@ def make_stores(finish):
         if c + 1 < N:
             store_c(C, r, c + 1, x1, alpha, beta, E)
 
-    @device_jit
-    def store_c_cols(C, r, c, step, x0, x1, x2, x3, alpha, beta, M, N, E):
-        if r >= M:
-            return
-        if c < N:
-            store_c(C, r, c, x0, alpha, beta, E)
-        if c + step < N:
-            store_c(C, r, c + step, x1, alpha, beta, E)
-        if c + 2 * step < N:
-            store_c(C, r, c + 2 * step, x2, alpha, beta, E)
-        if c + 3 * step < N:
-            store_c(C, r, c + 3 * step, x3, alpha, beta, E)
+    store_c_cols = _store_cols_with(store_c)
 
     @device_jit
     def finish4(v0, v1, v2, v3, r, c, E):
@@ -336,6 +352,71 @@ def make_stores(finish):
                     v2, v3 = alpha * x2 + beta * c2, alpha * x3 + beta * c3
                     f0, f1, f2, f3 = finish4(v0, v1, v2, v3, r, c, E)
                     store4(C, r, c, f0, f1, f2, f3)
+            return
+        store_c_cols(C, r, c, 1, x0, x1, x2, x3, alpha, beta, M, N, E)
+
+    return SimpleNamespace(
+        store_c=store_c,
+        store_c2=store_c2,
+        store_c_cols=store_c_cols,
+        store_c4=store_c4,
+    )
+
+
+def _make_fused_stores(finish):
+    """:func:`make_stores`'s helpers for an epilogue ``finish``: one ``finish`` per result.
+
+    The plain helpers store in each ``beta`` branch (fewer instructions when ``finish`` is the
+    identity); with an epilogue that put two copies of ``finish`` per result into the kernel, and
+    GELU's code, inlined 256 times, took the tiled stages' PTX from 4,300 to 14,300 lines (the
+    instruction fetch of every block; docs/design.md §3.1)."""
+
+    @device_jit
+    def scaled(C, row, col, x, alpha, beta):
+        # alpha * x + beta * C[row, col]; C is read only when beta != 0 (BLAS convention)
+        v = alpha * x
+        if beta != 0:
+            v += beta * from_c(C, C[row, col])
+        return v
+
+    @device_jit
+    def store_c(C, row, col, acc, alpha, beta, E):
+        C[row, col] = to_c(C, finish(scaled(C, row, col, acc, alpha, beta), row, col, E))
+
+    @device_jit
+    def store_c2(C, r, c, x0, x1, alpha, beta, M, N, vec, E):
+        if r >= M:
+            return
+        if vec:
+            if c < N:
+                v0, v1 = alpha * x0, alpha * x1
+                if beta != 0:
+                    c0, c1 = load2(C, r, c)
+                    v0 += beta * from_c(C, c0)
+                    v1 += beta * from_c(C, c1)
+                store2(C, r, c, to_c(C, finish(v0, r, c, E)), to_c(C, finish(v1, r, c + 1, E)))
+            return
+        if c < N:
+            store_c(C, r, c, x0, alpha, beta, E)
+        if c + 1 < N:
+            store_c(C, r, c + 1, x1, alpha, beta, E)
+
+    store_c_cols = _store_cols_with(store_c)
+
+    @device_jit
+    def store_c4(C, r, c, x0, x1, x2, x3, alpha, beta, M, N, vec, E):
+        if r >= M:
+            return
+        if vec:
+            if c < N:
+                v0, v1, v2, v3 = alpha * x0, alpha * x1, alpha * x2, alpha * x3
+                if beta != 0:
+                    c0, c1, c2, c3 = load4(C, r, c)
+                    v0, v1 = v0 + beta * c0, v1 + beta * c1
+                    v2, v3 = v2 + beta * c2, v3 + beta * c3
+                f0, f1 = finish(v0, r, c, E), finish(v1, r, c + 1, E)
+                f2, f3 = finish(v2, r, c + 2, E), finish(v3, r, c + 3, E)
+                store4(C, r, c, f0, f1, f2, f3)
             return
         store_c_cols(C, r, c, 1, x0, x1, x2, x3, alpha, beta, M, N, E)
 

@@ -32,7 +32,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from ..backend import cuda, float32
+from ..backend import cuda, float32, types
 from ..ptx.bf16 import from_c, to_c
 from ._common import PLAIN_STORES, device_jit, make_stores, no_epilogue
 
@@ -115,14 +115,16 @@ def _same(v):
 _ACT = {None: _same, "relu": _relu, "gelu": _gelu, "gelu_tanh": _gelu_tanh, "silu": _silu}
 
 
+# the bias is indexed unsigned: a signed index costs each of its loads Numba's negative-index
+# wraparound (a compare and a select per result)
 @device_jit
 def _bias_col(v, r, c, E):
-    return v + float32(E[0][c])
+    return v + float32(E[0][types.uint64(c)])
 
 
 @device_jit
 def _bias_row(v, r, c, E):
-    return v + float32(E[0][r])
+    return v + float32(E[0][types.uint64(r)])
 
 
 @functools.cache

@@ -28,6 +28,7 @@ from pathlib import Path
 
 from numba import cuda, float32
 
+from .bench.sizes import parse_sizes
 from .cases import warm_in_workers, write_rows
 
 #: (in_features K, out_features N) of the MLP up- or down-projection of each model.
@@ -39,7 +40,7 @@ MODELS = {
     "mistral-7b-mlp-down": (14336, 4096),
 }
 TOKENS = (1, 16, 128, 512, 4096)
-#: (M, N, K) of the overhead table.
+#: (M, N, K) of the overhead table (``--shapes``).
 OVERHEAD_SHAPES = ((4096, 4096, 4096), (2048, 2048, 2048), (4096, 3072, 768), (512, 4096, 4096))
 
 
@@ -201,9 +202,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--compute", default="fp32,tf32", help="arithmetics of the linear table")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="compile workers")
     ap.add_argument("--no-overhead", action="store_true", help="skip the overhead table")
+    ap.add_argument(
+        "--shapes",
+        type=parse_sizes,
+        default=list(OVERHEAD_SHAPES),
+        help="shapes of the overhead table (--sizes forms of numba_gemm.bench: 4096x3072x768,...)",
+    )
     args = ap.parse_args(argv)
     tokens = [int(t) for t in args.tokens.split(",")]
-    cases: list[tuple] = [] if args.no_overhead else [("overhead", *s) for s in OVERHEAD_SHAPES]
+    cases: list[tuple] = [] if args.no_overhead else [("overhead", *s) for s in args.shapes]
     cases += [
         ("linear", m, t, c)
         for c in args.compute.split(",")
