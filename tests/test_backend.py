@@ -190,3 +190,71 @@ def test_an_unported_wrapper_names_itself_and_the_way_out():
     assert sorted(stand_ins) == ["copy_async", "wait"] and stand_ins["wait"].__name__ == "wait"
     with pytest.raises(NotImplementedError, match=r"ptx\.cpasync\.wait .*NUMBA_GEMM_BACKEND"):
         stand_ins["wait"](0)
+
+
+def test_memref_fields_are_mlir_descriptors():
+    """numba-cuda-mlir's kernel ABI (``launcher.memref_fields``): per array an MLIR memref
+    descriptor, allocated pointer (null), aligned pointer, offset, shape, strides in elements;
+    numba-cuda's fields of the same arrays for comparison."""
+    from types import SimpleNamespace as A
+
+    from numba_gemm.launch.launcher import memref_fields, numba_array_fields
+
+    mat, vec = A(ptr=4096, shape=(3, 5)), A(ptr=8192, shape=(7,))
+    batch = A(ptr=1 << 20, shape=(2, 3, 5), strides=(80, 20, 4))  # rows padded? no: 5 * 4 = 20
+    cols = A(ptr=1 << 21, shape=(2, 3, 5), strides=(64, 4, 12))  # column-major matrices
+    assert memref_fields([mat, vec]) == [0, 4096, 0, 3, 5, 5, 1, 0, 8192, 0, 7, 1]
+    assert memref_fields([batch, cols]) == [0, 1 << 20, 0, 2, 3, 5, 20, 5, 1] + [
+        0, 1 << 21, 0, 2, 3, 5, 16, 1, 3,
+    ]  # fmt: skip
+    assert memref_fields([A(ptr=0, shape=(2, 3, 5), strides=(60, 20, 4))], [2])[-3:] == [30, 10, 2]
+    with pytest.raises(ValueError, match="multiples of 4 bytes"):
+        memref_fields([A(ptr=0, shape=(2, 3, 5), strides=(62, 20, 4))])
+    assert numba_array_fields([mat]) == [0, 0, 15, 4, 4096, 3, 5, 20, 4]
+
+
+_MLIR_LAUNCH = """
+from numba_gemm.device import DeviceInfo
+from numba_gemm.kernels import get_stage
+from numba_gemm.launch import cache, launcher
+from numba_gemm.plan import choose
+
+for name, variant in (("blocktiling_2d", ""), ("vectorize", "vector"), ("vectorize", "scalar")):
+    st = get_stage(name)
+    k = st.kernel if variant != "scalar" else st.scalar_kernel
+    sig = launcher.numba_signature(st.args)
+    c = cache.load_or_compile(k, name=name, config=st.config, variant=variant, signature=sig,
+                              cc=(9, 0))
+    assert c.cubin.startswith(b"\\x7fELF") and c.entry.startswith("_Z"), c.entry
+    assert c.params == launcher._layout(st.args).sizes == (8,) * 21 + (4, 4), c.params
+dev = DeviceInfo(0, "NVIDIA H200", (9, 0), 132, 227 * 1024)
+for stage in (None, "multistage"):
+    try:
+        choose.plan_for(64, 64, 64, stage=stage, device=dev)
+    except NotImplementedError as e:
+        assert "bank_conflict_free" in str(e) and "NUMBA_GEMM_BACKEND=numba-cuda" in str(e)
+    else:
+        raise AssertionError(stage)
+assert choose.plan_for(64, 64, 64, stage="bank_conflict_free", device=dev).stage.name == (
+    "bank_conflict_free")
+print("ok")
+"""
+
+
+@pytest.mark.xdist_group("mlir")
+def test_the_launch_path_builds_with_numba_cuda_mlir(tmp_path):
+    """Under numba-cuda-mlir, without a GPU: the on-disk cache compiles ported stages to cubins
+    whose PTX parameters are the memref layout the launcher packs (3 arrays of 7 fields, 2
+    floats), and a plan must name a ported stage (the automatic choice and stage 10 refused)."""
+    import os
+    import subprocess
+    import sys
+
+    pytest.importorskip("numba_cuda_mlir")
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+    env[backend.ENV] = backend.NUMBA_CUDA_MLIR
+    env["NUMBA_GEMM_CACHE_DIR"] = str(tmp_path)
+    done = subprocess.run(
+        [sys.executable, "-c", _MLIR_LAUNCH], env=env, capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-3000:]

@@ -699,6 +699,10 @@ def _compile(dispatcher: Any, signature: str, cc: tuple[int, int], what: str) ->
 
     if SIMULATOR:
         raise RuntimeError("the CUDA simulator compiles nothing: unset NUMBA_ENABLE_CUDASIM")
+    from .. import backend  # at call time: importing this module must not import a compiler
+
+    if backend.MLIR:
+        return _compile_mlir(dispatcher, signature, cc, what)
     arch = _arch(cc)
     if _gpu_cc() == tuple(cc):
         overload = dispatcher.compile(signature)
@@ -728,6 +732,39 @@ def _compile(dispatcher: Any, signature: str, cc: tuple[int, int], what: str) ->
         raise RuntimeError(f"the linker returned no cubin for {what} (not an ELF image)")
     entry = overload.entry_name
     return cubin, entry, entry_params(ptx, entry)
+
+
+#: The target options of a numba-cuda-mlir kernel that change its code, passed on to the compile.
+_MLIR_OPTIONS = ("launch_bounds", "max_registers", "fastmath", "lineinfo")
+
+
+def _compile_mlir(dispatcher: Any, signature: str, cc: tuple[int, int], what: str) -> tuple:
+    """``(cubin, entry, params)`` of a numba-cuda-mlir kernel (``backend.MLIR``): one compile
+    gives the PTX (its ``.entry`` name and parameters) and the cubin (nvJitLink). Without a GPU
+    it targets ``cc`` (:func:`offline_device`); on a GPU, that GPU's compute capability, which
+    must be ``cc``. ``_compile_and_optimize`` is a private function of numba-cuda-mlir 0.6.0
+    (``compile_cubin`` is the same compile, without the PTX), so the ``mlir`` extra pins it."""
+    from numba_cuda_mlir import compiler  # the optional backend, only with it
+
+    gpu = _gpu_cc()
+    if gpu is not None and gpu != tuple(cc):
+        raise RuntimeError(
+            f"cannot compile {what} for sm_{cc[0]}{cc[1]} with numba-cuda-mlir on a GPU of "
+            f"sm_{gpu[0]}{gpu[1]}: it builds for the GPU it runs on"
+        )
+    opts = {k: dispatcher.targetoptions.get(k) for k in _MLIR_OPTIONS}
+    opts = {k: v for k, v in opts.items() if v not in (None, False)}
+    with offline_device(tuple(cc)):
+        md = compiler._compile_and_optimize(dispatcher.py_func, signature, opts).metadata
+    if md.get("needs_nrt") or md.get("linked_external_link_items"):
+        raise RuntimeError(f"cannot cache {what} as a bare cubin: it needs the NRT or linked code")
+    ptx, cubin = md["ptx"], bytes(getattr(md["cubin"], "code", md["cubin"]))
+    entries = re.findall(r"\.entry\s+([\w$]+)\s*\(", ptx)
+    if len(entries) != 1:
+        raise RuntimeError(f"{what}: expected one .entry in its PTX, found {entries}")
+    if not cubin.startswith(b"\x7fELF"):
+        raise RuntimeError(f"the linker returned no cubin for {what} (not an ELF image)")
+    return cubin, entries[0], entry_params(ptx, entries[0])
 
 
 # --- the public call -----------------------------------------------------------------------------

@@ -8,10 +8,12 @@ per argument.
 Under the simulator (and where the driver library cannot be opened) it is the Numba dispatcher,
 launched the plain way.
 
-The parameter buffer follows Numba's kernel ABI, in which an n-D array argument is 5 + 2n 64-bit
-fields: meminfo, parent, nitems, itemsize, data, shape[n], strides[n] (bytes); a float32 scalar is
-4 bytes. That layout is an implementation detail of numba-cuda, so it is checked whenever a kernel
-is loaded: against the ``.param`` list of the kernel's PTX (recorded in the cache entry) and
+The parameter buffer follows the kernel ABI of the compiler that built the kernels
+(``numba_gemm.backend``). numba-cuda's: an n-D array argument is 5 + 2n 64-bit fields, meminfo,
+parent, nitems, itemsize, data, shape[n], strides[n] (bytes). numba-cuda-mlir's: an MLIR memref
+descriptor, 3 + 2n fields (:func:`memref_fields`). A float32 scalar is 4 bytes in both. Those
+layouts are implementation details of the compilers, so they are checked whenever a kernel is
+loaded: against the ``.param`` list of the kernel's PTX (recorded in the cache entry) and
 against the driver's ``cuFuncGetParamInfo``; a mismatch raises instead of launching.
 """
 
@@ -31,6 +33,7 @@ from numba import config as numba_config
 from numba import cuda
 from numba.core.errors import NumbaError
 
+from .. import backend
 from ..arrays import BF16, DTYPES, F32, Operand, operand
 from ..device import SIMULATOR, DeviceInfo, cdiv
 from ..kernels import _epilogue, _pad, _scale, _splitk, _streamk
@@ -109,8 +112,14 @@ _NUMBA_SIG = {
     "M": "int64[::1]",
     "f": "float32",
 }
-#: 64-bit ABI fields of a 2-D / 3-D / 1-D array
-_WORDS = {"A": 9, "H": 9, "U": 9, "S": 11, "Q": 11, "R": 11, "V": 7, "h": 7, "I": 7, "M": 7}
+#: dimensions of the array of each spec letter
+_NDIM = {"A": 2, "H": 2, "U": 2, "S": 3, "Q": 3, "R": 3, "V": 1, "h": 1, "I": 1, "M": 1}
+#: 64-bit fields before an n-D array's shape and strides, and the index of its data pointer:
+#: numba-cuda's (meminfo, parent, nitems, itemsize, data) or numba-cuda-mlir's MLIR memref
+#: descriptor (allocated pointer, aligned pointer, offset); see :func:`array_fields`
+_HEAD, _DATA = (3, 1) if backend.MLIR else (5, 4)
+#: 64-bit ABI fields of each array spec: the head, shape[n], strides[n]
+_WORDS = {c: _HEAD + 2 * n for c, n in _NDIM.items()}
 #: bytes per element of each array spec
 _ITEMSIZE = {"A": 4, "H": 2, "U": 2, "S": 4, "Q": 2, "R": 2, "V": 4, "h": 2, "I": 4, "M": 8}
 
@@ -145,8 +154,10 @@ class _Layout:
         self.spec = spec
         words = sum(_WORDS[c] for c in arrays)
         self.words = words
-        #: word index of each array's data pointer (the fifth field)
-        self.pointers = tuple(sum(_WORDS[c] for c in arrays[:i]) + 4 for i in range(len(arrays)))
+        #: word index of each array's data pointer
+        self.pointers = tuple(
+            sum(_WORDS[c] for c in arrays[:i]) + _DATA for i in range(len(arrays))
+        )
         self.itemsizes = tuple(_ITEMSIZE[c] for c in arrays)
         self.sizes = (8,) * words + (4,) * spec.count("f")
         self.offsets = tuple(sum(self.sizes[:i]) for i in range(len(self.sizes)))
@@ -171,8 +182,8 @@ class _Layout:
 _LAYOUTS: dict[str, _Layout] = {}
 
 
-def array_fields(arrays: Sequence[Any], itemsizes: Sequence[int] | None = None) -> list[int]:
-    """The kernel parameters of arrays, in Numba's order: meminfo, parent, nitems, itemsize,
+def numba_array_fields(arrays: Sequence[Any], itemsizes: Sequence[int] | None = None) -> list[int]:
+    """The kernel parameters of arrays, in numba-cuda's order: meminfo, parent, nitems, itemsize,
     data, shape[n], strides[n] (bytes); meminfo and parent are null for device arrays. A 2-D
     array (``ptr`` and ``shape``) is C-contiguous (spec ``A``, or ``H`` for float16); a 3-D one
     (``ptr``, ``shape``, ``strides`` in bytes) is strided float32 (spec ``S``); a 1-D one is
@@ -192,6 +203,34 @@ def array_fields(arrays: Sequence[Any], itemsizes: Sequence[int] | None = None) 
             size = 4 if itemsizes is None else itemsizes[i]
             values += (0, 0, b * rows * cols, size, a.ptr, b, rows, cols, *a.strides)
     return values
+
+
+def memref_fields(arrays: Sequence[Any], itemsizes: Sequence[int] | None = None) -> list[int]:
+    """The kernel parameters of arrays under numba-cuda-mlir: an MLIR memref descriptor each,
+    allocated pointer (null: a kernel never frees), aligned pointer (the data), offset (0,
+    elements), shape[n], strides[n] (elements). The same arrays as :func:`numba_array_fields`;
+    a 3-D array's byte strides must be multiples of its ``itemsizes`` entry.
+
+    Source: MLIR, "LLVM IR Target: Ranked MemRef Types" (the descriptor's fields, in order).
+    The field count is checked against each kernel's PTX at load time (:func:`load_kernel`); the
+    element strides were read in numba-cuda-mlir's lowering, not yet run."""
+    values: list[int] = []
+    for i, a in enumerate(arrays):
+        size = 4 if itemsizes is None else itemsizes[i]
+        if len(a.shape) == 1:
+            values += (0, a.ptr, 0, a.shape[0], 1)
+        elif len(a.shape) == 2:
+            rows, cols = a.shape
+            values += (0, a.ptr, 0, rows, cols, cols, 1)
+        else:
+            if any(s % size for s in a.strides):
+                raise ValueError(f"strides {a.strides} are not multiples of {size} bytes")
+            values += (0, a.ptr, 0, *a.shape, *(s // size for s in a.strides))
+    return values
+
+
+#: The parameters of arrays in the kernel ABI of the backend that builds the kernels.
+array_fields = memref_fields if backend.MLIR else numba_array_fields
 
 
 def _layout(spec: str) -> _Layout:
@@ -514,8 +553,8 @@ def load_kernel(
         if tuple(compiled.params) != lay.sizes:
             raise RuntimeError(
                 f"{label}: kernel parameters {tuple(compiled.params)} (bytes, from its PTX) are "
-                f"not the layout numba_gemm packs for {spec!r} {lay.sizes}: numba-cuda changed "
-                "its kernel ABI; the direct launch cannot be used with this version"
+                f"not the layout numba_gemm packs for {spec!r} {lay.sizes}: {backend.NAME} "
+                "changed its kernel ABI; the direct launch cannot be used with this version"
             )
         ctx = _driver.current_context()
         _, fn = _driver.load_function(compiled.cubin, compiled.entry)

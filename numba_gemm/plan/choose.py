@@ -34,6 +34,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from .. import backend
 from .. import device as _device
 from ..device import DeviceInfo, cdiv, check_grid
 from ..kernels import STAGES, get_stage
@@ -44,6 +45,17 @@ from . import staging, tuning
 from .cost import SCALAR_FACTOR, STREAM_K_WARPS_PER_SM, estimate_ms, split_options, stream_ms
 from .geometry import Alignment, Geometry, serves
 from .staging import Staging, copied, staging_for
+
+#: The stages numba-cuda-mlir builds (docs/numba-cuda-mlir.md): with it, a plan must name one.
+MLIR_STAGES = (
+    "naive",
+    "gmem_coalesce",
+    "smem_tiling",
+    "blocktiling_1d",
+    "blocktiling_2d",
+    "vectorize",
+    "bank_conflict_free",
+)
 
 #: The arithmetic the automatic choice may run for each ``compute`` mode: its own, and FP32
 #: where that mode rounds more (``"tf32"``) or as much (``"3xtf32"``). A named stage runs as named.
@@ -557,6 +569,15 @@ def plan_for(
     """
     if stage is not None and not isinstance(stage, (str, Stage)):
         raise TypeError(f"stage must be a stage name, a Stage or None, got {type(stage).__name__}")
+    if backend.MLIR:
+        name = stage if isinstance(stage, str) or stage is None else stage.name
+        if name not in MLIR_STAGES:
+            what = "the automatic choice" if name is None else repr(name)
+            raise NotImplementedError(
+                f"{backend.NAME} builds only the stages {', '.join(MLIR_STAGES)} "
+                f"(docs/numba-cuda-mlir.md), not {what}: name one of them (stage=...), or "
+                "build with numba-cuda (NUMBA_GEMM_BACKEND=numba-cuda)"
+            )
     if min(M, N, K) < 1:
         raise ValueError(f"a plan needs M, N, K >= 1, got {M}, {N}, {K}")
     dev = _device_info(device)
