@@ -88,7 +88,7 @@ def main() -> None:
             args: list = []
             fake_kernel = SimpleNamespace(extensions=[])
             disp._Kernel._prepare_args(fake_kernel, ty, None, 0, [], args)
-            ours = launch.array_fields(
+            ours = launch.numba_array_fields(
                 [SimpleNamespace(ptr=0xABC00, shape=shape, strides=strides)], [item]
             )
             got = [int(getattr(a, "value", a)) for a in args]

@@ -202,6 +202,7 @@ def test_kernel_parameter_layout_matches_numba():
     has the parameters, in size and order, that ``launch`` packs; (2) Numba's own argument
     flattening (``_Kernel._prepare_args``) gives the same values for the same array."""
     env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+    env["NUMBA_GEMM_BACKEND"] = "numba-cuda"  # numba-cuda's ABI (numba-cuda-mlir's: test_backend)
     res = subprocess.run(
         [sys.executable, str(ROOT / "tests" / "abi_check.py")],
         env=env,

@@ -95,7 +95,8 @@ class CompiledKernel:
         entry: mangled name of the kernel entry in the cubin.
         params: byte size of each kernel parameter, in order, from the PTX ``.entry``; a Numba
             2-D array is 9 parameters of 8 bytes (meminfo, parent, nitems, itemsize, data,
-            shape[0], shape[1], strides[0], strides[1]), a float32 scalar one of 4 bytes.
+            shape[0], shape[1], strides[0], strides[1]), a float32 scalar one of 4 bytes; under
+            numba-cuda-mlir an array is an MLIR memref descriptor (``launcher.memref_fields``).
         key: hex SHA-256 of the key material (see :func:`kernel_key`).
         from_cache: True when read from disk, False when compiled by this process.
     """
@@ -437,7 +438,7 @@ def _kernel_key(dispatcher, name, config, variant, signature, cc) -> tuple[str, 
         "config": sorted([str(k), _stable(v)] for k, v in (config or {}).items()),
         "variant": variant,
         "signature": signature,
-        "targetoptions": repr(sorted((str(k), v) for k, v in opts.items())),
+        "targetoptions": sorted([str(k), _stable(v)] for k, v in opts.items()),
         "cc": [int(cc[0]), int(cc[1])],
         "arch": "sm_{}{}{}".format(*_arch(cc)),
         "toolchain": _toolchain(),
@@ -734,17 +735,42 @@ def _compile(dispatcher: Any, signature: str, cc: tuple[int, int], what: str) ->
     return cubin, entry, entry_params(ptx, entry)
 
 
-#: The target options of a numba-cuda-mlir kernel that change its code, passed on to the compile.
+#: The target options of a numba-cuda-mlir kernel passed on to the compile, and those that must
+#: keep their default for the cubin to be the kernel's (anything else is refused, not dropped).
 _MLIR_OPTIONS = ("launch_bounds", "max_registers", "fastmath", "lineinfo")
+_MLIR_DEFAULTS = {
+    "debug": False,
+    "opt": True,
+    "opt_level": 3,
+    "ptxas_options": None,
+    "link": [],
+    "extensions": None,
+    "shared_memory_carveout": None,
+    "lto": False,
+}
+#: Metadata of a numba-cuda-mlir compile that a bare cubin (``cuModuleLoadData``) cannot carry.
+_MLIR_NOT_BARE = (
+    "needs_nrt",
+    "linked_external_link_items",
+    "setup_callbacks",
+    "teardown_callbacks",
+    "use_cooperative",
+)
 
 
 def _compile_mlir(dispatcher: Any, signature: str, cc: tuple[int, int], what: str) -> tuple:
     """``(cubin, entry, params)`` of a numba-cuda-mlir kernel (``backend.MLIR``): one compile
-    gives the PTX (its ``.entry`` name and parameters) and the cubin (nvJitLink). Without a GPU
-    it targets ``cc`` (:func:`offline_device`); on a GPU, that GPU's compute capability, which
-    must be ``cc``. ``_compile_and_optimize`` is a private function of numba-cuda-mlir 0.6.0
-    (``compile_cubin`` is the same compile, without the PTX), so the ``mlir`` extra pins it."""
-    from numba_cuda_mlir import compiler  # the optional backend, only with it
+    gives the PTX (its ``.entry`` name and parameters) and the cubin (nvJitLink), for ``cc``.
+
+    numba-cuda-mlir takes the compute capability of its PTX and of its linker from the module
+    global ``tools._cached_cc`` (else from its current device): it is set to ``cc`` for the
+    compile, under the compiler's lock, as :func:`offline_device` does. On a GPU of another
+    compute capability the compile is refused. ``_compile_and_optimize`` is a private function
+    of numba-cuda-mlir 0.6.0 (``compile_cubin`` is the same compile, without the PTX), so the
+    ``mlir`` extra pins it."""
+    import numba_cuda_mlir.tools as tools  # the optional backend, only with it
+    from numba_cuda_mlir import compiler
+    from numba_cuda_mlir.numba_cuda.core.compiler_lock import global_compiler_lock
 
     gpu = _gpu_cc()
     if gpu is not None and gpu != tuple(cc):
@@ -752,12 +778,20 @@ def _compile_mlir(dispatcher: Any, signature: str, cc: tuple[int, int], what: st
             f"cannot compile {what} for sm_{cc[0]}{cc[1]} with numba-cuda-mlir on a GPU of "
             f"sm_{gpu[0]}{gpu[1]}: it builds for the GPU it runs on"
         )
-    opts = {k: dispatcher.targetoptions.get(k) for k in _MLIR_OPTIONS}
-    opts = {k: v for k, v in opts.items() if v not in (None, False)}
-    with offline_device(tuple(cc)):
-        md = compiler._compile_and_optimize(dispatcher.py_func, signature, opts).metadata
-    if md.get("needs_nrt") or md.get("linked_external_link_items"):
-        raise RuntimeError(f"cannot cache {what} as a bare cubin: it needs the NRT or linked code")
+    given = dispatcher.targetoptions
+    odd = {k: given[k] for k, v in _MLIR_DEFAULTS.items() if k in given and given[k] != v}
+    if odd:
+        raise RuntimeError(f"cannot cache {what}: target options {odd} are not passed on")
+    opts = {k: given[k] for k in _MLIR_OPTIONS if given.get(k) is not None}
+    with global_compiler_lock:
+        saved, tools._cached_cc = tools._cached_cc, tuple(cc)
+        try:
+            md = compiler._compile_and_optimize(dispatcher.py_func, signature, opts).metadata
+        finally:
+            tools._cached_cc = saved
+    needs = [k for k in _MLIR_NOT_BARE if md.get(k)]
+    if needs or md.get("debug"):
+        raise RuntimeError(f"cannot cache {what} as a bare cubin: it needs {needs or 'debug'}")
     ptx, cubin = md["ptx"], bytes(getattr(md["cubin"], "code", md["cubin"]))
     entries = re.findall(r"\.entry\s+([\w$]+)\s*\(", ptx)
     if len(entries) != 1:

@@ -211,9 +211,11 @@ def memref_fields(arrays: Sequence[Any], itemsizes: Sequence[int] | None = None)
     elements), shape[n], strides[n] (elements). The same arrays as :func:`numba_array_fields`;
     a 3-D array's byte strides must be multiples of its ``itemsizes`` entry.
 
-    Source: MLIR, "LLVM IR Target: Ranked MemRef Types" (the descriptor's fields, in order).
-    The field count is checked against each kernel's PTX at load time (:func:`load_kernel`); the
-    element strides were read in numba-cuda-mlir's lowering, not yet run."""
+    Source: MLIR, "LLVM IR Target: Ranked MemRef Types" (the descriptor's fields, in order). In
+    the PTX of numba-cuda-mlir 0.6.0's kernels the allocated pointer is never read, the offset
+    and the strides (the inner one too) scale the index before it becomes bytes; its own
+    launcher passes the data pointer twice, offset 0 and element strides. The field count is
+    checked against each kernel's PTX at load time (:func:`load_kernel`). Not yet run on a GPU."""
     values: list[int] = []
     for i, a in enumerate(arrays):
         size = 4 if itemsizes is None else itemsizes[i]

@@ -571,7 +571,8 @@ def plan_for(
         raise TypeError(f"stage must be a stage name, a Stage or None, got {type(stage).__name__}")
     if backend.MLIR:
         name = stage if isinstance(stage, str) or stage is None else stage.name
-        if name not in MLIR_STAGES:
+        known = name is None or name in {st.name for st in STAGES}  # (a typo: ValueError below)
+        if known and name not in MLIR_STAGES:
             what = "the automatic choice" if name is None else repr(name)
             raise NotImplementedError(
                 f"{backend.NAME} builds only the stages {', '.join(MLIR_STAGES)} "
