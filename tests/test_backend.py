@@ -72,12 +72,14 @@ def test_every_kernel_module_takes_the_seams_cuda():
         assert backend.NAME == "numba-cuda" and not backend.MLIR and backend.cuda is cuda
 
 
-def _under_mlir(args: list, timeout: int) -> subprocess.CompletedProcess:
+def _under_mlir(args: list, timeout: int, **more_env: str) -> subprocess.CompletedProcess:
     """``python *args`` in a process of its own with numba-cuda-mlir chosen (the backend is
-    chosen at import) and the simulator off; skips where numba-cuda-mlir is not installed."""
+    chosen at import), the simulator off and ``more_env``; skips where numba-cuda-mlir is not
+    installed."""
     pytest.importorskip("numba_cuda_mlir")
     env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
     env[backend.ENV] = backend.NUMBA_CUDA_MLIR
+    env.update(more_env)
     return subprocess.run(
         [sys.executable, *args], env=env, capture_output=True, text=True, timeout=timeout
     )
@@ -254,20 +256,6 @@ def test_the_launch_path_builds_with_numba_cuda_mlir(tmp_path):
     floats), and a second process finds them there (the key is the same in every process); a
     plan must name a ported stage (the automatic choice and stage 10 refused, a typo is the
     usual ValueError)."""
-    import os
-    import subprocess
-    import sys
-
-    pytest.importorskip("numba_cuda_mlir")
-    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
-    env[backend.ENV] = backend.NUMBA_CUDA_MLIR
-    env["NUMBA_GEMM_CACHE_DIR"] = str(tmp_path)
     for want in ("ok [False, False, False]", "ok [True, True, True]"):
-        done = subprocess.run(
-            [sys.executable, "-c", _MLIR_LAUNCH],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=600,
-        )
+        done = _under_mlir(["-c", _MLIR_LAUNCH], timeout=600, NUMBA_GEMM_CACHE_DIR=str(tmp_path))
         assert done.returncode == 0 and done.stdout.strip() == want, done.stderr[-3000:]
