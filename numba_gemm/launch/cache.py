@@ -769,8 +769,8 @@ def _compile_mlir(dispatcher: Any, signature: str, cc: tuple[int, int], what: st
     of numba-cuda-mlir 0.6.0 (``compile_cubin`` is the same compile, without the PTX), so the
     ``mlir`` extra pins it."""
     import numba_cuda_mlir.tools as tools  # the optional backend, only with it
-    from numba_cuda_mlir import compiler
-    from numba_cuda_mlir.numba_cuda.core.compiler_lock import global_compiler_lock
+    from numba_cuda_mlir import compiler  # the optional backend, only with it
+    from numba_cuda_mlir.numba_cuda.core import compiler_lock  # the optional backend
 
     gpu = _gpu_cc()
     if gpu is not None and gpu != tuple(cc):
@@ -783,7 +783,7 @@ def _compile_mlir(dispatcher: Any, signature: str, cc: tuple[int, int], what: st
     if odd:
         raise RuntimeError(f"cannot cache {what}: target options {odd} are not passed on")
     opts = {k: given[k] for k in _MLIR_OPTIONS if given.get(k) is not None}
-    with global_compiler_lock:
+    with compiler_lock.global_compiler_lock:
         saved, tools._cached_cc = tools._cached_cc, tuple(cc)
         try:
             md = compiler._compile_and_optimize(dispatcher.py_func, signature, opts).metadata
