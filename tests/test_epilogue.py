@@ -5,6 +5,9 @@ the tunable FP32 stages (split-K and stream-K sums included) or applied after an
 from __future__ import annotations
 
 import math
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -331,3 +334,40 @@ def test_bench_user_function_is_the_builtin_gelu(rng, fused_only):
     with pytest.raises(SystemExit) as e:
         epilogues.main(["--help"])
     assert e.value.code == 0
+
+
+#: Compiled offline in a process of its own (the simulator off): warptiling with bias + GELU, a
+#: 32 x 32 tile of 2 warps, 16 results a thread; prints the erfs' ``ex2.approx`` per variant.
+_ONE_FINISH = """
+from numba_gemm.kernels import get_stage
+from numba_gemm.kernels._epilogue import Epilogue
+from numba_gemm.launch.launcher import numba_signature
+from numba_gemm.tools.resources import compile_kernel_ptx
+cfg = dict(BM=32, BN=32, BK=8, WM=16, WN=32, WNITER=1, TM=4, TN=4, MINB=0, SPLITK=1)
+st = get_stage("warptiling").with_config(cfg)
+epi = Epilogue(bias="column", activation="gelu", operands="V")
+sig = numba_signature(st.args_for(epi))
+for variant in ("vector", "scalar"):
+    ptx = compile_kernel_ptx(st.kernel_for(variant, "NN", epi), sig=sig)
+    print(variant, ptx.count("ex2.approx"))
+"""
+
+
+def test_fused_epilogue_is_inlined_once_per_result():
+    """The C-writing helpers of a kernel with an epilogue call ``finish`` once per result
+    (``_common._make_fused_stores``): GELU's one ``ex2.approx`` (its erf) appears 16 times in
+    the PTX of a kernel of 16 results a thread, in both variants. Two copies a result (a
+    ``finish`` in each ``beta`` branch) cost 20 % at K = 768 on an H200 (docs/design.md §3.1)."""
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+    env["NUMBA_GEMM_BACKEND"] = "numba-cuda"
+    res = subprocess.run(
+        [sys.executable, "-c", _ONE_FINISH],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert res.returncode == 0, f"{res.stdout}\n{res.stderr}"
+    counts = dict(line.split() for line in res.stdout.split("\n") if line.strip())
+    assert counts == {"vector": "16", "scalar": "16"}, res.stdout
