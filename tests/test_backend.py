@@ -159,8 +159,8 @@ def test_numba_cuda_mlir_drops_the_shared_arrays_of_a_callee():
     """The numba-cuda-mlir bug that stops stages 8-10, kept as its reproducer: the static shared
     array of a device function that is not inlined is referenced (``memref.get_global``) but
     not defined in the kernel's module; inlined before lowering, the same function compiles.
-    When this test fails because ``never`` compiles, the bug is fixed upstream: drop the
-    workaround from docs/numba-cuda-mlir.md's plan and port the stages without it."""
+    When this test fails because ``never`` compiles, the bug is fixed upstream: the stages'
+    units need no ``inline="always"`` (docs/numba-cuda-mlir.md, "What follows")."""
     done = _under_mlir(["-c", _SHARED_IN_CALLEE], timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     lines = done.stdout.split("\n")
