@@ -248,7 +248,7 @@ def test_memref_fields_are_mlir_descriptors():
     from numba_gemm.launch.launcher import memref_fields, numba_array_fields
 
     mat, vec = A(ptr=4096, shape=(3, 5)), A(ptr=8192, shape=(7,))
-    batch = A(ptr=1 << 20, shape=(2, 3, 5), strides=(80, 20, 4))  # rows padded? no: 5 * 4 = 20
+    batch = A(ptr=1 << 20, shape=(2, 3, 5), strides=(80, 20, 4))  # matrices 80 bytes apart
     cols = A(ptr=1 << 21, shape=(2, 3, 5), strides=(64, 4, 12))  # column-major matrices
     assert memref_fields([mat, vec]) == [0, 4096, 0, 3, 5, 5, 1, 0, 8192, 0, 7, 1]
     assert memref_fields([batch, cols]) == [0, 1 << 20, 0, 2, 3, 5, 20, 5, 1] + [
@@ -290,6 +290,8 @@ try:
     choose.plan_for(64, 64, 64, stage="vectorise", device=dev)
 except ValueError:
     pass
+else:
+    raise AssertionError("a misspelt stage name was accepted")
 print("ok", cached)
 """
 

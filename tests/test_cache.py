@@ -680,3 +680,10 @@ def test_source_digest_covers_the_kernels_intrinsics_and_device_facts():
         "backend.py",
     } <= names
     assert all((cache._PACKAGE_DIR / n).is_file() for n in names)
+
+
+def test_stable_description_of_sets_is_by_content():
+    """Target options such as ``fastmath={"contract"}`` go into the key through
+    ``cache._stable``: a set by its members in a fixed order, not by its type alone."""
+    assert cache._stable({"contract", "arcp"}) == cache._stable(frozenset({"arcp", "contract"}))
+    assert cache._stable({"contract"}) != cache._stable({"arcp"})

@@ -61,10 +61,12 @@ def _residual_scaled(v, r, c, R, s):
     return v * s[c] + R[r, c] + 0.25 * r - 0.5 * c
 
 
-# (stage, config, (M, N, K), alpha, beta): the vector variant (N % 4 == 0), the scalar one,
-# split-K's one-level sum, stream-K's partial tiles; the few-row and few-column stages, split-K
+# (stage, config, (M, N, K), alpha, beta): the vector variant (N % 4 == 0; with C read too), the
+# scalar one, split-K's one-level sum, stream-K's partial tiles; the few-row and few-column
+# stages, split-K
 FUSED = [
     ("warptiling", dict(SMALL), (70, 68, 36), 1.0, 0.0),
+    ("warptiling", dict(SMALL), (64, 64, 32), 0.5, 1.5),
     ("double_buffering", dict(SMALL, SPLITK=2), (67, 61, 35), 0.5, 1.5),
     ("multistage", dict(SMALL, NBUF=3, SPLITK=STREAM_K), (130, 70, 40), 1.0, 0.0),
     ("skinny", SKINNY_SIM_CONFIG, (5, 70, 40), 1.0, 0.0),
@@ -371,3 +373,15 @@ def test_fused_epilogue_is_inlined_once_per_result():
     assert res.returncode == 0, f"{res.stdout}\n{res.stderr}"
     counts = dict(line.split() for line in res.stdout.split("\n") if line.strip())
     assert counts == {"vector": "16", "scalar": "16"}, res.stdout
+
+
+def test_epilogues_tool_rejects_a_bad_shape_with_its_reason(capsys, tmp_path):
+    """``python -m numba_gemm.tools.epilogues --shapes``: a malformed shape stops the tool
+    before any work, with ``parse_sizes``'s explanation."""
+    from numba_gemm.tools import epilogues
+
+    with pytest.raises(SystemExit) as stop:
+        epilogues.main(["--out", str(tmp_path), "--shapes", "4096x12"])
+    assert stop.value.code == 2
+    assert "MxNxK needs exactly 3 dimensions" in capsys.readouterr().err
+    assert not any(tmp_path.iterdir())

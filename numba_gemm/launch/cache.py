@@ -129,13 +129,17 @@ def offline_device(cc: tuple[int, int]) -> Iterator[None]:
         return
     if backend.MLIR:
         import numba_cuda_mlir.tools as tools  # the optional backend's internal, only with it
+        from numba_cuda_mlir.numba_cuda.core import compiler_lock  # the optional backend
 
-        saved_cc = tools._cached_cc
-        tools._cached_cc = tuple(cc[:2])
-        try:
-            yield
-        finally:
-            tools._cached_cc = saved_cc
+        # under the compiler's (re-entrant) lock, as _compile_mlir sets it: no other thread's
+        # compile sees this cc, or resets it mid-compile
+        with compiler_lock.global_compiler_lock:
+            saved_cc = tools._cached_cc
+            tools._cached_cc = tuple(cc[:2])
+            try:
+                yield
+            finally:
+                tools._cached_cc = saved_cc
         return
     import numba.cuda.dispatcher as dispatcher  # GPU-only internal (absent on the simulator)
 
@@ -304,6 +308,8 @@ def _stable(value: Any, depth: int = 0, seen: frozenset = frozenset()) -> Any:
         return value.hex()
     if isinstance(value, (tuple, list)):
         return [_stable(v, depth + 1, seen) for v in value]
+    if isinstance(value, (set, frozenset)):  # e.g. fastmath={"contract"}: by content, in order
+        return sorted((_stable(v, depth + 1, seen) for v in value), key=repr)
     if isinstance(value, Mapping):
         return sorted(([str(k), _stable(v, depth + 1, seen)] for k, v in value.items()))
     func = getattr(value, "py_func", value)
@@ -736,7 +742,8 @@ def _compile(dispatcher: Any, signature: str, cc: tuple[int, int], what: str) ->
 
 
 #: The target options of a numba-cuda-mlir kernel passed on to the compile, and those that must
-#: keep their default for the cubin to be the kernel's (anything else is refused, not dropped).
+#: keep their default for the cubin to be the kernel's (refused otherwise). Options in neither
+#: list are not passed on: none of the package's kernels sets one.
 _MLIR_OPTIONS = ("launch_bounds", "max_registers", "fastmath", "lineinfo")
 _MLIR_DEFAULTS = {
     "debug": False,

@@ -215,7 +215,8 @@ def memref_fields(arrays: Sequence[Any], itemsizes: Sequence[int] | None = None)
     the PTX of numba-cuda-mlir 0.6.0's kernels the allocated pointer is never read, the offset
     and the strides (the inner one too) scale the index before it becomes bytes; its own
     launcher passes the data pointer twice, offset 0 and element strides. The field count is
-    checked against each kernel's PTX at load time (:func:`load_kernel`). Not yet run on a GPU."""
+    checked against each kernel's PTX at load time (:func:`load_kernel`). Run on an H200: stages
+    1-7 through ``sgemm`` (docs/numba-cuda-mlir.md, "The launch path")."""
     values: list[int] = []
     for i, a in enumerate(arrays):
         size = 4 if itemsizes is None else itemsizes[i]
@@ -345,7 +346,7 @@ def gemm_launcher(
     smem = kernel.smem
     tls = threading.local()
     streams: dict = {0: None}
-    # word indices of the data pointers among the 64-bit array fields (each array's fifth), and
+    # word indices of the data pointers among the 64-bit array fields (_DATA in each), and
     # the byte offset of alpha, beta after them
     PA, PB, PC = lay.pointers[:3]
     base = len(lay.pointers) - (extras or 0)

@@ -194,6 +194,14 @@ def _warm(case: tuple) -> str:
     return repr(case)
 
 
+def _shapes_arg(spec: str) -> list[tuple[int, int, int]]:
+    """``--shapes``: :func:`parse_sizes`, its message kept for argparse's error."""
+    try:
+        return parse_sizes(spec)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", type=Path, required=True, help="folder for epilogues.jsonl")
@@ -204,7 +212,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-overhead", action="store_true", help="skip the overhead table")
     ap.add_argument(
         "--shapes",
-        type=parse_sizes,
+        type=_shapes_arg,
         default=list(OVERHEAD_SHAPES),
         help="shapes of the overhead table (--sizes forms of numba_gemm.bench: 4096x3072x768,...)",
     )
