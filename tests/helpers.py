@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import ml_dtypes
 import numpy as np
 from numba import cuda
@@ -128,3 +132,14 @@ def transposed_on_device(x):
     what ``w.T`` of a PyTorch weight is)."""
     d = to_device(np.ascontiguousarray(x.T))
     return device_view(d, x.shape, (d.strides[1], d.strides[0]))
+
+
+def off_simulator(args: list, *, timeout: int, **env: str) -> subprocess.CompletedProcess:
+    """``python *args`` in a process of its own with the CUDA simulator off (compiling without a
+    GPU: the simulator is chosen at import) and ``env`` added to this one's environment;
+    output captured as text, the exit status not checked."""
+    full = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+    full.update(env)
+    return subprocess.run(
+        [sys.executable, *args], env=full, capture_output=True, text=True, timeout=timeout
+    )

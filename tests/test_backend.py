@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 
 import pytest
+from helpers import off_simulator
 
 from numba_gemm import backend
+from numba_gemm.plan.choose import MLIR_STAGES
 
 
 def both(mod):
@@ -77,24 +77,12 @@ def _under_mlir(args: list, timeout: int, **more_env: str) -> subprocess.Complet
     chosen at import), the simulator off and ``more_env``; skips where numba-cuda-mlir is not
     installed."""
     pytest.importorskip("numba_cuda_mlir")
-    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
-    env[backend.ENV] = backend.NUMBA_CUDA_MLIR
-    env.update(more_env)
-    return subprocess.run(
-        [sys.executable, *args], env=env, capture_output=True, text=True, timeout=timeout
-    )
+    env = {backend.ENV: backend.NUMBA_CUDA_MLIR, **more_env}
+    return off_simulator(args, timeout=timeout, **env)
 
 
-#: The stages ported to numba-cuda-mlir (docs/numba-cuda-mlir.md): the FP32 ladder's first seven.
-PORTED = (
-    "naive",
-    "gmem_coalesce",
-    "smem_tiling",
-    "blocktiling_1d",
-    "blocktiling_2d",
-    "vectorize",
-    "bank_conflict_free",
-)
+#: The stages ported to numba-cuda-mlir (docs/numba-cuda-mlir.md): those its plans may run.
+PORTED = MLIR_STAGES
 
 
 @pytest.mark.xdist_group("mlir")

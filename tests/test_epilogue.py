@@ -5,9 +5,6 @@ the tunable FP32 stages (split-K and stream-K sums included) or applied after an
 from __future__ import annotations
 
 import math
-import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -16,6 +13,7 @@ from helpers import (
     SKINNY_SIM_CONFIG,
     TMA_SIM_CONFIG,
     WGMMA_SIM_CONFIG,
+    off_simulator,
     randn,
     to_device,
     transposed_on_device,
@@ -360,16 +358,7 @@ def test_fused_epilogue_is_inlined_once_per_result():
     (``_common._make_fused_stores``): GELU's one ``ex2.approx`` (its erf) appears 16 times in
     the PTX of a kernel of 16 results a thread, in both variants. Two copies a result (a
     ``finish`` in each ``beta`` branch) cost 20 % at K = 768 on an H200 (docs/design.md §3.1)."""
-    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
-    env["NUMBA_GEMM_BACKEND"] = "numba-cuda"
-    res = subprocess.run(
-        [sys.executable, "-c", _ONE_FINISH],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
+    res = off_simulator(["-c", _ONE_FINISH], timeout=600, NUMBA_GEMM_BACKEND="numba-cuda")
     assert res.returncode == 0, f"{res.stdout}\n{res.stderr}"
     counts = dict(line.split() for line in res.stdout.split("\n") if line.strip())
     assert counts == {"vector": "16", "scalar": "16"}, res.stdout

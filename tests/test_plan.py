@@ -5,9 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import os
-import subprocess
-import sys
 import threading
 from pathlib import Path
 from types import SimpleNamespace
@@ -15,7 +12,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 from conftest import requires_gpu
-from helpers import randn
+from helpers import off_simulator, randn
 from numba import cuda
 
 import numba_gemm
@@ -201,15 +198,9 @@ def test_kernel_parameter_layout_matches_numba():
     simulator: (1) the PTX of a stage kernel, the split-K reduction and the K=0 scaling kernel
     has the parameters, in size and order, that ``launch`` packs; (2) Numba's own argument
     flattening (``_Kernel._prepare_args``) gives the same values for the same array."""
-    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
-    env["NUMBA_GEMM_BACKEND"] = "numba-cuda"  # numba-cuda's ABI (numba-cuda-mlir's: test_backend)
-    res = subprocess.run(
-        [sys.executable, str(ROOT / "tests" / "abi_check.py")],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
+    # numba-cuda's ABI (numba-cuda-mlir's: test_backend)
+    res = off_simulator(
+        [str(ROOT / "tests" / "abi_check.py")], timeout=600, NUMBA_GEMM_BACKEND="numba-cuda"
     )
     assert res.returncode == 0, f"{res.stdout}\n{res.stderr}"
     assert "ABI OK" in res.stdout

@@ -5,11 +5,9 @@ from __future__ import annotations
 
 import fcntl
 import json
-import os
-import subprocess
-import sys
 
 import pytest
+from helpers import off_simulator
 
 import numba_gemm
 from numba_gemm import STAGES
@@ -44,15 +42,9 @@ def report(tmp_path_factory):
     with open(shared / "resources-report.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not out.exists():
-            env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
             part = out.with_suffix(".part")
-            res = subprocess.run(
-                [sys.executable, "-m", "numba_gemm.tools.resources", "--json", str(part)],
-                env=env,
-                capture_output=True,
-                text=True,
-                timeout=900,
-                check=False,
+            res = off_simulator(
+                ["-m", "numba_gemm.tools.resources", "--json", str(part)], timeout=900
             )
             assert res.returncode == 0, f"resource report failed:\n{res.stdout}\n{res.stderr}"
             print(res.stdout)
@@ -143,15 +135,7 @@ print(json.dumps([dataclasses.asdict(resources.kernel_resources(st, st.kernel_fo
                  + [dataclasses.asdict(resources.kernel_resources(
                      st, st.kernel_for("vector_loads", "NT"), "vector_loads", "NT"))]))
 """
-    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
-    res = subprocess.run(
-        [sys.executable, "-c", code],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=900,
-        check=False,
-    )
+    res = off_simulator(["-c", code], timeout=900)
     assert res.returncode == 0, res.stderr
     reports = json.loads(res.stdout.strip().splitlines()[-1])
     assert len(reports) == 5
@@ -172,15 +156,7 @@ def report(st, v):
 print(json.dumps([report(st, v) for st in map(numba_gemm.get_stage, ("double_buffering", "skinny"))
                   for v in ("vector_loads", "scalar")]))
 """
-    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
-    res = subprocess.run(
-        [sys.executable, "-c", code],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=900,
-        check=False,
-    )
+    res = off_simulator(["-c", code], timeout=900)
     assert res.returncode == 0, res.stderr
     reports = json.loads(res.stdout.strip().splitlines()[-1])
     for loads, scalar in (reports[:2], reports[2:]):
