@@ -26,9 +26,8 @@ from .kernels._scale import BLOCK as SCALE_BLOCK
 from .kernels.stage import Stage
 from .launch import driver, workspace
 from .launch.grouped import (
-    FEW_ROWS,
-    FEW_ROWS_CONFIG,
     GroupedRunner,
+    few_rows_choice,
     matrices_in_place,
     rows_in_place,
 )
@@ -350,16 +349,18 @@ def planned_grouped_stage(rows: int, N: int, K: int, layout: str, device: int) -
 def grouped_runner(T: int, N: int, K: int, E: int, layout: str, vec: bool, device: int) -> Any:
     """The :class:`~numba_gemm.launch.grouped.GroupedRunner` of a grouped product of ``T`` rows
     in ``E`` groups: for a mean group (``T / E`` rows) under ``launch.grouped.FEW_ROWS``, the
-    32-row tiles of ``FEW_ROWS_CONFIG`` (one runner for every such mean); else
+    tiles of ``launch.grouped.few_rows_choice`` (one runner for every mean it maps to one
+    configuration); else
     :func:`planned_grouped_stage` (kept in :data:`PLANS` per mean group shape, layout, variant
     and GPU)."""
     rows = max(1, T // max(E, 1))
-    few = rows < FEW_ROWS
-    key = ("grouped", device, "few" if few else rows, N, K, layout, vec)
+    few = few_rows_choice(rows, layout)
+    which = (few[0], tuple(sorted(few[1].items()))) if few else rows
+    key = ("grouped", device, which, N, K, layout, vec)
     r = PLANS.get(key)
     if r is None:
         if few:
-            stage = get_stage("multistage").with_config(FEW_ROWS_CONFIG)
+            stage = get_stage(few[0]).with_config(few[1])
             dev = device_info(device)
         else:
             stage, dev = planned_grouped_stage(rows, N, K, layout, device)

@@ -106,16 +106,96 @@ def test_bench_splits_tokens_unevenly_with_empty_experts():
 
 
 def test_sweep_configs_are_valid_and_apart_from_the_benchmarked_layers():
-    """``tools.grouped --sweep``: every configuration is a valid multistage one, the automatic
-    few-row configuration is among them, and no swept shape is one the bench reports."""
-    from numba_gemm.kernels import k10_multistage
-    from numba_gemm.launch.grouped import FEW_ROWS_CONFIG
+    """``tools.grouped --sweep``: every configuration is a valid multistage or skinny one, every
+    configuration the automatic choice takes is among them, and no swept shape is one the bench
+    reports."""
+    from numba_gemm.kernels import k10_multistage, k15_skinny
+    from numba_gemm.launch import grouped as launch
     from numba_gemm.tools import grouped
 
     for cfg in grouped.SWEEP_CONFIGS.values():
         k10_multistage.check_config(cfg)
-    assert FEW_ROWS_CONFIG in grouped.SWEEP_CONFIGS.values()
+    for cfg in grouped.SWEEP_SKINNY.values():
+        k15_skinny.check_config(cfg)
+    assert launch.FEW_ROWS_CONFIG in grouped.SWEEP_CONFIGS.values()
+    assert launch.FEW_ROWS_CONFIG_NT in grouped.SWEEP_CONFIGS.values()
+    for _, layouts, cfg in launch.SKINNY_RULE:
+        assert cfg in grouped.SWEEP_SKINNY.values()
+        assert all(x in k15_skinny.layouts_of(cfg) for x in layouts)
     assert not set(grouped.SWEEP_LAYERS) & set(grouped.LAYERS.values())
+
+
+@pytest.mark.parametrize("layout", ["NN", "NT"])
+def test_grouped_tiles_follow_the_mean_group(layout):
+    """The automatic choice (``launch.grouped.few_rows_choice``, ``dispatch.grouped_runner``):
+    skinny tiles for a mean group of a handful of rows, 32- or 64-row tiles below
+    ``FEW_ROWS``, the planner's tiles from there on; one runner per configuration."""
+    from numba_gemm import dispatch
+    from numba_gemm.launch import grouped as launch
+
+    seen = []
+    for rows in (1, 2, 3, 8, 9, 16, 28, 29, 255, 256, 1000):
+        choice = launch.few_rows_choice(rows, layout)
+        if rows >= launch.FEW_ROWS:
+            assert choice is None
+            continue
+        name, cfg = choice
+        if name == "skinny":
+            # a mean group of up to 2 MT rows: its groups take one to a few tiles
+            assert cfg["MT"] in (4, 8, 16) and rows <= 2 * cfg["MT"]
+        else:
+            want = launch.FEW_ROWS_CONFIG_NT if layout == "NT" else launch.FEW_ROWS_CONFIG
+            assert cfg == want and rows > 8
+        r = dispatch.grouped_runner(rows * 8, 40, 24, 8, layout, True, 0)
+        assert (r.stage.name, dict(r.stage.config)) == (name, cfg)
+        seen.append(r)
+    assert len({id(r) for r in seen}) == len({(r.stage.name, str(r.stage.config)) for r in seen})
+
+
+# stage 15's forms at simulator sizes: B in registers (either layout), one row (B's first chunk
+# before A), 2 rows (the chunk in halves), a cp.async ring of B (row-major only)
+SKINNY_GROUPED = [
+    dict(MT=4, BN=16, THREADS=32, KC=32, SPLITK=1, MINB=0, NBUF=0),
+    dict(MT=1, BN=8, THREADS=32, KC=64, SPLITK=1, MINB=0, NBUF=0),
+    dict(MT=2, BN=16, THREADS=32, KC=16, SPLITK=1, MINB=0, NBUF=0),
+    dict(MT=8, BN=16, THREADS=32, KC=16, SPLITK=1, MINB=0, NBUF=3),
+]
+
+
+@pytest.mark.parametrize("cfg", SKINNY_GROUPED, ids=lambda c: f"MT{c['MT']}-NBUF{c['NBUF']}")
+@pytest.mark.parametrize(
+    "sizes, K, N, layout, vec",
+    [([10, 0, 20, 7, 1], 20, 24, "NN", True), ([6, 0, 0, 11, 2], 13, 9, "NT", False)],
+    ids=["NN-vector", "NT-scalar"],
+)
+def test_grouped_skinny_tiles_match_float64(rng, cfg, sizes, K, N, layout, vec):
+    """Stage 15's grouped kernel (the tiles of groups of a few rows): a group of more than MT
+    rows takes several tiles, an empty one none; rows past the last end stay unwritten."""
+    from numba_gemm import device, get_stage
+    from numba_gemm.arrays import operand
+    from numba_gemm.launch.grouped import GroupedRunner
+
+    stage = get_stage("skinny").with_config(cfg)
+    if layout not in stage.layouts:
+        pytest.skip("a ring of B chunks takes B row-major only")
+    T, E = sum(sizes), len(sizes)
+    ends = np.cumsum(sizes).astype(np.int32)
+    ends[-1] -= 1  # the last row belongs to no group
+    a = randn(rng, (T, K))
+    if layout == "NN":
+        b = randn(rng, (E, K, N))
+        d_b = to_device(b)
+    else:
+        w = randn(rng, (E, N, K))
+        b = w.transpose(0, 2, 1)
+        d_b = device_view(to_device(w), (E, K, N), (4 * N * K, 4, 4 * K))
+    out = to_device(np.full((T, N), np.nan, np.float32))
+    runner = GroupedRunner(stage, layout, vec, device.info(0))
+    ops = [operand(x) for x in (to_device(a), d_b, out, to_device(ends))]
+    runner.run(*ops, 0)
+    got = out.copy_to_host()
+    assert rel_error(got[:-1], _reference(a, b, ends)[:-1]) < 1e-5
+    assert np.isnan(got[-1]).all()
 
 
 def _pairs_reference(a_list, b_list):

@@ -323,7 +323,13 @@ def grouped_tiles(M, N, BM, BN, L):
 
 
 def unit_kernel(
-    name: str, unit: Callable, cfg: Mapping[str, int], epilogue=None, grouped: bool = False
+    name: str,
+    unit: Callable,
+    cfg: Mapping[str, int],
+    epilogue=None,
+    grouped: bool = False,
+    tile: tuple[int, int, int] | None = None,
+    bounds: tuple[int, int] | None = None,
 ):
     """The kernel ``name(A, B, C, W, L, alpha, beta)`` of a tunable stage from its body ``unit(u,
     A, B, C, W, L, alpha, beta, E)`` (one unit of work, :func:`make_work`): the body once, or with
@@ -332,8 +338,12 @@ def unit_kernel(
     With a fused ``epilogue`` (``kernels._epilogue``) the kernel takes its operands, the tuple
     ``E``, before ``alpha``: ``name(A, B, C, W, L, E, alpha, beta)``; without, ``E`` is ``()``.
     ``grouped``: a persistent kernel over a grouped product's work list (:func:`make_work`; L
-    holds the groups' row ends, the body's ``u`` is a tile of the list)."""
-    BM, BN, BK = cfg["BM"], cfg["BN"], cfg["BK"]
+    holds the groups' row ends, the body's ``u`` is a tile of the list). ``tile``: the block of a
+    stage whose configuration names it otherwise (stage 15's ``(MT, BN, KC)``), with its
+    ``launch_bounds`` ``bounds``; default ``cfg``'s ``(BM, BN, BK)`` and :func:`launch_bounds`."""
+    BM, BN, BK = tile if tile is not None else (cfg["BM"], cfg["BN"], cfg["BK"])
+    if tile is None:
+        bounds = launch_bounds(cfg)
     if grouped:
 
         def units(A, B, C, W, L, alpha, beta, E):
@@ -361,7 +371,7 @@ def unit_kernel(
         def body(A, B, C, W, L, alpha, beta, E):
             unit(0, A, B, C, W, L, alpha, beta, E)
 
-    kernel = entry_kernel(name, body, epilogue, launch_bounds=launch_bounds(cfg))
+    kernel = entry_kernel(name, body, epilogue, launch_bounds=bounds)
     kernel.py_func.body = getattr(unit, "py_func", unit)  # the unit, not the loop around it
     return kernel
 

@@ -37,6 +37,11 @@ registers (``NBUF = 0``) and ``KC / KG`` a multiple of 4 (:func:`transposed_b_ok
 in flight per thread and their registers match the row-major form's, and the plan prices them
 from the row-major measurements. The k-groups' sums meet in SMEM as above.
 
+Grouped products (``_make_kernel(..., grouped=True)``, ``launch.grouped``): the same tile over the
+work list of every group's ``MT x BN`` tiles, walked by a persistent grid (``_tunable.make_work``),
+K whole; the groups of a few tokens of a mixture-of-experts layer, where a 32-row tile would
+multiply-add rows that are not there.
+
 Shapes: A ``(M, K)`` in layout N or T (read element by element into SMEM: it is small), B
 ``(K, N)`` row-major (layout N) or stored transposed (layout T, see above), C ``(M, N)``,
 float32, batches of strided matrices as the tunable stages (``_tunable``); any ``M, N, K >= 1``
@@ -187,7 +192,9 @@ SPACE = tun.valid_configs(
 
 
 @functools.cache
-def _make_kernel(items: tuple, vec: int, layout: str = "NN", epilogue=None):
+def _make_kernel(items: tuple, vec: int, layout: str = "NN", epilogue=None, grouped: bool = False):
+    # grouped: a persistent kernel over a grouped product's work list of MT x BN tiles
+    # (``_tunable.unit_kernel``; launch.grouped), K whole (no split-K)
     cfg = dict(items)
     MT, BN, THREADS, KC, SPLITK, MINB, NBUF = (cfg[k] for k in KEYS)
     d = derived(cfg)
@@ -409,19 +416,37 @@ def _make_kernel(items: tuple, vec: int, layout: str = "NN", epilogue=None):
     reduce_parts = make_reduce_store(PLAIN_STORES.store_c4)  # into the workspace
     fixup = _splitk.make_fixup(MT, BN, THREADS, SPLITK, False, stores)
 
+    if grouped:
+        if SPLITK != 1:
+            raise ValueError(f"a grouped skinny kernel takes K whole (SPLITK 1), not {cfg}")
+        group_work = tun.make_work(MT, BN, KC, 1, grouped=True)
+
+        @device_jit
+        def where(u, M, N, K, L):
+            # tile u of the work list: group bz, rows m0 .. M (its end), columns n0 ..
+            bz, m0, n0, k_begin, k_end, _s, _f, _c, _k, m_end = group_work(u, M, N, K, L)
+            return bz, m0, n0, k_begin, k_end, m_end
+
+    else:
+
+        @device_jit
+        def where(u, M, N, K, L):
+            # the grid's tile: x BN columns, y MT rows, z the batch (or the K slice)
+            bz, k_begin, k_end = tun.block_work(K, KC, SPLITK)
+            return bz, cuda.blockIdx.y * MT, cuda.blockIdx.x * BN, k_begin, k_end, M
+
     @device_jit
-    def sgemm_skinny(A, B, C, W, L, alpha, beta, E):
+    def sgemm_skinny(u, A, B, C, W, L, alpha, beta, E):
         # A (batch, M, K), B (batch, K, N), C (batch, M, N): strided batches, grid z = batch
-        # (or, with SPLITK > 1, the K slice: W, L are split-K's workspace and tile counters)
-        M, K, N = A.shape[1], A.shape[2], B.shape[2]
-        bz, k_begin, k_end = tun.block_work(K, KC, SPLITK)
+        # (or, with SPLITK > 1, the K slice: W, L are split-K's workspace and tile counters);
+        # grouped, u is the tile of the work list and M its group's end row
+        K, N = A.shape[2], B.shape[2]
+        bz, m0, n0, k_begin, k_end, M = where(u, A.shape[1], N, K, L)
         tid = cuda.threadIdx.x
         # this thread's columns: n0 + c + G * (0, 1, 2, 3), and its rows of each chunk: kg,
         # kg + KG, ... (B transposed: k = 4 kg, 4 (kg + KG), ..., the k-groups varying fastest)
         cg = tid // KG if BT else tid % CG
         kg = tid % KG if BT else tid // CG
-        m0 = cuda.blockIdx.y * MT
-        n0 = cuda.blockIdx.x * BN
         c = 4 * G * (cg // G) + cg % G
         n = n0 + c
         Bg = b_view(B, bz)
@@ -515,7 +540,9 @@ def _make_kernel(items: tuple, vec: int, layout: str = "NN", epilogue=None):
             fixup(Wg, L, rows_view(C, 0), m0, n0, M, N, alpha, beta, CVEC, E)
 
     bounds = (THREADS, MINB) if MINB else None
-    return tun.entry_kernel("sgemm_skinny", sgemm_skinny, epilogue, launch_bounds=bounds)
+    return tun.unit_kernel(
+        "sgemm_skinny", sgemm_skinny, cfg, epilogue, grouped, tile=(MT, BN, KC), bounds=bounds
+    )
 
 
 def launch_config_for(cfg: Mapping[str, int]):

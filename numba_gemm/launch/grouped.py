@@ -9,10 +9,12 @@ group's ``BM x BN`` C tiles, ``gridDim.x`` apart, finding a tile's group by scan
 (``multistage``): A and C are passed as batches of stride 0 (every group sees the whole A and C;
 its tiles start at its first row and stop at its end row), B as the batch of the groups' matrices.
 
-The configuration (``dispatch.grouped_runner``): for a mean group (``T / E`` rows) of fewer than
-:data:`FEW_ROWS` rows, :data:`FEW_ROWS_CONFIG`'s 32-row tiles; else multistage's tuned one for the
-mean group, without split-K. The grid is one wave of resident blocks (at least two), at most the
-list's largest possible length.
+The configuration (``dispatch.grouped_runner``, :func:`few_rows_choice`): for a mean group (``T /
+E`` rows) of a handful of rows, stage 15's skinny tiles (:data:`SKINNY_RULE`: the same persistent
+walk over ``MT x BN`` tiles, a group of more than MT rows taking several); under :data:`FEW_ROWS`
+rows, :data:`FEW_ROWS_CONFIG`'s 32-row tiles (:data:`FEW_ROWS_CONFIG_NT` with B transposed); else
+multistage's tuned one for the mean group, without split-K. The grid is one wave of resident
+blocks (at least two), at most the list's largest possible length.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from typing import Any
 from ..arrays import F32, Operand
 from ..device import cdiv
 from ..kernels import k10_multistage as k10
+from ..kernels import k15_skinny as k15
 from ..kernels._tunable import SPLIT_ARGS
 from .launcher import load_kernel
 
@@ -46,18 +49,68 @@ FEW_ROWS_CONFIG = {
 }
 #: mean rows per group below which :data:`FEW_ROWS_CONFIG` serves
 FEW_ROWS = 256
+#: ... with B stored transposed (``x @ W_g.T``): 64 x 128 tiles, the best of the sweep there at
+#: 48 and 128 rows a group (kernel time 0.93x and 0.83x the 32-row tiles' geometric mean)
+FEW_ROWS_CONFIG_NT = {
+    "BM": 64,
+    "BN": 128,
+    "BK": 16,
+    "WM": 64,
+    "WN": 32,
+    "WNITER": 1,
+    "TM": 4,
+    "TN": 4,
+    "MINB": 0,
+    "SPLITK": 1,
+    "NBUF": 3,
+}
+
+
+def _skinny(mt: int) -> dict:
+    return {"MT": mt, "BN": 128, "THREADS": 256, "KC": 64, "SPLITK": 1, "MINB": 0, "NBUF": 0}
+
+
+#: Groups of a handful of rows: stage 15's skinny tiles (MT rows by 128 columns, B streamed once
+#: a tile from registers, either layout), ``(most mean rows, layouts, configuration)`` in order.
+#: From ``tools.grouped --sweep`` (docs/design.md §3.2; thresholds halfway, geometrically,
+#: between the swept means 1, 4, 16 and 48): 4 rows at a mean of 1 token a group (kernel time
+#: 0.48x the 32-row tiles' NN, 0.35x NT), 8 rows at 4 (0.56x, 0.49x); at 16, 16 rows for B
+#: transposed only (0.77x NT; NN 0.93x but up to 1.18x, so the 32-row tiles keep NN).
+SKINNY_RULE = (
+    (2, ("NN", "NT"), _skinny(4)),
+    (8, ("NN", "NT"), _skinny(8)),
+    (28, ("NT",), _skinny(16)),
+)
+
+
+def few_rows_choice(rows: int, layout: str) -> tuple[str, dict] | None:
+    """``(stage name, configuration)`` of a grouped product whose mean group has ``rows`` rows,
+    in ``layout`` (``"NN"`` or ``"NT"``): :data:`SKINNY_RULE`'s skinny tiles, else
+    :data:`FEW_ROWS_CONFIG` (:data:`FEW_ROWS_CONFIG_NT`) under :data:`FEW_ROWS` rows; None from
+    there on (the planner's tiles for the mean group)."""
+    for most, layouts, cfg in SKINNY_RULE:
+        if rows <= most and layout in layouts:
+            return "skinny", cfg
+    if rows < FEW_ROWS:
+        return "multistage", FEW_ROWS_CONFIG_NT if layout == "NT" else FEW_ROWS_CONFIG
+    return None
+
+
+#: The stages that build a grouped kernel: their kernel factories (``grouped=True``).
+GROUPED_KERNELS = {"multistage": k10._make_kernel, "skinny": k15._make_kernel}
 
 
 class GroupedRunner:
-    """The kernel of one grouped configuration on one GPU: multistage's tiles for layout
-    ``layout`` (``"NN"``: B ``(E, K, N)`` row-major; ``"NT"``: stored ``(E, N, K)``), variant
-    ``vec`` (128-bit accesses: rows 16-byte aligned)."""
+    """The kernel of one grouped configuration on one GPU: the tiles of ``stage`` (multistage,
+    or skinny for groups of a few rows) for layout ``layout`` (``"NN"``: B ``(E, K, N)``
+    row-major; ``"NT"``: stored ``(E, N, K)``), variant ``vec`` (128-bit accesses: rows 16-byte
+    aligned)."""
 
     def __init__(self, stage: Any, layout: str, vec: bool, device: Any) -> None:
         self.stage, self.layout, self.vec, self.device = stage, layout, vec, device
         items = tuple(sorted(stage.config.items()))
         self._kernel = load_kernel(
-            k10._make_kernel(items, vec, layout, None, True),
+            GROUPED_KERNELS[stage.name](items, vec, layout, None, True),
             name=stage.name,
             config=dict(stage.config),
             variant=("vector" if vec else "scalar") + "-grouped-" + layout,

@@ -18,12 +18,13 @@ FP32 with TF32 off. ``--layout NT``: the experts' weights stored ``(E, N, K)`` a
 transposed (``x @ W_g.T``, as ``nn.Linear`` experts store them). Kernels are compiled first by
 ``--jobs`` worker processes. Writes ``grouped.jsonl`` under ``--out``. Needs PyTorch.
 
-``--sweep``: instead, the tile configurations :data:`SWEEP_CONFIGS` against the automatic one
+``--sweep``: instead, the tile configurations :data:`SWEEP_CONFIGS` (multistage's) and
+:data:`SWEEP_SKINNY` (stage 15's) against the automatic one
 (``dispatch.grouped_runner``: ``auto``), the planner's multistage tiles for the mean group
 (``planner``: the choice before ``FEW_ROWS_CONFIG``) and the loop of ``torch.mm``, kernel time,
 on experts' shapes apart from :data:`LAYERS` (:data:`SWEEP_LAYERS`), so that the rule it informs
-(``launch.grouped.FEW_ROWS_CONFIG``) is judged by the table above, never fitted on it. Writes
-``sweep.jsonl``.
+(``launch.grouped.FEW_ROWS_CONFIG``, ``SKINNY_RULE``) is judged by the table above, never fitted
+on it. Writes ``sweep-<layout>.jsonl``.
 """
 
 from __future__ import annotations
@@ -36,10 +37,20 @@ import numpy as np
 
 from .cases import warm_in_workers, write_rows
 
-#: (K, N) of one expert's projection: Mixtral-8x7B's up-projection, DeepSeek-MoE-16B's expert.
-LAYERS = {"mixtral-up": (4096, 14336), "deepseek-moe-expert": (2048, 1408)}
+#: (K, N) of one expert's projection: Mixtral-8x7B's up-projection, DeepSeek-MoE-16B's expert;
+#: and three that no rule was judged on before it was set (``--layers``, :data:`HELDOUT`):
+#: OLMoE-1B-7B's expert (64 of them), Qwen3-30B-A3B's (128), DBRX's up-projection (16).
+LAYERS = {
+    "mixtral-up": (4096, 14336),
+    "deepseek-moe-expert": (2048, 1408),
+    "olmoe-expert": (2048, 1024),
+    "qwen3-moe-expert": (2048, 768),
+    "dbrx-up": (6144, 10752),
+}
 #: (layer, experts) timed by default: each model's own expert count, and 8 of DeepSeek's.
 LAYER_EXPERTS = (("mixtral-up", 8), ("deepseek-moe-expert", 8), ("deepseek-moe-expert", 64))
+#: the held-out layers with their models' expert counts: ``--layers`` takes this string
+HELDOUT = "olmoe-expert:64,qwen3-moe-expert:128,dbrx-up:16"
 MEAN_TOKENS = (1, 16, 128, 512)
 
 #: The sweep's experts' (K, N), experts and mean tokens: none of them one of LAYERS'.
@@ -53,6 +64,25 @@ def _ms(BM, BN, BK, WM, WN, WNITER, TM, TN, NBUF) -> dict:  # noqa: N803 (the ti
         BM=BM, BN=BN, BK=BK, WM=WM, WN=WN, WNITER=WNITER, TM=TM, TN=TN, MINB=0, SPLITK=1, NBUF=NBUF
     )
 
+
+def _sk(MT, BN, THREADS, KC, NBUF=0, MINB=0) -> dict:  # noqa: N803 (the tile names)
+    return dict(MT=MT, BN=BN, THREADS=THREADS, KC=KC, SPLITK=1, MINB=MINB, NBUF=NBUF)
+
+
+#: stage 15's skinny tiles timed by ``--sweep`` for groups of a few rows: MT rows (a group of
+#: more takes several tiles, each reading its matrix), B in registers (either layout) or in a
+#: cp.async ring (row-major B only), and the 512-thread GEMV form
+SWEEP_SKINNY = {
+    "s16x128": _sk(16, 128, 256, 64),
+    "s16x64": _sk(16, 64, 256, 64),
+    "s8x128": _sk(8, 128, 256, 64),
+    "s8x64": _sk(8, 64, 256, 64),
+    "s4x128": _sk(4, 128, 256, 64),
+    "s16x128-ring": _sk(16, 128, 128, 16, NBUF=4),
+    "s8x64-ring": _sk(8, 64, 128, 32, NBUF=4),
+    "s1x64-gemv": _sk(1, 64, 512, 128, MINB=1),
+    "s8x64-gemv": _sk(8, 64, 512, 128, MINB=1),
+}
 
 #: multistage tiles of 32 and 64 rows timed by ``--sweep`` (the planner's own are 64-256 rows)
 SWEEP_CONFIGS = {
@@ -186,27 +216,54 @@ def _warm(case: tuple) -> str:
     return repr(case)
 
 
-def _sweep_runner(name: str) -> object:
-    """The grouped runner of ``SWEEP_CONFIGS[name]`` (NN, 128-bit variant) on GPU 0."""
+def _sweep_stage(name: str):
+    """The stage of sweep configuration ``name`` (:data:`SWEEP_CONFIGS`, :data:`SWEEP_SKINNY`)."""
+    from numba_gemm import get_stage
+
+    if name in SWEEP_SKINNY:
+        return get_stage("skinny").with_config(SWEEP_SKINNY[name])
+    return get_stage("multistage").with_config(SWEEP_CONFIGS[name])
+
+
+def _sweep_runner(name: str, layout: str = "NN") -> object:
+    """The grouped runner of sweep configuration ``name`` (128-bit variant) for ``layout`` on
+    GPU 0; None where the configuration does not serve the layout."""
     from numba import cuda
 
-    from numba_gemm import device, get_stage
+    from numba_gemm import device
     from numba_gemm.launch.grouped import GroupedRunner
 
+    stage = _sweep_stage(name)
+    if layout not in stage.layouts:
+        return None
     cuda.current_context()  # the primary context, current in this process (a fresh worker)
-    stage = get_stage("multistage").with_config(SWEEP_CONFIGS[name])
-    return GroupedRunner(stage, "NN", True, device.info(0))
+    return GroupedRunner(stage, layout, True, device.info(0))
 
 
-def _sweep_warm(name: str) -> str:
-    _sweep_runner(name)  # (loading it compiles it into the kernel cache)
-    return name
+def _sweep_warm(job: tuple) -> str:
+    """Compile (into the kernel cache) sweep configuration ``job = (name, layout)``, or with
+    ``job = (K, N, E, mean, layout)`` the automatic and the planner's runners of that problem."""
+    if len(job) == 2:
+        _sweep_runner(*job)  # (loading it compiles it into the kernel cache)
+        return repr(job)
+    from numba import cuda
+
+    from numba_gemm import dispatch
+    from numba_gemm.launch.grouped import GroupedRunner
+
+    K, N, E, mean, layout = job
+    cuda.current_context()
+    T = sum(group_sizes(E, mean, seed=7))
+    dispatch.grouped_runner(T, N, K, E, layout, True, 0)
+    st, dev = dispatch.planned_grouped_stage(max(1, T // E), N, K, layout, 0)
+    GroupedRunner(st, layout, True, dev)
+    return repr(job)
 
 
-def _sweep_rows():
+def _sweep_rows(layout: str = "NN"):
     """One row per sweep problem: kernel ms of the automatic choice (``auto``), of the planner's
     tiles for the mean group (``planner``), of each configuration (None where its result
-    differs from ``auto``'s) and of the loop."""
+    differs from ``auto``'s, or it does not serve ``layout``) and of the loop."""
     import torch  # optional dependency: this tool compares with PyTorch
 
     from numba_gemm import dispatch
@@ -215,24 +272,30 @@ def _sweep_rows():
     from numba_gemm.tools.timing import time_launches
 
     torch.backends.cuda.matmul.allow_tf32 = False
-    runners = {name: _sweep_runner(name) for name in SWEEP_CONFIGS}
+    runners = {name: _sweep_runner(name, layout) for name in (*SWEEP_CONFIGS, *SWEEP_SKINNY)}
     for K, N in SWEEP_LAYERS:
         for E in SWEEP_EXPERTS:
             w = torch.randn(E, K, N, device="cuda") / K**0.5
+            if layout == "NT":  # the experts' (N, K) weights, read transposed
+                w = (torch.randn(E, N, K, device="cuda") / K**0.5).transpose(1, 2)
             for mean in SWEEP_MEANS:
                 sizes = group_sizes(E, mean, seed=7)
                 T = sum(sizes)
                 a, c = torch.randn(T, K, device="cuda"), torch.empty(T, N, device="cuda")
                 ends = torch.tensor(np.cumsum(sizes), dtype=torch.int32, device="cuda")
                 ops = [operand(x) for x in (a, w, c, ends)]
-                auto = dispatch.grouped_runner(T, N, K, E, "NN", True, 0)
-                st, dev = dispatch.planned_grouped_stage(max(1, T // E), N, K, "NN", 0)
-                planner = GroupedRunner(st, "NN", True, dev)
-                row = {"K": K, "N": N, "experts": E, "mean_tokens": mean}
+                auto = dispatch.grouped_runner(T, N, K, E, layout, True, 0)
+                st, dev = dispatch.planned_grouped_stage(max(1, T // E), N, K, layout, 0)
+                planner = GroupedRunner(st, layout, True, dev)
+                row = {"K": K, "N": N, "experts": E, "mean_tokens": mean, "layout": layout}
+                row["sizes"] = sizes
                 row["auto_config"] = dict(auto.stage.config)
                 row["planner_config"] = dict(st.config)
                 want = None
                 for name, r in [("auto", auto), ("planner", planner), *runners.items()]:
+                    if r is None:
+                        row[name] = None
+                        continue
 
                     def run(r=r, ops=ops):
                         r.run(*ops, 0)
@@ -252,7 +315,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--layers",
         default=",".join(f"{layer}:{e}" for layer, e in LAYER_EXPERTS),
-        help="layer:experts pairs (layers: LAYERS' names)",
+        help=f"layer:experts pairs (layers: LAYERS' names; the held-out set: {HELDOUT})",
     )
     ap.add_argument("--mean", default=",".join(map(str, MEAN_TOKENS)), help="tokens per expert")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="compile workers")
@@ -265,8 +328,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sweep", action="store_true", help="time SWEEP_CONFIGS (sweep.jsonl)")
     args = ap.parse_args(argv)
     if args.sweep:
-        warm_in_workers(_sweep_warm, list(SWEEP_CONFIGS), args.jobs)
-        write_rows(args.out / "sweep.jsonl", _sweep_rows())
+        names = (*SWEEP_CONFIGS, *SWEEP_SKINNY)
+        problems = [
+            (K, N, E, mean, args.layout)
+            for K, N in SWEEP_LAYERS
+            for E in SWEEP_EXPERTS
+            for mean in SWEEP_MEANS
+        ]
+        jobs = [(name, args.layout) for name in names] + problems
+        warm_in_workers(_sweep_warm, jobs, args.jobs)
+        write_rows(args.out / f"sweep-{args.layout}.jsonl", _sweep_rows(args.layout))
         return 0
     pairs = [item.split(":") for item in args.layers.split(",")]
     cases = [
