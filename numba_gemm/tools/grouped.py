@@ -325,7 +325,11 @@ def main(argv: list[str] | None = None) -> int:
         choices=("NN", "NT"),
         help="experts' weights (E, K, N) row-major, or (E, N, K) read transposed (x @ W_g.T)",
     )
-    ap.add_argument("--sweep", action="store_true", help="time SWEEP_CONFIGS (sweep.jsonl)")
+    ap.add_argument(
+        "--sweep",
+        action="store_true",
+        help="time SWEEP_CONFIGS and SWEEP_SKINNY in --layout (sweep-<layout>.jsonl)",
+    )
     args = ap.parse_args(argv)
     if args.sweep:
         names = (*SWEEP_CONFIGS, *SWEEP_SKINNY)
