@@ -355,12 +355,11 @@ def grouped_runner(T: int, N: int, K: int, E: int, layout: str, vec: bool, devic
     and GPU)."""
     rows = max(1, T // max(E, 1))
     few = few_rows_choice(rows, layout)
-    which = (few[0], tuple(sorted(few[1].items()))) if few else rows
-    key = ("grouped", device, which, N, K, layout, vec)
+    key = ("grouped", device, few or rows, N, K, layout, vec)
     r = PLANS.get(key)
     if r is None:
         if few:
-            stage = get_stage(few[0]).with_config(few[1])
+            stage = get_stage(few[0]).with_config(dict(few[1]))
             dev = device_info(device)
         else:
             stage, dev = planned_grouped_stage(rows, N, K, layout, device)

@@ -147,7 +147,8 @@ def test_grouped_tiles_follow_the_mean_group(layout):
         if want is None:
             assert choice is None and rows >= launch.FEW_ROWS
             continue
-        name, cfg = choice
+        name, items = choice
+        cfg = dict(items)
         if want in (4, 8, 16):
             assert name == "skinny" and cfg["MT"] == want, (rows, cfg)
         else:

@@ -83,16 +83,28 @@ SKINNY_RULE = (
 )
 
 
-def few_rows_choice(rows: int, layout: str) -> tuple[str, dict] | None:
-    """``(stage name, configuration)`` of a grouped product whose mean group has ``rows`` rows,
-    in ``layout`` (``"NN"`` or ``"NT"``): :data:`SKINNY_RULE`'s skinny tiles, else
-    :data:`FEW_ROWS_CONFIG` (:data:`FEW_ROWS_CONFIG_NT`) under :data:`FEW_ROWS` rows; None from
-    there on (the planner's tiles for the mean group)."""
-    for most, layouts, cfg in SKINNY_RULE:
+def _items(cfg: dict) -> tuple:
+    return tuple(sorted(cfg.items()))
+
+
+# the choices as (stage name, sorted configuration items): hashable, built once (a call's key)
+_SKINNY = tuple((most, layouts, ("skinny", _items(cfg))) for most, layouts, cfg in SKINNY_RULE)
+_FEW = {
+    "NN": ("multistage", _items(FEW_ROWS_CONFIG)),
+    "NT": ("multistage", _items(FEW_ROWS_CONFIG_NT)),
+}
+
+
+def few_rows_choice(rows: int, layout: str) -> tuple[str, tuple] | None:
+    """``(stage name, configuration as sorted items)`` of a grouped product whose mean group has
+    ``rows`` rows, in ``layout`` (``"NN"`` or ``"NT"``): :data:`SKINNY_RULE`'s skinny tiles,
+    else :data:`FEW_ROWS_CONFIG` (:data:`FEW_ROWS_CONFIG_NT`) under :data:`FEW_ROWS` rows; None
+    from there on (the planner's tiles for the mean group)."""
+    for most, layouts, choice in _SKINNY:
         if rows <= most and layout in layouts:
-            return "skinny", cfg
+            return choice
     if rows < FEW_ROWS:
-        return "multistage", FEW_ROWS_CONFIG_NT if layout == "NT" else FEW_ROWS_CONFIG
+        return _FEW[layout]
     return None
 
 

@@ -246,6 +246,7 @@ def _sweep_warm(job: tuple) -> str:
     if len(job) == 2:
         _sweep_runner(*job)  # (loading it compiles it into the kernel cache)
         return repr(job)
+    # CUDA and the library's GPU modules in the worker only: the tool's --help needs neither
     from numba import cuda
 
     from numba_gemm import dispatch
