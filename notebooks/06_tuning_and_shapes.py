@@ -488,9 +488,11 @@ for shape, r in sk_lost:
 # %% [markdown]
 # In the data of this GPU stream-K has not paid off: at the one measured shape that holds it
 # (the lines above) a tiled configuration without any split beat it, so the plan, which uses
-# stream-K only where it was measured fastest, never picks it. Its trade is split-K's (fix-ups of
-# partial sums in exchange for SMs that all finish together), and on this GPU the tiled kernels,
-# with several blocks per SM and split-K where C has few tiles, leave it nothing measured to win.
+# stream-K only where it was measured fastest or where a class candidate carries its stream-K
+# twin's own time (`tools.tune --retime SK`; the committed data holds none yet), never picks it.
+# Its trade is split-K's (fix-ups of partial sums in exchange for SMs that all finish together),
+# and on this GPU the tiled kernels, with several blocks per SM and split-K where C has few tiles,
+# leave it nothing measured to win.
 
 # %% [markdown]
 # ## Registers, SMEM, occupancy of the small-class picks

@@ -17,7 +17,7 @@ from numba_gemm.kernels import _streamk
 from numba_gemm.kernels._tunable import STREAM_K
 from numba_gemm.launch.launcher import runner
 from numba_gemm.plan import choose as plan
-from numba_gemm.plan.cost import split_options
+from numba_gemm.plan.cost import _touched, split_options
 from numba_gemm.tools.reference import reference_f64, rel_error
 
 #: One 64 x 64 tile of 4 warps: 130 x 70 has 3 x 2 tiles.
@@ -62,6 +62,25 @@ def test_decomposition_covers_every_iteration_once():
         q = _streamk.quantum(T, I, G)  # every block's share but the last busy one's
         busy = [w for w in work if w]
         assert all(w == q for w in busy[:-1]) and (not busy or busy[-1] <= q)
+
+
+def test_price_counts_the_busiest_blocks_units():
+    """The cost model's count of the most shared tiles one block touches (``cost._touched``,
+    closed form or a walk over the grid's start offsets) against the decomposition itself: never
+    fewer, and one more only where the block of that offset is the last, whose range is cut
+    short."""
+    rng = np.random.default_rng(7)
+    exact = 0
+    for _ in range(400):
+        G = int(rng.integers(1, 300))
+        T, I = int(rng.integers(G, 4 * G + 1)), int(rng.integers(1, 700))
+        dp = _streamk.dp_tiles(T, G)
+        q = -(-(T - dp) * I // G)
+        most = max(_streamk.units(c, T, I, G) for c in range(G)) - dp // G
+        got = _touched(q, I, G, T - dp)
+        assert most <= got <= most + 1, (T, I, G)
+        exact += got == most
+    assert exact >= 390
 
 
 def test_hybrid_schedule():
@@ -124,8 +143,9 @@ def test_stream_k_configs():
 
 
 def test_stream_k_not_picked_automatically(fake_gpu):
-    """The wave model cannot rank stream-K (it mispicked it on an H200, docs/design.md): the
-    automatic choice never offers it; a stream-K grid is one block per resident slot."""
+    """The wave model cannot rank stream-K (it mispicked it on an H200, docs/design.md): no K
+    split it offers is stream-K (only a candidate with a measured twin is priced as one,
+    ``cost.stream_k_ms``: test_tuning); a stream-K grid is one block per resident slot."""
     cfg = dict(BM=128, BN=128, BK=16, WM=64, WN=64, WNITER=2, TM=4, TN=8, MINB=1, SPLITK=1)
     cand = dict(
         stage="double_buffering", config=cfg, shape=(4096, 4096, 4096), ms=3.0, blocks_per_sm=2

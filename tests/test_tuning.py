@@ -435,6 +435,151 @@ def test_transposed_b_is_priced_from_its_own_times(monkeypatch, tmp_path, fake_g
     assert nt.stage.name == "double_buffering" and nt.predicted_ms == pytest.approx(3.25)
 
 
+def test_stream_k_is_priced_from_its_measured_twin(monkeypatch, tmp_path, fake_gpu):
+    """A class candidate whose stream-K twin was timed (``tools.tune --retime SK``) is offered as
+    stream-K where its tiles fill the grid: its time scales with the K steps (and units) of the
+    busiest block, counted by hand here. 128 x 128 tiles of 128 threads, 2 a SM: G = 264.
+
+    - at 2049 x 4100 x 1024 (the twin's shape): 17 x 33 = 561 tiles of 64 steps; 264 run whole
+      (one a block), the other 297 share 297 * 64 / 264 = 72 steps a block; block c starts
+      72 c steps in, 8 k + 0..56 steps into a tile, so a range touches at most (56 + 71) // 64 + 1
+      = 2 tiles: 64 + 72 + 3 * (1 + 2) = 145;
+    - at 4096^3: 1024 tiles of 256 steps, 528 whole (2 a block), 496 shared (481 steps a block,
+      starting up to 255 steps into a tile: 3 tiles): 512 + 481 + 3 * (2 + 3) = 1008;
+    - at 4100^3: 1089 tiles of 257 steps, 792 whole, 297 shared (290 steps, 3 tiles): 771 + 290
+      + 18 = 1079;
+    - with the twin one block a SM (G = 132): at its shape 396 whole (3 a block), 165 shared (80
+      steps, starting 16 k + 0..48 in: 2 tiles): 192 + 80 + 15 = 287; at 4096^3 792 whole (6),
+      232 shared (450 steps, starting 2 k + 0..254 in: 3 tiles): 1536 + 450 + 27 = 2013.
+
+    The data-parallel grid runs 4096^3 in 4 waves (its own time) and 4100^3 in 5: the plan keeps
+    it at 4096^3, where the twin is priced 5 % slower, and takes the twin at 4100^3."""
+    from numba_gemm.kernels._tunable import STREAM_K
+    from numba_gemm.plan.cost import stream_k_fixup_ms, stream_k_ms
+
+    cfg = dict(BM=128, BN=128, BK=16, WM=64, WN=64, WNITER=2, TM=4, TN=8, MINB=1, SPLITK=1)
+    fix = stream_k_fixup_ms(128, 128, 128, 264)
+    sk_ms = fix + (3.0 * 1.05 - fix) * 145 / 1008  # the twin 5 % slower than DP at 4096^3
+    rec = dict(
+        result(cfg, ms=3.0, shape=(4096, 4096, 4096), blocks_per_sm=2),
+        ms_nt=3.3,
+        ms_sk=sk_ms,
+        blocks_per_sm_sk=2,
+        shape_sk=[2049, 4100, 1024],
+    )
+    assert stream_k_ms(rec, 2049, 4100, 1024, sms=132) == pytest.approx(sk_ms)
+    assert stream_k_ms(rec, *(4096,) * 3, sms=132) == pytest.approx(3.15)
+    at_4100 = fix + (sk_ms - fix) * 1079 / 145
+    assert stream_k_ms(rec, *(4100,) * 3, sms=132) == pytest.approx(at_4100)
+    dp_4100 = estimate_ms(rec, *(4100,) * 3, sms=132)
+    assert dp_4100 == pytest.approx(3.0 * 5 / 4 * 257 / 256) and at_4100 < 0.92 * dp_4100
+    # the twin's own occupancy sets the grid
+    one = dict(rec, blocks_per_sm_sk=1)
+    fix1 = stream_k_fixup_ms(128, 128, 128, 132)
+    assert stream_k_ms(one, *(4096,) * 3, sms=132) == pytest.approx(
+        fix1 + (sk_ms - fix1) * 2013 / 287
+    )
+    # B stored transposed, rows not aligned: the main loop at what the layout and the variant
+    # cost the data-parallel kernel (NT 1.1x, scalar 1.2x, both 1.5x, at equal occupancy)
+    nt = stream_k_ms(rec, *(4100,) * 3, sms=132, layout="NT")
+    assert nt == pytest.approx(fix + (sk_ms - fix) * 1.1 * 1079 / 145)
+    scalar = dict(rec, ms_scalar=3.6, ms_scalar_nt=4.5)
+    got = stream_k_ms(scalar, *(4100,) * 3, sms=132, aligned=False)
+    assert got == pytest.approx(fix + (sk_ms - fix) * 1.2 * 1079 / 145)
+    got = stream_k_ms(scalar, *(4100,) * 3, sms=132, aligned=False, layout="NT")
+    assert got == pytest.approx(fix + (sk_ms - fix) * 1.5 * 1079 / 145)
+    got = stream_k_ms(rec, *(4100,) * 3, sms=132, aligned=False, scalar_factor=1.3)
+    assert got == pytest.approx(fix + (sk_ms - fix) * 1.3 * 1079 / 145)
+    # a variant of lower occupancy: its grid and rate (2 -> 1 a SM)
+    slow = dict(rec, blocks_per_sm_nt=1)
+    got = stream_k_ms(slow, 4096, 4096, 4096, sms=132, layout="NT")
+    nt_ratio = estimate_ms(slow, 2049, 4100, 1024, sms=132, layout="NT") / estimate_ms(
+        slow, 2049, 4100, 1024, sms=132
+    )
+    expected = fix1 + (sk_ms - fix) * nt_ratio * 2013 / 145 * sm_rate(2) / sm_rate(1)
+    assert got == pytest.approx(expected)
+    # not offered: no twin (or no occupancy of it); tiles short of the grid (64 < 264); mostly
+    # empty tiles; shallow K
+    for key in ("ms_sk", "blocks_per_sm_sk"):
+        assert stream_k_ms({k: v for k, v in rec.items() if k != key}, *(4100,) * 3, 132) is None
+    assert stream_k_ms(rec, 1024, 1024, 4096, sms=132) is None
+    assert stream_k_ms(rec, 60, 65536, 4096, sms=132) is None
+    assert stream_k_ms(rec, 4100, 4100, 100, sms=132) is None  # 7 K steps
+    # a malformed twin is dropped with its candidate
+    bad = {k: v for k, v in dict(rec, ms_sk=-1.0).items() if k != "stage"}
+    with pytest.warns(UserWarning, match="malformed"):
+        assert tuning.candidates(bad, "double_buffering") == []
+
+    monkeypatch.setenv("NUMBA_GEMM_TUNING", str(tmp_path / "t.json"))
+    monkeypatch.setattr(tuning, "DEFAULTS_DIR", tmp_path)  # (no measured shapes of the defaults)
+    fake_gpu("Fake GPU", (9, 0), sms=132)
+    data = tuning.load(tmp_path / "t.json")
+    rec = {k: v for k, v in rec.items() if k != "stage"}
+    tuning.record(data, "Fake GPU", (9, 0), "large", "double_buffering", rec)
+    tuning.save(data, tmp_path / "t.json")
+    at_4096 = plan_for(4096, 4096, 4096, stage="double_buffering")
+    assert at_4096.split_k == 1 and at_4096.predicted_ms == pytest.approx(3.0)
+    at_4100 = plan_for(4100, 4100, 4100, stage="double_buffering")
+    assert at_4100.split_k == STREAM_K and at_4100.grid == (264, 1, 1)
+    assert at_4100.predicted_ms == pytest.approx(fix + (sk_ms - fix) * 1079 / 145)
+    # and the kernels compiled ahead for this GPU include the twin
+    from numba_gemm.tools import precompile
+
+    jobs = precompile.plan((9, 0), "Fake GPU", stages=["double_buffering"])
+    assert tuple(sorted(dict(cfg, SPLITK=STREAM_K).items())) in {j.config for j in jobs}
+
+
+def test_retime_adds_the_stream_k_twins(rng, monkeypatch):
+    """``tools.tune --retime SK`` times each distinct tile configuration's stream-K twin once,
+    at its one shape, and gives every stored candidate of that tile its time, occupancy and
+    shape; a stage without a stream-K body (skinny_n) is not touched. (A small stand-in shape:
+    the simulator runs every thread.)"""
+    from numba_gemm.kernels._tunable import STREAM_K
+    from numba_gemm.tools import tune as tune_cli
+
+    cfg = tiny(get_stage("multistage"))
+    rec = result(cfg, ms=1.0, shape=(12, 20, 16), stage="multistage")
+    rec.pop("stage")
+    wide = dict(cfg, BM=64)  # another tile: two warps
+    rec["alternatives"] = [
+        dict(config=dict(cfg, SPLITK=2), ms=1.5, shape=[12, 20, 16]),
+        dict(config=wide, ms=1.2, shape=[12, 20, 16]),
+    ]
+    data = {"format": tuning.FORMAT, "gpus": {}}
+    tuning.record(data, "G", (9, 0), "small", "multistage", rec)
+    tuning.record(data, "G", (9, 0), "large", "multistage", dict(rec, alternatives=[]))
+    skinny_n = dict(config=dict(get_stage("skinny_n").config), ms=1.0, shape=[4096, 16, 4096])
+    tuning.record(data, "G", (9, 0), "small", "skinny_n", skinny_n)
+    timed = []
+    real = tune_cli._time_only
+    monkeypatch.setattr(
+        tune_cli, "_time_only", lambda st, *a: timed.append(dict(st.config)) or real(st, *a)
+    )
+    done = tune_cli.retime_stream_k(
+        data,
+        "G",
+        (9, 0),
+        ["small", "large"],
+        ["multistage", "skinny_n"],
+        rng,
+        None,
+        1,
+        0,
+        shape=(40, 36, 20),
+    )
+    assert len(done) == 4  # the winner, its two alternatives, and the large class's copy
+    classes = data["gpus"]["G"]["classes"]
+    small = classes["small"]["multistage"]
+    for r in (small, *small["alternatives"], classes["large"]["multistage"]):
+        assert set(tuning.STREAM_K_KEYS) <= set(r), r
+        assert r["ms_sk"] > 0 and r["blocks_per_sm_sk"] >= 1 and r["shape_sk"] == [40, 36, 20]
+    # one twin for the three records of one tile (SPLITK 1 and 2), validated; the other tile's
+    # twin timed on the same operands, NaN-poisoned C checked
+    assert small["ms_sk"] == small["alternatives"][0]["ms_sk"]
+    assert timed == [dict(wide, SPLITK=STREAM_K)]
+    assert not set(tuning.STREAM_K_KEYS) & set(classes["small"]["skinny_n"])
+
+
 def test_retime_adds_the_transposed_b_times(rng, monkeypatch, capsys):
     """``tools.tune --retime NT`` times every stored candidate of a class (winner and
     alternatives) with B stored transposed, on the class's shape and its unaligned twin, and

@@ -787,9 +787,12 @@ class Runner:
         p = self.plan
         s, M, N, tiles, dev = p.split_k, p.M, p.N, p.tiles, p.device.id
         if s == STREAM_K:
-            bm, bn = p.stage.tile
+            # partials are written for the shared tiles only (those past the whole-tile waves):
+            # a grid over the tiles of a large product would otherwise size it by all of them
+            bm, bn, G = p.stage.tile[0], p.stage.tile[1], self.grid[0]
+            shared = tiles - _streamk.dp_tiles(tiles, G)
             return workspace.split_operands(
-                _streamk.partial_slots(tiles, self.grid[0]) * bm, bn, tiles, stream, dev
+                _streamk.partial_slots(shared, G) * bm, bn, tiles, stream, dev
             )
         if s == 1:
             M = N = 1

@@ -42,7 +42,14 @@ from ..kernels._tunable import STREAM_K
 from ..kernels.stage import Stage
 from ..launch.launcher import runner
 from . import staging, tuning
-from .cost import SCALAR_FACTOR, STREAM_K_WARPS_PER_SM, estimate_ms, split_options, stream_ms
+from .cost import (
+    SCALAR_FACTOR,
+    STREAM_K_WARPS_PER_SM,
+    estimate_ms,
+    split_options,
+    stream_k_ms,
+    stream_ms,
+)
 from .geometry import Alignment, Geometry, serves
 from .staging import Staging, copied, staging_for
 
@@ -111,8 +118,9 @@ def _priced(
     """``[(predicted ms, config, class)]`` of every tuned candidate of stage ``name`` for this
     product's class on ``dev`` (:func:`tuning.shape_class`; a product without data of its own
     class is priced in its area class, a batch as ``batch * M`` rows; a batch takes no split-K),
-    each with the K slices of :func:`split_options`, cheapest first; empty without tuning
-    data. A stage without data of its own takes its ``tuned_as`` stage's."""
+    each with the K slices of :func:`split_options` and, where :func:`~.cost.stream_k_ms` offers
+    it (a measured twin, tiles that fill its grid), its stream-K twin, cheapest first; empty
+    without tuning data. A stage without data of its own takes its ``tuned_as`` stage's."""
     M, N, K = g.M, g.N, g.K
     res = None
     for cls in dict.fromkeys(
@@ -143,6 +151,13 @@ def _priced(
                     cls,
                 )
             )
+        sk = (
+            stream_k_ms(c, M, N, K, dev.sm_count, aligned, factor, g.layout)
+            if g.batch == 1
+            else None
+        )
+        if sk is not None:  # its stream-K twin, where its tiles fill the grid
+            priced.append((sk, dict(c["config"], SPLITK=STREAM_K), cls))
     return sorted(priced, key=lambda p: p[0])
 
 

@@ -1,9 +1,10 @@
 """The cost model: a tuned candidate's predicted time at a new shape.
 
-Three terms, each fitted on measurements (docs/design.md, "The planner"): the per-SM wave
+Four terms, each scaled from measurements (docs/design.md, "The planner"): the per-SM wave
 model of the tiled stages (:func:`estimate_ms`), the bytes-of-B model of the bandwidth-bound
-stages (:func:`stream_ms`) and split-K's reduction (:func:`reduce_ms`); :func:`split_options`
-says which K splits are worth pricing. A candidate is ``{"config": ..., "ms": ..., "shape": ...}``
+stages (:func:`stream_ms`), split-K's reduction (:func:`reduce_ms`) and a stream-K twin's
+even share of the K steps (:func:`stream_k_ms`); :func:`split_options` says which K splits are
+worth pricing. A candidate is ``{"config": ..., "ms": ..., "shape": ...}``
 with the name of its stage (``"stage"``) as the tuning data records it (``plan.tuning``); the
 stage contract (``Stage.block``, ``Stage.threads``, ``Stage.cost``) says what the model counts.
 """
@@ -11,10 +12,11 @@ stage contract (``Stage.block``, ``Stage.threads``, ``Stage.cost``) says what th
 from __future__ import annotations
 
 from collections.abc import Mapping
+from math import gcd
 from typing import Any
 
 from ..device import cdiv
-from ..kernels import _splitk, get_stage
+from ..kernels import _splitk, _streamk, get_stage
 from ..kernels.stage import Stage
 
 #: Split-K's reduction, priced by the model. The last slice of each tile sums the partials in the
@@ -145,6 +147,129 @@ def estimate_ms(
     return main * work(M, N, K, batch, s_new) / work(Mr, Nr, Kr, Br, s) + reduce_ms(
         s_new, M, N, cfg, st
     )
+
+
+def stream_k_grid(threads: int, blocks_per_sm: int, sms: int) -> int:
+    """Blocks of a stream-K grid (``G``) as the launch layer sizes it: the plan assumes
+    :data:`STREAM_K_WARPS_PER_SM` warps an SM, and the runner clamps that to the loaded kernel's
+    occupancy (``blocks_per_sm``)."""
+    return sms * max(1, min(STREAM_K_WARPS_PER_SM * 32 // max(32, threads), blocks_per_sm))
+
+
+def stream_k_fixup_ms(bm: int, bn: int, threads: int, G: int) -> float:
+    """Predicted fixed cost (ms) of a stream-K grid of ``G`` blocks over ``bm x bn`` tiles, the
+    same at any shape whose tiles fill the grid: a block's range ends inside a tile once or twice,
+    so about one partial tile a block is written and read back (at ``REDUCE_BYTES_PER_MS``), and
+    the last arrival at a shared tile sums its two or three partials one item (four columns) a
+    round (``REDUCE_ROUND_MS`` an item of a thread, ``_streamk.make_fixup``) after one level's
+    arrival (``REDUCE_LEVEL_MS``)."""
+    items = cdiv(bm * bn // 4, threads)
+    return REDUCE_LEVEL_MS + items * REDUCE_ROUND_MS + 2 * G * bm * bn * 4 / REDUCE_BYTES_PER_MS
+
+
+#: What one unit of a stream-K block (a whole tile, or its share of one) costs beyond its K steps,
+#: in K steps of the main loop: the first loads before the pipeline fills and the writing of C or
+#: of a partial tile. Read off the H200's class data (tuning/sm_90.json): one configuration timed
+#: at two K depths (2048^3 and 4096^3, or a K split of each) takes a time per tile and wave that
+#: extrapolates to 0.5-4 K steps at K = 0, e.g. multistage 128 x 256, 0.253 ms at 128 steps and
+#: 0.500 ms at 256 (about 3). It matters where tiles are shallow: at K = 21 (2 steps a tile) a
+#: block's units cost more than its steps.
+STREAM_K_UNIT_STEPS = 3
+
+
+def stream_k_ms(
+    cand: Mapping[str, Any],
+    M: int,
+    N: int,
+    K: int,
+    sms: int,
+    aligned: bool = True,
+    scalar_factor: float = 1.0,
+    layout: str = "NN",
+) -> float | None:
+    """Predicted time (ms) of candidate ``cand``'s stream-K twin (the same tiles with ``SPLITK =
+    STREAM_K``) at ``(M, N, K)``, or None where it is not offered.
+
+    Priced from the twin's own time ``ms_sk`` at ``shape_sk`` with its kernel's occupancy
+    ``blocks_per_sm_sk`` (``tuning.STREAM_K_KEYS``, measured by ``tools.tune --retime SK`` at one
+    shape whose tiles fill every stage's grid twice on 132 SMs). Every block of the grid (``G``,
+    :func:`stream_k_grid`) does the same share of the K steps: ``dp / G`` whole tiles of ``I``
+    steps (``_streamk.dp_tiles``), then ``ceil((T - dp) I / G)`` steps of the shared tiles. The
+    main loop's time scales with the busiest block's steps plus :data:`STREAM_K_UNIT_STEPS` for
+    each of its units (its whole tiles, and the most shared tiles one block's range touches,
+    :func:`_touched`); the fixup (:func:`stream_k_fixup_ms`) is the same at both shapes. Only
+    the NN vector twin is timed: another layout or variant costs it what it costs the
+    data-parallel tiles at the twin's shape (:func:`estimate_ms` in that layout and variant over
+    NN, which counts their own occupancy), and its grid is clamped to the lower of the twin's
+    and that variant's occupancy (the runner clamps to the kernel it loads), at that
+    occupancy's rate (:func:`sm_rate`).
+
+    Offered where its tiles fill the grid (``T >= G``; below that, split-K's slices serve, and
+    a tile shared by many blocks is summed serially), are not mostly empty (``2 M >= BM``,
+    ``2 N >= BN``) and are at least :data:`MIN_SLICE_TILES` K steps deep (a shallow product's
+    time is its C stores, which no sharing of K steps shortens). Stream-K pays where whole-tile
+    waves leave the last one part-filled: on an H200 (an older build, docs/design.md §4.6)
+    warptiling's 128 x 256 twin ran 4097^3 in 0.84x its data-parallel time and multistage's
+    128 x 256 twin 4096^3 (3.9 waves) in 1.03x; multistage's 64 x 128 twin ran 4097^3 in 1.82x
+    (its occupancy: what the measured twin's time now carries)."""
+    if "ms_sk" not in cand or "blocks_per_sm_sk" not in cand:
+        return None
+    st, cfg = stage_of(cand), cand["config"]
+    bm, bn, bk = st.block(cfg)
+    nt = st.threads(cfg)
+    bps_ref = max(1, int(cand["blocks_per_sm_sk"]))
+    # the variant's twin is not timed: its occupancy at most the twin's and the variant's own
+    bps = min(bps_ref, _variant_occupancy(cand, aligned, layout))
+    G = stream_k_grid(nt, bps, sms)
+    T = cdiv(M, bm) * cdiv(N, bn)
+    if T < G or 2 * M < bm or 2 * N < bn or cdiv(K, bk) < MIN_SLICE_TILES:
+        return None
+
+    def work(m, n, k, g):  # K steps of the busiest block of a grid of g, and its units' cost
+        t, i = cdiv(m, bm) * cdiv(n, bn), cdiv(k, bk)
+        dp = _streamk.dp_tiles(t, g)
+        q = cdiv((t - dp) * i, g)  # each block's share of the shared tiles' steps
+        return dp // g * i + q + STREAM_K_UNIT_STEPS * (dp // g + _touched(q, i, g, t - dp))
+
+    G_ref = stream_k_grid(nt, bps_ref, sms)
+    sk = float(cand["ms_sk"])
+    main = max(sk - stream_k_fixup_ms(bm, bn, nt, G_ref), 0.1 * sk)
+    # the layout's and variant's cost: what they cost the data-parallel tiles at the twin's shape
+    ratio = 1.0
+    if not aligned or layout[1] == "T":
+        shape = cand["shape_sk"]
+        nn = estimate_ms(cand, *shape, sms, splits=1)
+        ratio = estimate_ms(cand, *shape, sms, aligned, scalar_factor, splits=1, layout=layout) / nn
+    scale = work(M, N, K, G) / work(*cand["shape_sk"], G_ref)
+    rate = sm_rate(G_ref // sms) / sm_rate(G // sms)
+    return stream_k_fixup_ms(bm, bn, nt, G) + ratio * main * scale * rate
+
+
+def _variant_occupancy(cand: Mapping[str, Any], aligned: bool, layout: str) -> int:
+    """The data-parallel kernel's resident blocks per SM in this variant and layout, as
+    :func:`estimate_ms` reads them (``blocks_per_sm``, ``..._scalar``, ``..._nt``)."""
+    bps = cand.get("blocks_per_sm", 1)
+    if not aligned:
+        bps = cand.get("blocks_per_sm_scalar", bps)
+    if layout[1] == "T" and "ms_nt" in cand:
+        bps = cand.get("blocks_per_sm_nt" if aligned else "blocks_per_sm_scalar_nt", bps)
+    return max(1, int(bps))
+
+
+def _touched(q: int, i: int, g: int, shared: int) -> int:
+    """Most tiles of ``i`` K steps one block's range of ``q`` steps touches, of ``shared`` tiles
+    dealt out to ``g`` blocks (block c starts at step ``c q``; ``_streamk.unit``): a range that
+    starts ``r`` steps into a tile touches ``(r + q - 1) // i + 1``. The starts' offsets ``c q
+    mod i`` are the multiples of ``gcd(q, i)``, all of them once ``g`` blocks reach
+    ``i / gcd``."""
+    if not q:
+        return 0
+    step = gcd(q, i)
+    if g * step >= i:
+        r = i - step
+    else:
+        r = max(c * q % i for c in range(g))
+    return min((r + q - 1) // i + 1, shared)
 
 
 def stream_ms(cand: Mapping[str, Any], M: int, N: int, K: int, sms: int) -> float:

@@ -533,7 +533,8 @@ def _nearest(
 def _valid_candidate(c: Any, stream_k: bool = False) -> bool:
     """A candidate ``estimate_ms`` can use: a registered stage's name, a config with a positive
     int block (``Stage.block``; SPLITK >= 1, or 0 (stream-K) with ``stream_k``),
-    a finite positive ``ms`` (and ``ms_scalar``), a shape of three positive ints."""
+    a finite positive ``ms`` (and ``ms_scalar``), a shape of three positive ints; its stream-K
+    twin's time, occupancy and shape (``STREAM_K_KEYS``) all valid when present."""
 
     def pos_int(x):
         return isinstance(x, int) and not isinstance(x, bool) and x > 0
@@ -555,6 +556,15 @@ def _valid_candidate(c: Any, stream_k: bool = False) -> bool:
             and all(pos_int(x) for x in c["shape"])
             and pos_int(c.get("batch", 1))
             and all(pos_int(c.get(k, 1)) for k in ("blocks_per_sm", "blocks_per_sm_scalar"))
+            and (
+                "ms_sk" not in c
+                or (
+                    pos_num(c["ms_sk"])
+                    and pos_int(c.get("blocks_per_sm_sk"))
+                    and len(c["shape_sk"]) == 3
+                    and all(pos_int(x) for x in c["shape_sk"])
+                )
+            )
         )
     except (KeyError, TypeError, AttributeError, ValueError):
         return False
@@ -567,6 +577,12 @@ def _valid_candidate(c: Any, stream_k: bool = False) -> bool:
 #: 4-byte ``cp.async``, double_buffering transposes it through registers): ``cost.estimate_ms``
 #: prices a product with B transposed from these when they are present.
 TRANSPOSED_B_KEYS = ("ms_nt", "blocks_per_sm_nt", "ms_scalar_nt", "blocks_per_sm_scalar_nt")
+
+#: A class candidate's stream-K twin (the same tiles with ``SPLITK = STREAM_K``), measured by
+#: ``tools.tune --retime SK`` at one shape (``shape_sk``) whose tiles fill every stage's grid:
+#: its time and its kernel's occupancy, from which ``cost.stream_k_ms`` prices the twin where a
+#: data-parallel grid would leave its last wave part-filled.
+STREAM_K_KEYS = ("ms_sk", "blocks_per_sm_sk", "shape_sk")
 
 
 def candidates(result: Mapping[str, Any], stage: str) -> list[dict]:
@@ -584,6 +600,7 @@ def candidates(result: Mapping[str, Any], stage: str) -> list[dict]:
             "blocks_per_sm_scalar",
             "ms_scalar",
             *TRANSPOSED_B_KEYS,
+            *STREAM_K_KEYS,
         )
         if k in result
     }

@@ -125,6 +125,7 @@ def plan(
     import warnings
 
     from .. import STAGES, get_stage
+    from ..kernels._tunable import STREAM_K
     from ..plan import tuning
 
     wanted = None if stages is None else [get_stage(n).name for n in stages]
@@ -147,6 +148,8 @@ def plan(
                     warnings.warn(f"skipping tuned config of {name!r} ({e})", stacklevel=2)
                     continue
                 configs[name].append(cfg)
+                if "ms_sk" in cand:  # its stream-K twin, which the plan prices (cost.stream_k_ms)
+                    configs[name].append(dict(cfg, SPLITK=STREAM_K))
     for rec in tuning.measured_shapes(device):
         for cand in rec.get("candidates", []):
             name = cand.get("stage")

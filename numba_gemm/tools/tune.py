@@ -38,6 +38,8 @@ stage and class; ``sgemm(stage=None)`` and the bench read it. Single shapes rath
 ``--retime NT`` sweeps nothing: it times the class candidates already stored for this GPU once
 more with B stored transposed (``x @ W.T``) and adds those times to them
 (``tuning.TRANSPOSED_B_KEYS``), which the plan prices such products from (docs/design.md §4.12).
+``--retime SK`` times their stream-K twins at :data:`STREAM_K_SHAPE` (``tuning.STREAM_K_KEYS``),
+which the plan prices stream-K from (docs/design.md §4.6).
 
 Exit status: 0 on success, 1 when no configuration could be timed, 2 when no GPU is available.
 """
@@ -449,6 +451,27 @@ def compile_ahead(
     )
 
 
+def _class_records(
+    data: dict, gpu: str, classes: Sequence[str], stages: Sequence[str], wanted: Any
+) -> list[tuple[str, str, dict]]:
+    """``[(class, stage, record)]``: every stored candidate (winner and alternatives) of the
+    single-matrix ``classes`` of ``gpu`` in ``data``, for the ``stages`` that ``wanted(stage)``
+    accepts; the records are ``data``'s own dicts, to extend in place."""
+    entry = data.get("gpus", {}).get(gpu, {})
+    spec_of = {c.name: c for c in tuning.CLASSES}
+    out = []
+    for cls in classes:
+        if spec_of[cls].batch != 1:
+            continue
+        for name in stages:
+            res = entry.get("classes", {}).get(cls, {}).get(name)
+            if not isinstance(res, dict) or not wanted(get_stage(name)):
+                continue
+            alts = res.get("alternatives", [])
+            out += [(cls, name, rec) for rec in [res, *alts] if isinstance(rec, dict)]
+    return out
+
+
 def retime(
     data: dict,
     gpu: str,
@@ -469,19 +492,12 @@ def retime(
     that the plan need not assume a transposed tile costs every stage what it costs none.
     A candidate that fails in that layout gets no keys (it stays priced from ``ms``).
     Returns ``[(class, stage, candidate, added keys)]``."""
-    entry = data.get("gpus", {}).get(gpu, {})
     spec_of = {c.name: c for c in tuning.CLASSES}
-    todo = []  # (class, stage, record dict to extend)
-    for cls in classes:
-        if spec_of[cls].batch != 1:
-            continue  # (a batch of x @ W.T: not a layout the plan prices apart)
-        for name in stages:
-            res = entry.get("classes", {}).get(cls, {}).get(name)
-            st = get_stage(name)
-            if not isinstance(res, dict) or "NT" not in st.layouts or st.cost != "waves":
-                continue  # (the bandwidth-bound stages are priced by the bytes of B)
-            alts = res.get("alternatives", [])
-            todo += [(cls, name, rec) for rec in [res, *alts] if isinstance(rec, dict)]
+    # (a batch of x @ W.T: not a layout the plan prices apart; the bandwidth-bound stages are
+    # priced by the bytes of B)
+    todo = _class_records(
+        data, gpu, classes, stages, lambda st: "NT" in st.layouts and st.cost == "waves"
+    )
     if jobs > 1:
         for name in dict.fromkeys(n for _, n, _ in todo):
             configs = {str(r["config"]): r["config"] for _, n, r in todo if n == name}
@@ -514,6 +530,96 @@ def retime(
         rec.update(added)
         out.append((cls, name, rec, added))
     return out
+
+
+#: Where ``--retime SK`` times every stream-K twin: its tiles fill every tuned tile's grid at
+#: least twice on 132 SMs (128 x 256: 289 tiles), rows 16-byte aligned (the vector kernels).
+STREAM_K_SHAPE = (2049, 4100, 1024)
+
+
+def retime_stream_k(
+    data: dict,
+    gpu: str,
+    cc: tuple[int, int],
+    classes: Sequence[str],
+    stages: Sequence[str],
+    rng: np.random.Generator,
+    blas: Any,
+    reps: int = 10,
+    warmup: int = 2,
+    jobs: int = 1,
+    shape: tuple[int, int, int] = STREAM_K_SHAPE,
+) -> list[tuple[str, str, dict, dict]]:
+    """Time the stream-K twin (``SPLITK = STREAM_K``) of every stored class candidate of the
+    tiled FP32 ``stages`` (each distinct tile configuration once) at ``shape``, NN, aligned, and
+    add what ``cost.stream_k_ms`` prices the twin from to each candidate in place
+    (``tuning.STREAM_K_KEYS``: ``ms_sk``, ``blocks_per_sm_sk``, ``shape_sk``). A twin that fails
+    gets no keys (the plan never offers it). Returns ``[(class, stage, candidate, added keys)]``."""
+    from ..kernels._tunable import STREAM_K
+
+    # (a batch takes no stream-K; the tiled stages have a stream-K body, skinny_n has none)
+    todo = [
+        (cls, name, rec)
+        for cls, name, rec in _class_records(
+            data, gpu, classes, stages, lambda st: st.cost == "waves" and st.precision == "fp32"
+        )
+        if {"SPLITK", "BM"} <= set(rec.get("config", {}))
+    ]
+
+    def twin(cfg: dict, splits: int) -> dict:
+        return dict(cfg, SPLITK=splits)
+
+    distinct: dict[tuple, tuple[str, dict]] = {}
+    for _, name, rec in todo:
+        cfg = twin(rec["config"], STREAM_K)
+        distinct.setdefault((name, tuple(sorted(cfg.items()))), (name, cfg))
+    if jobs > 1:
+        for name in dict.fromkeys(n for n, _ in distinct.values()):
+            cfgs = [c for n, c in distinct.values() if n == name]
+            compile_ahead(name, cfgs, cc, jobs)
+    prob = Problem(*shape, rng, blas)
+    timed: dict[tuple, dict] = {}
+    validated: set[str] = set()
+    for key, (name, cfg) in distinct.items():
+        # the first twin of each stage validated against the reference (the twins share their
+        # body; tests/test_streamk.py checks the decomposition), the others timed on the same
+        # operands with a NaN-poisoned C
+        try:
+            sk = get_stage(name).with_config(cfg)
+            t = (_time_only if name in validated else evaluate)(sk, prob, reps, warmup)
+            bps = occupancy(sk, prob, True, "NN") if t["ok"] else 0
+        except Exception as e:  # noqa: BLE001 - one twin that cannot run must not lose the rest
+            t = dict(ok=False, error=check.error_note(e))
+        if not t["ok"]:
+            print(f"{name} {cfg}: stream-K {t['error']}", file=sys.stderr)
+            timed[key] = {}
+            continue
+        validated.add(name)
+        timed[key] = {"ms_sk": t["ms"], "blocks_per_sm_sk": bps, "shape_sk": list(shape)}
+        print(f"{name} {cfg}: stream-K {t['ms']:.4f} ms", file=sys.stderr)
+    out = []
+    for cls, name, rec in todo:
+        got = timed[(name, tuple(sorted(twin(rec["config"], STREAM_K).items())))]
+        for k in tuning.STREAM_K_KEYS:
+            rec.pop(k, None)
+        rec.update({k: got[k] for k in tuning.STREAM_K_KEYS if k in got})
+        out.append((cls, name, rec, dict(got)))
+    return out
+
+
+def _time_only(stage, prob: check.Problem, reps: int, warmup: int) -> dict:
+    """Kernel time of ``stage`` at ``prob`` (NN), without the full validation: C is NaN-poisoned
+    first and must come back finite. ``{"ok": False, "error": ...}`` on failure."""
+    try:
+        plan = plan_of(stage, prob, layout="NN")
+        prob.poison()
+        plan.launch(prob.A, prob.B, prob.C)
+        if not np.isfinite(prob.C.copy_to_host()).all():
+            return dict(ok=False, error="C not written (NaN left)")
+        t = check.time_kernel(lambda: plan.launch(prob.A, prob.B, prob.C), reps=reps, warmup=warmup)
+    except Exception as e:  # noqa: BLE001 - a config that cannot run is skipped
+        return dict(ok=False, error=check.error_note(e))
+    return dict(ok=True, ms=t.median)
 
 
 def autotune_shapes(spec: str, layout: str, force: bool) -> int:
@@ -643,11 +749,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--force", action="store_true", help="with --shapes: re-time tuned buckets")
     ap.add_argument(
         "--retime",
-        choices=("NT",),
+        choices=("NT", "SK"),
         default=None,
         help="instead of sweeping: time the class candidates already stored in --out (default: "
-        "a copy of the committed defaults) with B stored transposed (x @ W.T) and add their "
-        "times there (ms_nt, ms_scalar_nt), which the plan prices such products from",
+        "a copy of the committed defaults) once more and add their times there. NT: with B "
+        "stored transposed, x @ W.T (ms_nt, ms_scalar_nt); SK: their stream-K twins at "
+        + "x".join(map(str, STREAM_K_SHAPE))
+        + " (ms_sk, blocks_per_sm_sk, shape_sk); the plan prices such products from them",
     )
     args = ap.parse_args(argv)
 
@@ -766,8 +874,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def retime_main(args: argparse.Namespace, gpu: str, cc: tuple[int, int]) -> int:
-    """``--retime NT``: :func:`retime` over ``--out`` (seeded from the committed defaults when it
-    does not exist), a table of NT over NN time per candidate, 1 when nothing was timed."""
+    """``--retime NT`` (:func:`retime`) or ``SK`` (:func:`retime_stream_k`) over ``--out`` (seeded
+    from the committed defaults when it does not exist), a table of the new times per candidate
+    (NT: against NN), 1 when nothing was timed."""
     out = args.out or tuning.user_cache_path()
     data = tuning.load(out if out.exists() else tuning.defaults_path(cc))
     if not data.get("gpus", {}).get(gpu, {}).get("classes"):
@@ -780,6 +889,19 @@ def retime_main(args: argparse.Namespace, gpu: str, cc: tuple[int, int]) -> int:
         return 1
     blas = check.blas_library("auto")
     rng = np.random.default_rng(args.seed)
+    if args.retime == "SK":
+        done = retime_stream_k(
+            data, gpu, cc, args.classes, args.stages, rng, blas, args.reps, args.warmup, args.jobs
+        )
+        tuning.save(data, out)
+        print(f"stream-K twins at {'x'.join(map(str, STREAM_K_SHAPE))}, NN, kernel time")
+        print(f"{'class':<9} {'stage':<17} {'SK ms':>8} {'bps':>3}  config")
+        for cls, name, rec, got in done:
+            cfg = " ".join(f"{k}={v}" for k, v in rec["config"].items())
+            sk, bps = got.get("ms_sk", float("nan")), got.get("blocks_per_sm_sk", 0)
+            print(f"{cls:<9} {name:<17} {sk:8.4f} {bps:3d}  {cfg}")
+        print(f"written: {out}")
+        return 0 if any(got.get("ms_sk") for *_, got in done) else 1
     done = retime(
         data, gpu, cc, args.classes, args.stages, rng, blas, args.reps, args.warmup, args.jobs
     )
