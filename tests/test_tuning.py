@@ -788,6 +788,14 @@ def test_user_cache_overrides_defaults_per_stage(tmp_path, monkeypatch, fake_gpu
     assert {"double_buffering", "multistage"} <= set(won)
     won["multistage"]["ms"] = -1  # a copy: the cache is not mutated
     assert tuning.winners("large", dev)["multistage"]["ms"] > 0
+    # the plan's view: the same entries, merged once, read-only, and read again after a save
+    view = tuning.class_view("large", dev)
+    assert dict(view) == tuning.winners("large", dev) and tuning.class_view("large", dev) is view
+    with pytest.raises(TypeError):
+        view["warptiling"] = {}
+    tuning.record(data, "NVIDIA H200", (9, 0), "large", "warptiling", result(TINY, ms=8.0))
+    tuning.save(data, path)
+    assert tuning.class_view("large", dev)["warptiling"]["ms"] == 8.0
 
 
 def test_split_k_groups_cover_the_slices():

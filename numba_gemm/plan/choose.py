@@ -126,7 +126,7 @@ def _priced(
     for cls in dict.fromkeys(
         (tuning.shape_class(M, N, K, g.batch), tuning.fallback_class(M, N, K, g.batch))
     ):
-        won = tuning.winners(cls, dev)
+        won = tuning.class_view(cls, dev)
         res = won.get(name)
         if res is None and get_stage(name).tuned_as is not None:
             res = won.get(get_stage(name).tuned_as)  # the same kernel on other 16-bit values
