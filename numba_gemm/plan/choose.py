@@ -44,9 +44,9 @@ from ..launch.launcher import runner
 from . import staging, tuning
 from .cost import (
     SCALAR_FACTOR,
-    STREAM_K_WARPS_PER_SM,
     estimate_ms,
     split_options,
+    stream_k_grid,
     stream_k_ms,
     stream_ms,
 )
@@ -507,8 +507,8 @@ def make_plan(
     """
     M, N, K = g.M, g.N, g.K
     if st.split_k == STREAM_K:
-        bps = STREAM_K_WARPS_PER_SM * 32 // max(32, st.launch_config(M, N, K)[1][0])
-        grid, block = st.launch_config(M, N, K, dev.sm_count * max(1, bps))
+        threads = st.launch_config(M, N, K)[1][0]
+        grid, block = st.launch_config(M, N, K, stream_k_grid(threads, None, dev.sm_count))
     else:
         grid, block = st.launch_config(M, N, K)
     grid = (tuple(grid) + (1, 1))[:3]

@@ -122,18 +122,7 @@ def estimate_ms(
     Br = cand.get("batch", 1)
     s = cfg.get("SPLITK", 1)
     s_new = s if splits is None else splits
-    if aligned:
-        ms, bps = cand["ms"], cand.get("blocks_per_sm", 1)
-    else:
-        ms = cand.get("ms_scalar", cand["ms"] * scalar_factor)
-        bps = cand.get("blocks_per_sm_scalar", cand.get("blocks_per_sm", 1))
-    if layout[1] == "T" and "ms_nt" in cand:
-        if aligned:
-            ms, bps = cand["ms_nt"], cand.get("blocks_per_sm_nt", bps)
-        else:
-            ms = cand.get("ms_scalar_nt", float(ms) * cand["ms_nt"] / cand["ms"])
-            bps = cand.get("blocks_per_sm_scalar_nt", bps)
-    bps = max(1, int(bps))
+    ms, bps = _variant(cand, aligned, scalar_factor, layout)
     bm, bn, bk = st.block(cfg)
 
     def work(m, n, k, b, s):
@@ -149,11 +138,33 @@ def estimate_ms(
     )
 
 
-def stream_k_grid(threads: int, blocks_per_sm: int, sms: int) -> int:
+def _variant(
+    cand: Mapping[str, Any], aligned: bool, scalar_factor: float, layout: str
+) -> tuple[float, int]:
+    """``(ms, blocks per SM)`` of a candidate at its tuned shape in the variant and layout that
+    will run: the vector kernel's, or without aligned rows the scalar kernel's (``ms_scalar``, else
+    ``ms * scalar_factor``), each with B stored transposed from its NT times when it has them
+    (``ms_nt``; a scalar kernel without ``ms_scalar_nt`` at its own time scaled by NT over NN)."""
+    if aligned:
+        ms, bps = cand["ms"], cand.get("blocks_per_sm", 1)
+    else:
+        ms = cand.get("ms_scalar", cand["ms"] * scalar_factor)
+        bps = cand.get("blocks_per_sm_scalar", cand.get("blocks_per_sm", 1))
+    if layout[1] == "T" and "ms_nt" in cand:
+        if aligned:
+            ms, bps = cand["ms_nt"], cand.get("blocks_per_sm_nt", bps)
+        else:
+            ms = cand.get("ms_scalar_nt", float(ms) * cand["ms_nt"] / cand["ms"])
+            bps = cand.get("blocks_per_sm_scalar_nt", bps)
+    return float(ms), max(1, int(bps))
+
+
+def stream_k_grid(threads: int, blocks_per_sm: int | None, sms: int) -> int:
     """Blocks of a stream-K grid (``G``) as the launch layer sizes it: the plan assumes
-    :data:`STREAM_K_WARPS_PER_SM` warps an SM, and the runner clamps that to the loaded kernel's
-    occupancy (``blocks_per_sm``)."""
-    return sms * max(1, min(STREAM_K_WARPS_PER_SM * 32 // max(32, threads), blocks_per_sm))
+    :data:`STREAM_K_WARPS_PER_SM` warps an SM (``blocks_per_sm`` None), and the runner clamps that
+    to the loaded kernel's occupancy (``blocks_per_sm``)."""
+    per_sm = STREAM_K_WARPS_PER_SM * 32 // max(32, threads)
+    return sms * max(1, per_sm if blocks_per_sm is None else min(per_sm, blocks_per_sm))
 
 
 def stream_k_fixup_ms(bm: int, bn: int, threads: int, G: int) -> float:
@@ -219,7 +230,7 @@ def stream_k_ms(
     nt = st.threads(cfg)
     bps_ref = max(1, int(cand["blocks_per_sm_sk"]))
     # the variant's twin is not timed: its occupancy at most the twin's and the variant's own
-    bps = min(bps_ref, _variant_occupancy(cand, aligned, layout))
+    bps = min(bps_ref, _variant(cand, aligned, scalar_factor, layout)[1])
     G = stream_k_grid(nt, bps, sms)
     T = cdiv(M, bm) * cdiv(N, bn)
     if T < G or 2 * M < bm or 2 * N < bn or cdiv(K, bk) < MIN_SLICE_TILES:
@@ -243,17 +254,6 @@ def stream_k_ms(
     scale = work(M, N, K, G) / work(*cand["shape_sk"], G_ref)
     rate = sm_rate(G_ref // sms) / sm_rate(G // sms)
     return stream_k_fixup_ms(bm, bn, nt, G) + ratio * main * scale * rate
-
-
-def _variant_occupancy(cand: Mapping[str, Any], aligned: bool, layout: str) -> int:
-    """The data-parallel kernel's resident blocks per SM in this variant and layout, as
-    :func:`estimate_ms` reads them (``blocks_per_sm``, ``..._scalar``, ``..._nt``)."""
-    bps = cand.get("blocks_per_sm", 1)
-    if not aligned:
-        bps = cand.get("blocks_per_sm_scalar", bps)
-    if layout[1] == "T" and "ms_nt" in cand:
-        bps = cand.get("blocks_per_sm_nt" if aligned else "blocks_per_sm_scalar_nt", bps)
-    return max(1, int(bps))
 
 
 def _touched(q: int, i: int, g: int, shared: int) -> int:
