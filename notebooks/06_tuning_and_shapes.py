@@ -434,11 +434,12 @@ h.check_stages([split], M, N, K)
 # arrive sums them). Every SM then finishes at about the same time whatever the number of tiles,
 # at the price of those fix-ups. In `numba_gemm` a configuration with `SPLITK = 0`
 # (`_tunable.STREAM_K`) runs as stream-K (`numba_gemm/kernels/_streamk.py`). The wave model cannot
-# price it: it counts stream-K's one wave as full, while a stream-K block runs alone on its SM
-# and at its own speed, which the tuned times of tiled candidates do not tell (the comment in
-# `cost.split_options` says the same). So the plan considers a stream-K configuration only at a
-# shape where one was measured (the tuning file's measured shapes), with its measured time;
-# elsewhere it runs only when a caller names such a configuration.
+# price it from a tiled candidate's time: it counts stream-K's one wave as full, while a stream-K
+# block runs alone on its SM and at its own speed (the comment in `cost.split_options` says the
+# same). So the plan considers a stream-K configuration where one was measured (the tuning file's
+# measured shapes), or, for B row-major (NN), where a class candidate carries its stream-K twin's
+# own time at one shape (`tools.tune --retime SK`, scaled by `cost.stream_k_ms`); elsewhere it
+# runs only when a caller names such a configuration.
 #
 # A toy comparison, schematic (one block per SM, no real timings): 5 tiles of 8 K iterations on
 # 4 SMs, split-K 2. Data-parallel needs a second wave for one tile; split-K's 10 half-tiles still
@@ -489,7 +490,8 @@ for shape, r in sk_lost:
 # In the data of this GPU stream-K has not paid off: at the one measured shape that holds it
 # (the lines above) a tiled configuration without any split beat it, so the plan, which uses
 # stream-K only where it was measured fastest or where a class candidate carries its stream-K
-# twin's own time (`tools.tune --retime SK`; the committed data holds none yet), never picks it.
+# twin's own time (the committed data holds none: on an H200 the twins' picks raced even with
+# the tiles they replaced, docs/design.md §4.6), never picks it.
 # Its trade is split-K's (fix-ups of partial sums in exchange for SMs that all finish together),
 # and on this GPU the tiled kernels, with several blocks per SM and split-K where C has few tiles,
 # leave it nothing measured to win.

@@ -209,13 +209,16 @@ def stream_k_ms(
     main loop's time scales with the busiest block's steps plus :data:`STREAM_K_UNIT_STEPS` for
     each of its units (its whole tiles, and the most shared tiles one block's range touches,
     :func:`_touched`); the fixup (:func:`stream_k_fixup_ms`) is the same at both shapes. Only
-    the NN vector twin is timed: another layout or variant costs it what it costs the
-    data-parallel tiles at the twin's shape (:func:`estimate_ms` in that layout and variant over
-    NN, which counts their own occupancy), and its grid is clamped to the lower of the twin's
+    the NN vector twin is timed: the scalar variant (rows not aligned) costs it what it costs the
+    data-parallel tiles at the twin's shape (:func:`estimate_ms` in that variant over the vector
+    one, which counts their own occupancy), and its grid is clamped to the lower of the twin's
     and that variant's occupancy (the runner clamps to the kernel it loads), at that
     occupancy's rate (:func:`sm_rate`).
 
-    Offered where its tiles fill the grid (``T >= G``; below that, split-K's slices serve, and
+    Offered for A and B stored as they are multiplied (layout NN), the layout its time was
+    measured in: priced the same way from the NT data-parallel times, NT twins ran 1.53-1.59x
+    their price on an H200 where NN twins ran 0.99-1.36x (docs/design.md §4.6). Offered where
+    its tiles fill the grid (``T >= G``; below that, split-K's slices serve, and
     a tile shared by many blocks is summed serially), are not mostly empty (``2 M >= BM``,
     ``2 N >= BN``) and are at least :data:`MIN_SLICE_TILES` K steps deep (a shallow product's
     time is its C stores, which no sharing of K steps shortens). Stream-K pays where whole-tile
@@ -223,14 +226,14 @@ def stream_k_ms(
     warptiling's 128 x 256 twin ran 4097^3 in 0.84x its data-parallel time and multistage's
     128 x 256 twin 4096^3 (3.9 waves) in 1.03x; multistage's 64 x 128 twin ran 4097^3 in 1.82x
     (its occupancy: what the measured twin's time now carries)."""
-    if "ms_sk" not in cand or "blocks_per_sm_sk" not in cand:
+    if layout != "NN" or "ms_sk" not in cand or "blocks_per_sm_sk" not in cand:
         return None
     st, cfg = stage_of(cand), cand["config"]
     bm, bn, bk = st.block(cfg)
     nt = st.threads(cfg)
     bps_ref = max(1, int(cand["blocks_per_sm_sk"]))
     # the variant's twin is not timed: its occupancy at most the twin's and the variant's own
-    bps = min(bps_ref, _variant(cand, aligned, scalar_factor, layout)[1])
+    bps = min(bps_ref, _variant(cand, aligned, scalar_factor, "NN")[1])
     G = stream_k_grid(nt, bps, sms)
     T = cdiv(M, bm) * cdiv(N, bn)
     if T < G or 2 * M < bm or 2 * N < bn or cdiv(K, bk) < MIN_SLICE_TILES:
@@ -245,12 +248,12 @@ def stream_k_ms(
     G_ref = stream_k_grid(nt, bps_ref, sms)
     sk = float(cand["ms_sk"])
     main = max(sk - stream_k_fixup_ms(bm, bn, nt, G_ref), 0.1 * sk)
-    # the layout's and variant's cost: what they cost the data-parallel tiles at the twin's shape
+    # the variant's cost: what it costs the data-parallel tiles at the twin's shape
     ratio = 1.0
-    if not aligned or layout[1] == "T":
+    if not aligned:
         shape = cand["shape_sk"]
         nn = estimate_ms(cand, *shape, sms, splits=1)
-        ratio = estimate_ms(cand, *shape, sms, aligned, scalar_factor, splits=1, layout=layout) / nn
+        ratio = estimate_ms(cand, *shape, sms, aligned, scalar_factor, splits=1) / nn
     scale = work(M, N, K, G) / work(*cand["shape_sk"], G_ref)
     rate = sm_rate(G_ref // sms) / sm_rate(G // sms)
     return stream_k_fixup_ms(bm, bn, nt, G) + ratio * main * scale * rate
