@@ -607,6 +607,52 @@ def test_retime_adds_the_transposed_b_times(rng, monkeypatch, capsys):
     assert "ms_nt" not in data["gpus"]["G"]["classes"]["large"]["multistage"]
 
 
+def test_retime_nn_replaces_the_swept_times(rng, monkeypatch, capsys, tmp_path):
+    """``tools.tune --retime NN`` (after a kernel change) times every stored candidate again as
+    swept and replaces its times and occupancies (and the winner's GFLOP/s), leaving the other
+    keys and other classes alone; the table says what each time was."""
+    import argparse
+
+    from numba_gemm.tools import tune as tune_cli
+
+    small_shape = tuple(
+        c._replace(shape=(12, 20, 16)) if c.name == "small" else c for c in tuning.CLASSES
+    )
+    monkeypatch.setattr(tuning, "CLASSES", small_shape)
+    cfg = tiny(get_stage("multistage"))
+    rec = result(cfg, ms=123.0, shape=(12, 20, 16), stage="multistage")
+    rec.pop("stage")
+    rec.update(gflops=1.0, ms_scalar=456.0, ms_nt=7.0, blocks_per_sm_scalar=9)
+    rec["alternatives"] = [dict(config=dict(cfg, SPLITK=2), ms=150.0, shape=[12, 20, 16])]
+    data = {"format": tuning.FORMAT, "gpus": {}}
+    tuning.record(data, "G", (9, 0), "small", "multistage", rec)
+    tuning.record(data, "G", (9, 0), "large", "multistage", dict(rec, alternatives=[]))
+    monkeypatch.setattr(tune_cli.tuning, "load", lambda path: data)
+    monkeypatch.setattr(tune_cli.tuning, "save", lambda d, path: None)
+    monkeypatch.setattr(tune_cli.check, "blas_library", lambda name: None)
+    args = argparse.Namespace(
+        out=tmp_path / "t.json",
+        seed=0,
+        classes=["small"],
+        stages=["multistage"],
+        reps=1,
+        warmup=0,
+        jobs=1,
+        retime="NN",
+    )
+    assert tune_cli.retime_main(args, "G", (9, 0)) == 0
+    table = capsys.readouterr().out
+    small = data["gpus"]["G"]["classes"]["small"]["multistage"]
+    for r, was in ((small, 123.0), (small["alternatives"][0], 150.0)):
+        assert r["ms"] != was and r["ms_scalar"] != 456.0, r
+        assert r["blocks_per_sm"] >= 1 and r["blocks_per_sm_scalar"] >= 1
+        assert f"{was:8.4f}" in table
+    assert small["gflops"] != 1.0 and small["ms_nt"] == 7.0  # NT's times are another key's
+    assert data["gpus"]["G"]["classes"]["large"]["multistage"]["ms"] == 123.0
+    with pytest.raises(ValueError, match="layout must be 'NN' or 'NT'"):
+        tune_cli.retime(data, "G", (9, 0), ["small"], ["multistage"], rng, None, layout="TN")
+
+
 def test_retime_refuses_a_gpu_without_its_own_classes(tmp_path, capsys):
     """Re-timing needs this GPU's own row-major times: the committed defaults' main entry (the
     H200's) is not re-timed on another GPU, and nothing is written."""

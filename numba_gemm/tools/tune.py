@@ -38,6 +38,8 @@ stage and class; ``sgemm(stage=None)`` and the bench read it. Single shapes rath
 ``--retime NT`` sweeps nothing: it times the class candidates already stored for this GPU once
 more with B stored transposed (``x @ W.T``) and adds those times to them
 (``tuning.TRANSPOSED_B_KEYS``), which the plan prices such products from (docs/design.md §4.12).
+``--retime NN`` times them again as they were swept and replaces the sweep's times
+(:data:`ROW_MAJOR_KEYS`): after a change to a kernel, without sweeping again.
 ``--retime SK`` times their stream-K twins at :data:`STREAM_K_SHAPE` (``tuning.STREAM_K_KEYS``),
 which the plan prices stream-K from (docs/design.md §4.6).
 
@@ -472,6 +474,11 @@ def _class_records(
     return out
 
 
+#: What ``--retime NN`` (:func:`retime` in layout NN) replaces in a stored candidate: the times
+#: and occupancies of the class sweep, which the plan prices row-major products from.
+ROW_MAJOR_KEYS = ("ms", "blocks_per_sm", "ms_scalar", "blocks_per_sm_scalar")
+
+
 def retime(
     data: dict,
     gpu: str,
@@ -483,28 +490,36 @@ def retime(
     reps: int = 10,
     warmup: int = 2,
     jobs: int = 1,
+    layout: str = "NT",
 ) -> list[tuple[str, str, dict, dict]]:
     """Time the stored class candidates of ``stages`` (each winner and its alternatives, as
-    ``data`` holds them for ``gpu``) with B stored transposed, at the class's shape, and add
-    what ``cost.estimate_ms`` prices ``x @ W.T`` from (``tuning.TRANSPOSED_B_KEYS``): the vector
+    ``data`` holds them for ``gpu``) in ``layout``, at the class's shape, in place: the vector
     kernel's time and occupancy, and the scalar kernel's on the unaligned twin (each dimension
-    one less), in place. Classes are swept with row-major B; this re-times their candidates so
-    that the plan need not assume a transposed tile costs every stage what it costs none.
-    A candidate that fails in that layout gets no keys (it stays priced from ``ms``).
-    Returns ``[(class, stage, candidate, added keys)]``."""
+    one less). Returns ``[(class, stage, candidate, keys set)]``.
+
+    ``"NT"`` (B stored transposed, ``x @ W.T``) adds what ``cost.estimate_ms`` prices such
+    products from (``tuning.TRANSPOSED_B_KEYS``): classes are swept with row-major B, and this
+    re-times their candidates so that the plan need not assume a transposed tile costs every
+    stage what it costs none. A candidate that fails in that layout gets no keys (it stays
+    priced from ``ms``). ``"NN"`` replaces the sweep's own times (:data:`ROW_MAJOR_KEYS`, and
+    the winner's ``gflops``, ``err``, ``pct_cublas``) after a kernel change, without sweeping
+    again; a candidate that fails keeps its old times, with a message."""
+    if layout not in ("NN", "NT"):
+        raise ValueError(f"retime: layout must be 'NN' or 'NT', got {layout!r}")
     spec_of = {c.name: c for c in tuning.CLASSES}
     # (a batch of x @ W.T: not a layout the plan prices apart; the bandwidth-bound stages are
     # priced by the bytes of B)
     todo = _class_records(
-        data, gpu, classes, stages, lambda st: "NT" in st.layouts and st.cost == "waves"
+        data, gpu, classes, stages, lambda st: layout in st.layouts and st.cost == "waves"
     )
     if jobs > 1:
         for name in dict.fromkeys(n for _, n, _ in todo):
             configs = {str(r["config"]): r["config"] for _, n, r in todo if n == name}
             configs = list(configs.values())
             for variant in ("vector", "scalar"):
-                compile_ahead(name, configs, cc, jobs, variant_key(variant, "NT"))
+                compile_ahead(name, configs, cc, jobs, variant_key(variant, layout))
     probs: dict[str, tuple[check.Problem, check.Problem]] = {}
+    keys = tuning.TRANSPOSED_B_KEYS if layout == "NT" else ROW_MAJOR_KEYS
     out = []
     for cls, name, rec in todo:
         spec = spec_of[cls]
@@ -515,18 +530,21 @@ def retime(
         prob, twin = probs[cls]
         st = get_stage(name).with_config(rec["config"])
         added = {}
-        t = evaluate(st, prob, reps, warmup, layout="NT")
+        t = evaluate(st, prob, reps, warmup, layout=layout)
         if t["ok"]:
-            added["ms_nt"] = t["ms"]
-            added["blocks_per_sm_nt"] = occupancy(st, prob, True, "NT")
-            t = evaluate(st, twin, reps, warmup, layout="NT")
-            if t["ok"]:
-                added["ms_scalar_nt"] = t["ms"]
-                added["blocks_per_sm_scalar_nt"] = occupancy(st, twin, False, "NT")
+            added[keys[0]] = t["ms"]
+            added[keys[1]] = occupancy(st, prob, True, layout)
+            if layout == "NN" and "gflops" in rec:  # the winner's record carries the sweep's
+                added.update({k: t[k] for k in ("gflops", "err", "pct_cublas") if k in t})
+            tw = evaluate(st, twin, reps, warmup, layout=layout)
+            if tw["ok"]:
+                added[keys[2]] = tw["ms"]
+                added[keys[3]] = occupancy(st, twin, False, layout)
         else:
-            print(f"{cls} {name} {rec['config']}: NT {t['error']}", file=sys.stderr)
-        for k in tuning.TRANSPOSED_B_KEYS:
-            rec.pop(k, None)
+            print(f"{cls} {name} {rec['config']}: {layout} {t['error']}", file=sys.stderr)
+        if layout == "NT":
+            for k in keys:
+                rec.pop(k, None)
         rec.update(added)
         out.append((cls, name, rec, added))
     return out
@@ -749,10 +767,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--force", action="store_true", help="with --shapes: re-time tuned buckets")
     ap.add_argument(
         "--retime",
-        choices=("NT", "SK"),
+        choices=("NN", "NT", "SK"),
         default=None,
         help="instead of sweeping: time the class candidates already stored in --out (default: "
-        "a copy of the committed defaults) once more and add their times there. NT: with B "
+        "a copy of the committed defaults) once more and add their times there. NN: again as "
+        "swept, replacing ms and ms_scalar (after a kernel change); NT: with B "
         "stored transposed, x @ W.T (ms_nt, ms_scalar_nt); SK: their stream-K twins at "
         + "x".join(map(str, STREAM_K_SHAPE))
         + " (ms_sk, blocks_per_sm_sk, shape_sk); the plan prices such products from them",
@@ -902,16 +921,31 @@ def retime_main(args: argparse.Namespace, gpu: str, cc: tuple[int, int]) -> int:
             print(f"{cls:<9} {name:<17} {sk:8.4f} {bps:3d}  {cfg}")
         print(f"written: {out}")
         return 0 if any(got.get("ms_sk") for *_, got in done) else 1
+    before = {}  # (NN: the times it replaces)
+    for *_, rec in _class_records(data, gpu, args.classes, args.stages, lambda st: True):
+        before[id(rec)] = rec["ms"]
     done = retime(
-        data, gpu, cc, args.classes, args.stages, rng, blas, args.reps, args.warmup, args.jobs
+        data,
+        gpu,
+        cc,
+        args.classes,
+        args.stages,
+        rng,
+        blas,
+        args.reps,
+        args.warmup,
+        args.jobs,
+        layout=args.retime,
     )
     tuning.save(data, out)
-    print(f"{'class':<9} {'stage':<17} {'NN ms':>8} {'NT ms':>8} {'NT/NN':>6}  config")
+    new, head = ("ms", "NN was") if args.retime == "NN" else ("ms_nt", "NN")
+    print(f"{'class':<9} {'stage':<17} {head:>8} {args.retime + ' ms':>8} {'ratio':>6}  config")
     for cls, name, rec, added in done:
-        nt = added.get("ms_nt")
-        ratio = f"{nt / rec['ms']:6.2f}" if nt else "     -"
+        was = before.get(id(rec), rec["ms"]) if args.retime == "NN" else rec["ms"]
+        got = added.get(new)
+        ratio = f"{got / was:6.2f}" if got else "     -"
         cfg = " ".join(f"{k}={v}" for k, v in rec["config"].items())
-        print(f"{cls:<9} {name:<17} {rec['ms']:8.4f} {nt or float('nan'):8.4f} {ratio}  {cfg}")
+        print(f"{cls:<9} {name:<17} {was:8.4f} {got or float('nan'):8.4f} {ratio}  {cfg}")
     print(f"written: {out}")
     return 0 if any(a for *_, a in done) else 1
 
