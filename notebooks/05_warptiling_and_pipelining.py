@@ -369,12 +369,15 @@ _ = h.resources(["warptiling", "double_buffering", "multistage"], tuned="large")
 # ## What the warps wait for: Nsight Compute
 #
 # Nsight Compute profiled one call of each stage at 4096-cubed with its tuned configuration (the
-# same kernels as the report above), on the H200 of the stored benchmark run, with
-# `--clock-control none`: Nsight Compute left the clocks alone instead of locking them at their
-# base value, so the kernels ran at the same boost clocks as in the timings below. One call of
-# cuBLAS FP32 was profiled for comparison. First the kernels' shape: time, registers, warps per SM,
-# how often the warp schedulers issued an instruction, how busy the FP32 FMA pipe was, and how
-# many instructions ran in all:
+# same kernels as the report above, except that stage 10 was profiled, and timed below, before
+# its 4-byte copies of A were laid out along K: one warp-wide copy now reads runs of 16 floats
+# where it read 4 floats of each of 8 rows, which left these 128 x 256 tiles 0.97-1.01x their
+# time and made the smaller ones 10-30 % faster, docs/design.md §4.12), on the H200 of the
+# stored benchmark run, with `--clock-control none`: Nsight Compute left the clocks alone instead
+# of locking them at their base value, so the kernels ran at the same boost clocks as in the
+# timings below. One call of cuBLAS FP32 was profiled for comparison. First the kernels' shape:
+# time, registers, warps per SM, how often the warp schedulers issued an instruction, how busy the
+# FP32 FMA pipe was, and how many instructions ran in all:
 
 # %%
 TARGETS = ["bank_conflict_free", "warptiling", "double_buffering", "multistage", "cublas_fp32"]
