@@ -580,6 +580,25 @@ def test_retime_adds_the_stream_k_twins(rng, monkeypatch):
     assert not set(tuning.STREAM_K_KEYS) & set(classes["small"]["skinny_n"])
 
 
+def _small_class_data(monkeypatch, ms, alt_ms, **winner):
+    """Tuning data of a tiny multistage candidate (time ``ms``, keys ``winner``) and its split
+    alternative (``alt_ms``) in the small class, whose shape becomes 12 x 20 x 16 (the simulator
+    runs every thread), and a copy of the winner alone in the large class."""
+    small_shape = tuple(
+        c._replace(shape=(12, 20, 16)) if c.name == "small" else c for c in tuning.CLASSES
+    )
+    monkeypatch.setattr(tuning, "CLASSES", small_shape)
+    cfg = tiny(get_stage("multistage"))
+    rec = result(cfg, ms=ms, shape=(12, 20, 16), stage="multistage")
+    rec.pop("stage")
+    rec.update(winner)
+    rec["alternatives"] = [dict(config=dict(cfg, SPLITK=2), ms=alt_ms, shape=[12, 20, 16])]
+    data = {"format": tuning.FORMAT, "gpus": {}}
+    tuning.record(data, "G", (9, 0), "small", "multistage", rec)
+    tuning.record(data, "G", (9, 0), "large", "multistage", dict(rec, alternatives=[]))
+    return data
+
+
 def test_retime_adds_the_transposed_b_times(rng, monkeypatch, capsys):
     """``tools.tune --retime NT`` times every stored candidate of a class (winner and
     alternatives) with B stored transposed, on the class's shape and its unaligned twin, and
@@ -587,17 +606,7 @@ def test_retime_adds_the_transposed_b_times(rng, monkeypatch, capsys):
     for the class's shape: the simulator runs every thread.)"""
     from numba_gemm.tools import tune as tune_cli
 
-    small_shape = tuple(
-        c._replace(shape=(12, 20, 16)) if c.name == "small" else c for c in tuning.CLASSES
-    )
-    monkeypatch.setattr(tuning, "CLASSES", small_shape)
-    cfg = tiny(get_stage("multistage"))
-    rec = result(cfg, ms=1.0, shape=(12, 20, 16), stage="multistage")
-    rec.pop("stage")
-    rec["alternatives"] = [dict(config=dict(cfg, SPLITK=2), ms=1.5, shape=[12, 20, 16])]
-    data = {"format": tuning.FORMAT, "gpus": {}}
-    tuning.record(data, "G", (9, 0), "small", "multistage", rec)
-    tuning.record(data, "G", (9, 0), "large", "multistage", dict(rec, alternatives=[]))
+    data = _small_class_data(monkeypatch, ms=1.0, alt_ms=1.5)
     done = tune_cli.retime(data, "G", (9, 0), ["small"], ["multistage"], rng, None, 1, 0)
     assert len(done) == 2
     small = data["gpus"]["G"]["classes"]["small"]["multistage"]
@@ -615,18 +624,15 @@ def test_retime_nn_replaces_the_swept_times(rng, monkeypatch, capsys, tmp_path):
 
     from numba_gemm.tools import tune as tune_cli
 
-    small_shape = tuple(
-        c._replace(shape=(12, 20, 16)) if c.name == "small" else c for c in tuning.CLASSES
+    data = _small_class_data(
+        monkeypatch,
+        ms=123.0,
+        alt_ms=150.0,
+        gflops=1.0,
+        ms_scalar=456.0,
+        ms_nt=7.0,
+        blocks_per_sm_scalar=9,
     )
-    monkeypatch.setattr(tuning, "CLASSES", small_shape)
-    cfg = tiny(get_stage("multistage"))
-    rec = result(cfg, ms=123.0, shape=(12, 20, 16), stage="multistage")
-    rec.pop("stage")
-    rec.update(gflops=1.0, ms_scalar=456.0, ms_nt=7.0, blocks_per_sm_scalar=9)
-    rec["alternatives"] = [dict(config=dict(cfg, SPLITK=2), ms=150.0, shape=[12, 20, 16])]
-    data = {"format": tuning.FORMAT, "gpus": {}}
-    tuning.record(data, "G", (9, 0), "small", "multistage", rec)
-    tuning.record(data, "G", (9, 0), "large", "multistage", dict(rec, alternatives=[]))
     monkeypatch.setattr(tune_cli.tuning, "load", lambda path: data)
     monkeypatch.setattr(tune_cli.tuning, "save", lambda d, path: None)
     monkeypatch.setattr(tune_cli.check, "blas_library", lambda name: None)
@@ -647,6 +653,7 @@ def test_retime_nn_replaces_the_swept_times(rng, monkeypatch, capsys, tmp_path):
         assert r["ms"] != was and r["ms_scalar"] != 456.0, r
         assert r["blocks_per_sm"] >= 1 and r["blocks_per_sm_scalar"] >= 1
         assert f"{was:8.4f}" in table
+    assert small["blocks_per_sm_scalar"] != 9  # (the occupancy API's, not the stored one)
     assert small["gflops"] != 1.0 and small["ms_nt"] == 7.0  # NT's times are another key's
     assert data["gpus"]["G"]["classes"]["large"]["multistage"]["ms"] == 123.0
     with pytest.raises(ValueError, match="layout must be 'NN' or 'NT'"):

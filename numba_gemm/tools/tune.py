@@ -536,10 +536,15 @@ def retime(
             added[keys[1]] = occupancy(st, prob, True, layout)
             if layout == "NN" and "gflops" in rec:  # the winner's record carries the sweep's
                 added.update({k: t[k] for k in ("gflops", "err", "pct_cublas") if k in t})
-            tw = evaluate(st, twin, reps, warmup, layout=layout)
-            if tw["ok"]:
+            # the scalar kernel on the unaligned twin (a TMA stage never runs one, as in the sweep)
+            tw = evaluate(st, twin, reps, warmup, layout=layout) if st.tensor_maps is None else {}
+            if tw.get("ok"):
                 added[keys[2]] = tw["ms"]
                 added[keys[3]] = occupancy(st, twin, False, layout)
+            elif tw:
+                print(f"{cls} {name} {rec['config']}: {layout} twin {tw['error']}", file=sys.stderr)
+            for k in keys[2:] if layout == "NN" else ():  # no old kernel's time beside the new
+                rec.pop(k, None)
         else:
             print(f"{cls} {name} {rec['config']}: {layout} {t['error']}", file=sys.stderr)
         if layout == "NT":
