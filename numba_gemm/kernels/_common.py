@@ -385,21 +385,31 @@ def _make_fused_stores(finish):
 
     @device_jit
     def store_c2(C, r, c, x0, x1, alpha, beta, M, N, vec, E):
-        if r >= M:
+        # ``vec`` may be a run-time value (the TMA and wgmma stages: N even): both results are
+        # finished before the branch between the 64-bit and the scalar store, so each ``finish``
+        # is inlined once, not once per path
+        if r >= M or c >= N:
             return
+        more = c + 1 < N  # always, when vec (N even, c even)
+        v0, v1 = alpha * x0, alpha * x1
+        if beta != 0:
+            if vec:
+                c0, c1 = load2(C, r, c)
+                v0 += beta * from_c(C, c0)
+                v1 += beta * from_c(C, c1)
+            else:
+                v0 += beta * from_c(C, C[r, c])
+                if more:
+                    v1 += beta * from_c(C, C[r, c + 1])
+        # past N the second result is never stored; finish it at column c, inside the bias
+        f0 = to_c(C, finish(v0, r, c, E))
+        f1 = to_c(C, finish(v1, r, c + 1 if more else c, E))
         if vec:
-            if c < N:
-                v0, v1 = alpha * x0, alpha * x1
-                if beta != 0:
-                    c0, c1 = load2(C, r, c)
-                    v0 += beta * from_c(C, c0)
-                    v1 += beta * from_c(C, c1)
-                store2(C, r, c, to_c(C, finish(v0, r, c, E)), to_c(C, finish(v1, r, c + 1, E)))
-            return
-        if c < N:
-            store_c(C, r, c, x0, alpha, beta, E)
-        if c + 1 < N:
-            store_c(C, r, c + 1, x1, alpha, beta, E)
+            store2(C, r, c, f0, f1)
+        else:
+            C[r, c] = f0
+            if more:
+                C[r, c + 1] = f1
 
     store_c_cols = _store_cols_with(store_c)
 

@@ -66,6 +66,38 @@ class Epilogue:
     fn: Any = None
     operands: str = ""
 
+    def __post_init__(self) -> None:
+        # an inconsistent record would be typed into a kernel that never compiles (a bias with
+        # no operand letter left Numba's typing of the kernel spinning); refuse it here
+        if self.bias not in (None, "column", "row"):
+            raise ValueError(f"Epilogue.bias must be 'column', 'row' or None, got {self.bias!r}")
+        if self.activation not in (None, *ACTIVATIONS):
+            raise ValueError(
+                f"Epilogue.activation must be one of {ACTIVATIONS} or None, got {self.activation!r}"
+            )
+        letters = set(OPERAND_SPECS.values())
+        if not isinstance(self.operands, str) or not set(self.operands) <= letters:
+            raise ValueError(
+                f"Epilogue.operands must be a string of the letters {sorted(letters)}, "
+                f"got {self.operands!r}"
+            )
+        n_bias = 1 if self.bias else 0
+        if self.bias and self.operands[:1] not in ("V", "h"):
+            raise ValueError(
+                f"Epilogue.operands must start with the bias's letter ('V' for float32, 'h' "
+                f"for float16, 1-D), got {self.operands!r}"
+            )
+        extra = len(self.operands) - n_bias
+        if self.fn is None and extra:
+            raise ValueError(
+                f"Epilogue.operands {self.operands!r} holds {extra} operand(s) past the bias "
+                "but there is no function to take them"
+            )
+        if extra > MAX_OPERANDS:
+            raise ValueError(
+                f"an epilogue function takes at most {MAX_OPERANDS} operands, got {extra}"
+            )
+
     @property
     def spec(self) -> str:
         """``E``'s part of a kernel's launch spec: ``"(" + operands + ")"``."""
