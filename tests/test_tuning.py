@@ -1240,11 +1240,14 @@ def test_committed_measured_shapes_are_valid():
 def test_tile_sum_adds_rounds_of_items_in_slice_order(depth, ipr, n, step, vec, rng):
     """``_splitk.make_tile_sum`` with ``ipr`` items per round: each element of the tile's part
     inside M x N is alpha times its partials added in slice order (the same bits as a float32 sum
-    in that order); outside, nothing is written."""
+    in that order); outside, nothing is written. The workspace's rows are N rounded up to whole
+    16-byte units (read 128 bits at a time, ``vec`` or not: it says how D is written); its
+    padding (NaN here) never reaches D."""
     from numba_gemm.kernels._splitk import make_tile_sum
 
     BM, BN, NT = 8, 16, 8  # 32 items, 4 per thread
     M, N = 13, 24 if vec else 22  # the tile at (8, 16) keeps 5 rows and 8 or 6 columns
+    N4 = -(-N // 4) * 4
     S = n * step
     sum_tile = make_tile_sum(BM, BN, NT, depth, ipr)
 
@@ -1260,7 +1263,7 @@ def test_tile_sum_adds_rounds_of_items_in_slice_order(depth, ipr, n, step, vec, 
             0,
             0,
             S * M,
-            N,
+            N4,
             0,
             8,
             16,
@@ -1272,13 +1275,14 @@ def test_tile_sum_adds_rounds_of_items_in_slice_order(depth, ipr, n, step, vec, 
             (),
         )
 
-    W = randn(rng, (S * M, N))
+    W = np.full((S * M, N4), np.nan, np.float32)
+    W[:, :N] = randn(rng, (S * M, N))
     d_d = cuda.to_device(np.full((M, N), np.nan, np.float32))
     kernel[1, NT](cuda.to_device(W), d_d)
     want = np.full((M, N), np.nan, np.float32)
     acc = np.zeros((5, N - 16), np.float32)
     for u in range(n):
-        acc += W[u * step * M + 8 : u * step * M + 13, 16:]
+        acc += W[u * step * M + 8 : u * step * M + 13, 16:N]
     want[8:, 16:] = np.float32(0.5) * acc
     assert np.array_equal(d_d.copy_to_host(), want, equal_nan=True)
 

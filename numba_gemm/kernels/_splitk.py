@@ -3,7 +3,8 @@
 Shapes whose M x N holds fewer block tiles than the GPU has SMs (1024^2 in 128x128 tiles is 64
 blocks for 132 SMs) leave most of the GPU idle. With ``SPLITK = S`` the grid gets a z dimension
 of S; block z computes ``A[:, Kz] @ B[Kz, :]`` for its slice Kz of K and writes it, unscaled, to
-rows ``[z*M, (z+1)*M)`` of a workspace W of shape ``(S*M, N)``. Then it counts itself in: every
+rows ``[z*M, (z+1)*M)`` of a workspace W of shape ``(S*M, N4)`` (N4: N rounded up to a multiple
+of 4, so W's rows are 16-byte aligned whatever C's are). Then it counts itself in: every
 C tile has an arrival counter in L (int32). The block that brings a tile's count to S is the last
 of its S slices; it sums the tile's S partials in slice order (z = 0, 1, ..., S-1: the same
 rounding whichever block arrives last, so results are deterministic), writes
@@ -45,12 +46,12 @@ FIXUP_DEPTH = 16
 
 
 @device_jit
-def _fetch(u, part, Wg, z_first, z_step, u0, n, zrows, prow, pcol, wrows, wcols, vec):
+def _fetch(u, part, Wg, z_first, z_step, u0, n, zrows, prow, pcol, wrows, wcols):
     # the (u0 + u)-th summed partial (zeros past the n-th): slice z's element at row
     # z * zrows + prow, column pcol of the workspace (wrows x wcols)
     z = z_first + (u0 + u) * z_step if u0 + u < n else wrows  # wrows: past the workspace
     part[u, 0], part[u, 1], part[u, 2], part[u, 3] = load_b4(
-        Wg, z * zrows + prow, pcol, wrows, wcols, vec
+        Wg, z * zrows + prow, pcol, wrows, wcols, True
     )
 
 
@@ -85,11 +86,12 @@ def make_tile_sum(BM: int, BN: int, NT: int, depth: int, ipr: int = 1, stores=PL
     ``d_row0 + [0, M)`` of ``Dg`` = ``alpha * (sum of n partials) + beta * Dg`` (Dg not read when
     ``beta == 0``), the partials of slices ``z_first, z_first + z_step, ...`` summed in that
     order. Slice z's value of element ``(row, col)`` is at ``Wg[z * zrows + row - wr0, col -
-    wc0]`` (``Wg``: ``wrows x wcols``): split-K keeps whole ``M x N`` slices (``zrows = M``,
-    ``wr0 = wc0 = 0``), stream-K one ``BM x BN`` tile per slot (``zrows = BM``, ``wr0, wc0 =
-    row0, col0``). ``NT`` threads; an *item* is four columns of one row; each round a thread
-    loads ``depth`` partials of each of ``ipr`` items (items ``o, o + NT, ...``) before it adds
-    them, item by item in slice order (:func:`items_per_round`).
+    wc0]`` (``Wg``: ``wrows x wcols``, rows 16-byte aligned: the partials are read 128 bits at a
+    time whatever ``vec``, which says how ``Dg`` is written): split-K keeps whole ``M x N``
+    slices (``zrows = M``, ``wr0 = wc0 = 0``), stream-K one ``BM x BN`` tile per slot (``zrows =
+    BM``, ``wr0, wc0 = row0, col0``). ``NT`` threads; an *item* is four columns of one row; each
+    round a thread loads ``depth`` partials of each of ``ipr`` items (items ``o, o + NT, ...``)
+    before it adds them, item by item in slice order (:func:`items_per_round`).
 
     ``ipr == 1`` keeps a form of its own, one item per round with the item's bounds checked
     once: with the several-item form at one item, ptxas gave the 64 x 128 tile's whole kernel
@@ -152,7 +154,6 @@ def _item_sum(BM: int, BN: int, NT: int, depth: int, store_c4):
                         col - wc0,
                         wrows,
                         wcols,
-                        vec,
                     )
                     add(part, acc)
                 store_c4(
@@ -207,7 +208,6 @@ def _round_sum(BM: int, BN: int, NT: int, depth: int, ipr: int, store_c4):
         col0,
         M,
         N,
-        vec,
     ):
         # load v: the (u0 + v % depth)-th partial of item o0 + (v // depth) * NT (zeros past
         # the n-th partial or outside the tile): slice z's element at workspace row
@@ -216,7 +216,7 @@ def _round_sum(BM: int, BN: int, NT: int, depth: int, ipr: int, store_c4):
         ok, row, col = place(o0 + (v // depth) * NT, row0, col0, M, N)
         z = z_first + u * z_step if u < n and ok else wrows  # wrows: past the workspace
         part[v, 0], part[v, 1], part[v, 2], part[v, 3] = load_b4(
-            Wg, z * zrows + row - wr0, col - wc0, wrows, wcols, vec
+            Wg, z * zrows + row - wr0, col - wc0, wrows, wcols, True
         )
 
     @device_jit
@@ -298,7 +298,6 @@ def _round_sum(BM: int, BN: int, NT: int, depth: int, ipr: int, store_c4):
                     col0,
                     M,
                     N,
-                    vec,
                 )
                 add(part, acc)
             store(acc, Dg, o0, d_row0, row0, col0, M, N, alpha, beta, vec, E)
@@ -361,13 +360,15 @@ def make_fixup(BM: int, BN: int, NT: int, SPLITK: int, wide: bool = False, store
 
     Every thread of the block calls it after the block has written its slice's partial sums of
     the tile at ``(row0, col0)`` to rows ``z*M + [0, M)`` of ``Wg`` (the workspace, 2-D
-    ``(S*M, N)``). The block that arrives last at its group's counter (t: the tile's index in the
-    grid's x-y plane; :func:`groups`) sums the group's partials in slice order; with one group it
-    writes ``Cg`` (2-D ``(M, N)``) with ``alpha`` and ``beta`` (C not read when ``beta == 0``),
-    else it writes the group's sum over its first slice's partials and arrives at the tile's
-    counter, whose last arrival sums the groups in order and writes C. Four columns per thread
-    and step (128-bit when ``vec``: rows of W and C 16-byte aligned). Each counter is set back to
-    0 by its last arrival. ``L`` holds :func:`counters_per_tile` counters per tile.
+    ``(S*M, N4)``, N4 >= N a multiple of 4). The block that arrives last at its group's counter
+    (t: the tile's index in the grid's x-y plane; :func:`groups`) sums the group's partials in
+    slice order; with one group it writes ``Cg`` (2-D ``(M, N)``) with ``alpha`` and ``beta`` (C
+    not read when ``beta == 0``), else it writes the group's sum over its first slice's partials
+    and arrives at the tile's counter, whose last arrival sums the groups in order and writes C.
+    Four columns per thread and step: 128-bit loads and group sums in W always, 128-bit stores
+    of C when ``vec`` (C's rows 16-byte aligned; docs/design.md §4.5 says what 4-byte loads of W
+    cost). Each counter is set back to 0 by its last arrival. ``L`` holds
+    :func:`counters_per_tile` counters per tile.
     """
     GS, G = groups(SPLITK)
     PER_TILE = counters_per_tile(SPLITK)
@@ -379,28 +380,28 @@ def make_fixup(BM: int, BN: int, NT: int, SPLITK: int, wide: bool = False, store
     )
 
     @device_jit
-    def sum_slices(Wg, Dg, z_first, z_step, n, d_row0, row0, col0, M, N, alpha, beta, vec):
-        # rows d_row0 + [0, M) of Dg = alpha * (sum of the partials of slices z_first,
-        # z_first + z_step, ... (n of them), in that order) + beta * Dg, over the tile
+    def sum_group(Wg, z_first, n, row0, col0, M, N):
+        # the partials of slices z_first .. z_first + n - 1 over the tile, summed in that
+        # order, replace slice z_first's (128-bit stores: the workspace's rows are aligned)
         sum_tile(
             Wg,
-            Dg,
+            Wg,
             z_first,
-            z_step,
+            1,
             n,
             M,
             0,
             0,
-            SPLITK * M,
-            N,
-            d_row0,
+            Wg.shape[0],
+            Wg.shape[1],
+            z_first * M,
             row0,
             col0,
             M,
             N,
-            alpha,
-            beta,
-            vec,
+            float32(1.0),
+            float32(0.0),
+            True,
             (),
         )
 
@@ -408,7 +409,25 @@ def make_fixup(BM: int, BN: int, NT: int, SPLITK: int, wide: bool = False, store
     def sum_into_c(Wg, Cg, z_step, n, row0, col0, M, N, alpha, beta, vec, E):
         # C over the tile = finish(alpha * (sum of n partials, slices 0, z_step, ...) + beta * C)
         sum_tile_c(
-            Wg, Cg, 0, z_step, n, M, 0, 0, SPLITK * M, N, 0, row0, col0, M, N, alpha, beta, vec, E
+            Wg,
+            Cg,
+            0,
+            z_step,
+            n,
+            M,
+            0,
+            0,
+            Wg.shape[0],
+            Wg.shape[1],
+            0,
+            row0,
+            col0,
+            M,
+            N,
+            alpha,
+            beta,
+            vec,
+            E,
         )
 
     @device_jit
@@ -424,9 +443,7 @@ def make_fixup(BM: int, BN: int, NT: int, SPLITK: int, wide: bool = False, store
         if arrive(L, t + g, n) == 0:
             return  # another slice of this group is still running
         # the group's sum replaces its first slice's partials (only this block reads them now)
-        sum_slices(
-            Wg, Wg, z_first, 1, n, z_first * M, row0, col0, M, N, float32(1.0), float32(0.0), vec
-        )
+        sum_group(Wg, z_first, n, row0, col0, M, N)
         if arrive(L, t + G, G):
             sum_into_c(Wg, Cg, GS, G, row0, col0, M, N, alpha, beta, vec, E)
 

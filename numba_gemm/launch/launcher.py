@@ -733,11 +733,12 @@ class Runner:
         return main
 
     def _buffers(self, stream: Any) -> tuple[Operand, Operand]:
-        """Split-K's workspace (3-D ``(1, SPLITK*M, N)``) and tile counters on ``stream``; for
-        stream-K, ``(1, slots*BM, BN)`` (``_streamk.partial_slots``) and a counter per tile;
-        without either, the smallest such pair (the kernel does not touch them). Memoized per
-        (stream, host thread) until a workspace grows (``workspace.generation``): this runs in
-        every split-K launch, and the lookup through ``split_operands`` costs microseconds."""
+        """Split-K's workspace (3-D ``(1, SPLITK*M, N4)``, N4: N rounded up to a multiple of 4)
+        and tile counters on ``stream``; for stream-K, ``(1, slots*BM, BN)``
+        (``_streamk.partial_slots``) and a counter per tile; without either, the smallest such
+        pair (the kernel does not touch them). Memoized per (stream, host thread) until a
+        workspace grows (``workspace.generation``): this runs in every split-K launch, and the
+        lookup through ``split_operands`` costs microseconds."""
         key = (stream, threading.get_ident())
         got = self._split_memo.get(key)
         if got is not None and got[0] == workspace.generation:
@@ -797,7 +798,8 @@ class Runner:
         if s == 1:
             M = N = 1
         counters = tiles * _splitk.counters_per_tile(s) if s > 1 else 1
-        return workspace.split_operands(s * M, N, counters, stream, dev)
+        # rows of whole 16-byte units whatever C's: the tile sums read them 128 bits at a time
+        return workspace.split_operands(s * M, -(-N // 4) * 4, counters, stream, dev)
 
     def run(
         self,
