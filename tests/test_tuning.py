@@ -205,6 +205,25 @@ def test_split_k_matches_reference(splits, rng):
     assert rel_error(d_c.copy_to_host(), reference_f64(a2, b)) <= 1e-5
 
 
+def test_split_k_sums_never_add_an_unwritten_workspace(monkeypatch, rng):
+    """The tile sums read a workspace row's padding (N rounded up to 4) with its data, 128 bits
+    at a time, and add it; a workspace allocated over signaling-NaN garbage must still give
+    finite sums (on the simulator such an add raises), so it is zeroed when allocated."""
+    from numba_gemm.launch import workspace
+
+    def garbage(n, dtype=np.float32, **kw):  # what uninitialized memory may hold
+        return cuda.to_device(np.full(n, 0x7FA00000, np.uint32).view(np.float32))
+
+    monkeypatch.setattr(workspace, "_split", {})
+    monkeypatch.setattr(workspace, "generation", workspace.generation + 1)
+    monkeypatch.setattr(workspace.cuda, "device_array", garbage)
+    st = numba_gemm.get_stage("double_buffering").with_config(dict(TINY, SPLITK=2))
+    a, b = randn(rng, (33, 21)), randn(rng, (21, 35))  # N = 35: rows padded to 36
+    d_c = cuda.to_device(np.full((33, 35), np.nan, np.float32))
+    numba_gemm.sgemm(cuda.to_device(a), cuda.to_device(b), stage=st, out=d_c)
+    assert rel_error(d_c.copy_to_host(), reference_f64(a, b)) <= 1e-5
+
+
 @requires_gpu
 @pytest.mark.parametrize(
     "name, splits, shape",
@@ -874,6 +893,8 @@ def test_split_k_buffers_per_stream():
     s1, s2 = cuda.stream(), cuda.stream()
     w1, c1 = buffers(4, 5, 3, s1)
     assert c1.copy_to_host().tolist() == [0, 0, 0] and str(c1.dtype) == "int32"
+    # zeros: the tile sums add a row's padding (N rounded up to 4), which no call writes first
+    assert w1.shape == (4, 5) and not w1.copy_to_host().any()
     w, c = buffers(2, 3, 2, s1)
     assert (ptr(w), ptr(c)) == (ptr(w1), ptr(c1))  # reused on the same stream
     assert buffers(4, 5, 3, s1)[0] is w1  # the view itself is memoized

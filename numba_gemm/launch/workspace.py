@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 from numba import cuda
+from numba.cuda.cudadrv.driver import device_memset
 
 from ..arrays import DTYPES, F32, Operand, operand
 
@@ -43,8 +44,8 @@ def split_buffers(
     rows: int, cols: int, counters: int, stream: Any, device: int = 0, wrap: Any = None
 ) -> tuple[Any, Any]:
     """``(W, L)`` of this stream on GPU ``device``: W a float32 ``(rows, cols)`` Numba device
-    array (the workspace), L at least ``counters`` int32 arrival counters (tiles x
-    ``kernels._splitk.counters_per_tile``), all 0 between calls.
+    array (the workspace; zeros where no call has written), L at least ``counters`` int32
+    arrival counters (tiles x ``kernels._splitk.counters_per_tile``), all 0 between calls.
 
     Both come from grow-only buffers (views memoized: a call in steady state allocates and builds
     nothing); with ``wrap``, ``(wrap(W), wrap(L))`` instead, memoized beside the views (and
@@ -58,11 +59,12 @@ def split_buffers(
             old = entry
             w = max(rows * cols, 1, 0 if old is None else old[0].size)
             n = max(counters, 1, 0 if old is None else old[1].size)
-            entry = (
-                cuda.device_array(w, dtype=np.float32),
-                cuda.to_device(np.zeros(n, dtype=np.int32)),
-                {},
-            )
+            wbuf = cuda.device_array(w, dtype=np.float32)
+            # zeros: a view's rows are padded to whole 16-byte units and the tile sums read and
+            # add the padding (never stored to C); uninitialized, it may hold NaNs, which the
+            # simulator reports as invalid arithmetic
+            device_memset(wbuf, 0, wbuf.nbytes)
+            entry = (wbuf, cuda.to_device(np.zeros(n, dtype=np.int32)), {})
             _split[key] = entry
     wbuf, lbuf, views = entry
     got = views.get((rows, cols, wrap))
