@@ -754,6 +754,52 @@ def test_split_k_reduction_is_priced(fake_gpu):
     )
 
 
+def test_a_resplit_kernel_is_pinned_to_its_tiles_occupancy():
+    """At a split other than its own, a tiled FP32 candidate without launch bounds runs with
+    MINB = the most blocks an SM its variant's stored kernels reached, and is priced there; not
+    at its own split, not with a MINB of its own, not where the bound caps no register, not
+    for the skinny stages (docs/design.md §4.5)."""
+    from numba_gemm.plan.cost import pinned_occupancy, split_config
+
+    ms_cfg = dict(BM=64, BN=128, BK=16, WM=32, WN=64, WNITER=2, TM=8, TN=4, NBUF=2, MINB=0)
+    cand = dict(
+        stage="multistage",
+        config=dict(ms_cfg, SPLITK=1),
+        ms=0.5,
+        ms_nt=0.6,
+        shape=[2048, 2048, 2048],
+        blocks_per_sm=3,
+        blocks_per_sm_nt=2,
+        blocks_per_sm_scalar=2,
+        blocks_per_sm_scalar_nt=3,
+    )
+    assert pinned_occupancy(cand, 8) == 3  # the vector kernels' best: 3 (NN) over 2 (NT)
+    assert split_config(cand, 8) == dict(ms_cfg, SPLITK=8, MINB=3)
+    assert pinned_occupancy(cand, 8, aligned=False) == 3  # the scalar kernels' best
+    # 2 an SM of 128 threads leaves 256 registers a thread: a bound that binds nothing
+    assert pinned_occupancy(dict(cand, blocks_per_sm=2), 8) is None
+    assert pinned_occupancy(cand, 1) is None and split_config(cand, 1) == cand["config"]
+    bounded = dict(cand, config=dict(cand["config"], MINB=1))
+    assert pinned_occupancy(bounded, 8) is None
+    assert split_config(bounded, 8) == dict(ms_cfg, SPLITK=8, MINB=1)
+    # 256 threads at 2 an SM: 128 registers a thread, a bound that binds
+    wide = dict(cand, config=dict(ms_cfg, BM=128, SPLITK=1), blocks_per_sm=2)
+    assert pinned_occupancy(wide, 8) == 2
+    skinny = dict(
+        stage="skinny",
+        config=dict(MT=4, BN=256, THREADS=256, KC=64, SPLITK=1, MINB=0, NBUF=0),
+        ms=0.05,
+        shape=[16, 4096, 4096],
+        blocks_per_sm=3,
+    )
+    assert pinned_occupancy(skinny, 4) is None
+    # 48 x 3584 x 7168 in 12 slices: 336 blocks, one wave of 3 an SM, two of 2 (NT's own)
+    at = dict(M=48, N=3584, K=7168, sms=132, splits=12, layout="NT")
+    pinned = estimate_ms(cand, **at, per_sm=3)
+    assert pinned < 0.75 * estimate_ms(cand, **at)  # as measured: 2 an SM (blocks_per_sm_nt)
+    assert estimate_ms(cand, **at, per_sm=2) == estimate_ms(cand, **at)
+
+
 def test_items_per_round_only_for_two_level_sums_of_wide_threads():
     from numba_gemm.kernels._splitk import ROUND_LOADS, items_per_round
 

@@ -45,6 +45,8 @@ from . import staging, tuning
 from .cost import (
     SCALAR_FACTOR,
     estimate_ms,
+    pinned_occupancy,
+    split_config,
     split_options,
     stream_k_grid,
     stream_k_ms,
@@ -144,10 +146,13 @@ def _priced(
     priced = []
     for c in cands:
         for s in split_options(c, M, N, K, dev.sm_count) if g.batch == 1 else (1,):
+            pin = pinned_occupancy(c, s, aligned)
             priced.append(
                 (
-                    estimate_ms(c, M, N, K, dev.sm_count, aligned, factor, g.batch, s, g.layout),
-                    dict(c["config"], SPLITK=s) if "SPLITK" in c["config"] else dict(c["config"]),
+                    estimate_ms(
+                        c, M, N, K, dev.sm_count, aligned, factor, g.batch, s, g.layout, pin
+                    ),
+                    split_config(c, s, aligned),
                     cls,
                 )
             )
@@ -232,9 +237,9 @@ def _measured(
         # measured shape, with the K splits the launch layer may give it (at it: as measured)
         c, own = dict(c, shape=rec["shape"]), c["config"].get("SPLITK")
         for s in split_options(c, g.M, g.N, g.K, dev.sm_count) if rec["distance"] else (own,):
-            cfg = dict(c["config"], SPLITK=s) if own is not None else dict(c["config"])
-            ms = estimate_ms(c, g.M, g.N, g.K, dev.sm_count, splits=s)
-            out.append((ms, c["stage"], cfg, where))
+            pin = pinned_occupancy(c, s)
+            ms = estimate_ms(c, g.M, g.N, g.K, dev.sm_count, splits=s, per_sm=pin)
+            out.append((ms, c["stage"], split_config(c, s), where))
     return sorted(out, key=lambda p: p[:2])
 
 

@@ -94,6 +94,7 @@ def estimate_ms(
     batch: int = 1,
     splits: int | None = None,
     layout: str = "NN",
+    per_sm: int | None = None,
 ) -> float:
     """Predicted time (ms) of a tuned candidate at ``batch`` x ``(M, N, K)`` from its time at the
     tuned shape (``cand["batch"]`` x ``cand["shape"]``; batch 1 when not recorded).
@@ -116,6 +117,10 @@ def estimate_ms(
     from ``ms_scalar``, the scalar kernel's time at the tuned shape less one in each dimension
     (same tile counts), with its own occupancy ``blocks_per_sm_scalar``; a candidate without
     ``ms_scalar`` uses ``ms * scalar_factor`` (the class winner's ratio).
+
+    ``per_sm``: the blocks an SM of the kernel that runs here, where it is pinned to another
+    occupancy than the measured one (:func:`pinned_occupancy`); the tuned time is still scaled
+    from the occupancy it was measured at.
     """
     st, cfg = stage_of(cand), cand["config"]
     Mr, Nr, Kr = cand["shape"]
@@ -125,15 +130,16 @@ def estimate_ms(
     ms, bps = _variant(cand, aligned, scalar_factor, layout)
     bm, bn, bk = st.block(cfg)
 
-    def work(m, n, k, b, s):
+    def work(m, n, k, b, s, bps):
         blocks = cdiv(m, bm) * cdiv(n, bn) * s * b
         if blocks < sms * bps:  # one part-filled wave, dealt out breadth first
-            per_sm = cdiv(blocks, sms)
-            return per_sm * cdiv(cdiv(k, s), bk) / sm_rate(per_sm)
+            side = cdiv(blocks, sms)
+            return side * cdiv(cdiv(k, s), bk) / sm_rate(side)
         return cdiv(blocks, sms * bps) * bps * cdiv(cdiv(k, s), bk) / sm_rate(bps)
 
     main = max(float(ms) - reduce_ms(s, Mr, Nr, cfg, st), 0.1 * float(ms))
-    return main * work(M, N, K, batch, s_new) / work(Mr, Nr, Kr, Br, s) + reduce_ms(
+    run_bps = bps if per_sm is None else per_sm
+    return main * work(M, N, K, batch, s_new, run_bps) / work(Mr, Nr, Kr, Br, s, bps) + reduce_ms(
         s_new, M, N, cfg, st
     )
 
@@ -365,6 +371,65 @@ def split_options(
             }
         )
     )
+
+
+#: Registers of an SM and the most one thread may hold (compute capability 9.0: CUDA C++
+#: Programming Guide, "Technical Specifications per Compute Capability"): a launch bound of
+#: ``MINB`` blocks of T threads caps a thread at ``REGISTERS_PER_SM // (MINB * T)``.
+REGISTERS_PER_SM = 65536
+MAX_THREAD_REGISTERS = 255
+
+
+def pinned_occupancy(cand: Mapping[str, Any], splits: int, aligned: bool = True) -> int | None:
+    """The blocks an SM that candidate ``cand`` run with ``splits`` K slices is pinned to
+    (launch bounds, ``MINB``), or None where it runs as measured: its own split, or a
+    configuration with launch bounds of its own (``MINB`` > 0).
+
+    At a split other than the one it was measured with, a tiled FP32 stage's configuration
+    without launch bounds is pinned to the most blocks an SM any stored kernel of its variant
+    reached (``aligned``: the vector kernel's ``blocks_per_sm`` and ``blocks_per_sm_nt``, else
+    the scalar one's), and :func:`estimate_ms` prices it there (``per_sm``). Unbounded, ptxas
+    gives a kernel with another ``SPLITK`` other registers: on an H200 (driver 580)
+    multistage's 64 x 128 tile with B stored transposed runs 3 blocks an SM unsplit and 2 split
+    (211-228 registers against 167-173); pinned to 3 (168 registers, no spill) it ran
+    1.28-1.31x faster where its blocks filled more than two an SM and at most three, within
+    1.5 % elsewhere; double_buffering's 64 x 128 tile (4 an SM unsplit, 3 split) 1.46-1.62x
+    faster pinned to 4, 5 % slower at 336 blocks (docs/design.md §4.5). Where the unbounded
+    kernel already reaches the pin, the bound only moves ptxas's schedule (and may spill:
+    double_buffering's 128 x 128 scalar kernel of 256 threads pinned to 2, 0.82x twice).
+
+    Not pinned: a bound that caps no register (``REGISTERS_PER_SM // (MINB * threads)`` at
+    least :data:`MAX_THREAD_REGISTERS`: every kernel reaches that occupancy), one the stage
+    refuses (``MINB`` times its threads past 2048), and the stages other than warptiling,
+    double_buffering and multistage (not timed pinned)."""
+    cfg, st = cand["config"], stage_of(cand)
+    if "SPLITK" not in cfg or splits == cfg["SPLITK"] or cfg.get("MINB") != 0:
+        return None
+    if not (st.wide_fixup and st.precision == "fp32"):  # the tiled FP32 stages only
+        return None
+    keys = ("blocks_per_sm", "blocks_per_sm_nt")
+    if not aligned:
+        keys = ("blocks_per_sm_scalar", "blocks_per_sm_scalar_nt")
+    bps = max(int(cand.get(k, 0)) for k in keys)
+    if bps < 1 or REGISTERS_PER_SM // (bps * st.threads(cfg)) >= MAX_THREAD_REGISTERS:
+        return None  # a bound that caps no register raises no occupancy, only moves code
+    try:
+        st.with_config(dict(cfg, SPLITK=splits, MINB=bps))
+    except (TypeError, ValueError):
+        return None
+    return bps
+
+
+def split_config(cand: Mapping[str, Any], splits: int, aligned: bool = True) -> dict:
+    """The configuration that runs tuned candidate ``cand`` with ``splits`` K slices (a
+    :func:`split_options` value): its own with ``SPLITK = splits`` and, at a split other than
+    its own, ``MINB`` = :func:`pinned_occupancy` where that pins it."""
+    cfg = dict(cand["config"])
+    if "SPLITK" not in cfg:  # a stage without split-K (hgemm_wgmma)
+        return cfg
+    pin = pinned_occupancy(cand, splits, aligned)
+    cfg["SPLITK"] = splits
+    return cfg if pin is None else dict(cfg, MINB=pin)
 
 
 #: The scalar-GMEM kernel's time over its vector twin's, for a class whose data has no
