@@ -224,19 +224,27 @@ def _from_cai(x: Any) -> Operand:
 # validation), which also raises the errors. Readers for PyTorch, Numba, CuPy and the simulator.
 
 
+def row_major(shape: tuple, st: tuple) -> bool:
+    """Whether a 2-D float32 array of ``shape`` and byte strides ``st`` is row-major with no
+    gaps: the stride of a dimension of extent 1 does not count (as in NumPy), so ``w.T`` of a
+    ``(N, 1)`` weight is a plain ``(1, N)`` matrix to the fast lane and to ``checks.validate``
+    alike (the lane finds the plans the general path keys)."""
+    return (st[1] == 4 or shape[1] == 1) and (st[0] == 4 * shape[1] or shape[0] == 1)
+
+
 def _plain_torch(x: Any) -> tuple[int, int, int] | None:
     if x.is_cuda and x.dtype is _TORCH_F32:
         st = x.stride()
-        if len(st) == 2 and st[1] == 1:
+        if len(st) == 2:
             rows, cols = x.shape
-            if st[0] == cols:
+            if (st[1] == 1 or cols == 1) and (st[0] == cols or rows == 1):
                 return x.data_ptr(), rows, cols
     return None
 
 
 def _plain_numba(x: Any) -> tuple[int, int, int] | None:
     shape, st = x.shape, x.strides
-    if len(shape) == 2 and st[1] == 4 and st[0] == 4 * shape[1] and x.dtype == F32:
+    if len(shape) == 2 and row_major(shape, st) and x.dtype == F32:
         gd = x.gpu_data
         if gd is not None and not x.stream:
             return int(gd.device_pointer), shape[0], shape[1]
@@ -247,8 +255,7 @@ def _plain_cupy(x: Any) -> tuple[int, int, int] | None:
     shape, st = x.shape, x.strides
     if (
         len(shape) == 2
-        and st[1] == 4
-        and st[0] == 4 * shape[1]
+        and row_major(shape, st)
         and x.dtype == F32
         and not sys.modules["cupy"].cuda.get_current_stream().ptr
     ):
@@ -262,7 +269,7 @@ def _plain_cupy(x: Any) -> tuple[int, int, int] | None:
 
 def _plain_simulator(x: Any) -> tuple[int, int, int] | None:
     shape, st = x.shape, x.strides
-    if len(shape) == 2 and st[1] == 4 and st[0] == 4 * shape[1] and x.dtype == F32:
+    if len(shape) == 2 and row_major(shape, st) and x.dtype == F32:
         return int(x.__array_interface__["data"][0]), shape[0], shape[1]
     return None
 

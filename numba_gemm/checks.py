@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 from numba import cuda
 
-from .arrays import BF16, F32, Operand, byte_span, operand, overlaps, plain_overlap
+from .arrays import BF16, F32, Operand, byte_span, operand, overlaps, plain_overlap, row_major
 from .device import SIMULATOR
 from .kernels._epilogue import ACTIVATIONS, MAX_OPERANDS, OPERAND_SPECS, Epilogue
 from .plan.geometry import Geometry
@@ -164,12 +164,7 @@ def validate_operands(
         check_dtypes(A, B, C)
     sa, sb = A.shape, B.shape
     # the common case in one test per operand: 2-D, C-contiguous
-    if (
-        len(sa) == 2
-        and A.strides == (4 * sa[1], 4)
-        and len(sb) == 2
-        and B.strides == (4 * sb[1], 4)
-    ):
+    if len(sa) == 2 and row_major(sa, A.strides) and len(sb) == 2 and row_major(sb, B.strides):
         M, K = sa
         N = sb[1]
         if K != sb[0]:
@@ -179,7 +174,7 @@ def validate_operands(
         if C is None:
             return A, B, None, None, (M, N)
         sc = C.shape
-        if len(sc) == 2 and C.strides == (4 * N, 4) and sc == (M, N):
+        if len(sc) == 2 and sc == (M, N) and row_major(sc, C.strides):
             if C.device != A.device:
                 raise ValueError(
                     f"out is on GPU {C.device} and a, b on GPU {A.device}: use one GPU"
