@@ -386,7 +386,7 @@ MAX_SM_THREADS = 2048
 
 
 def pinned_occupancy(cand: Mapping[str, Any], splits: int, aligned: bool = True) -> int | None:
-    """The blocks an SM that candidate ``cand`` run with ``splits`` K slices is pinned to
+    """The blocks an SM to which candidate ``cand``, run with ``splits`` K slices, is pinned
     (launch bounds, ``MINB``), or None where it runs as measured: its own split, or a
     configuration with launch bounds of its own (``MINB`` > 0).
 
