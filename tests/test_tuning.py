@@ -774,14 +774,14 @@ def test_a_resplit_kernel_is_pinned_to_its_tiles_occupancy():
         blocks_per_sm_scalar_nt=3,
     )
     assert pinned_occupancy(cand, 8) == 3  # the vector kernels' best: 3 (NN) over 2 (NT)
-    assert split_config(cand, 8) == dict(ms_cfg, SPLITK=8, MINB=3)
+    assert split_config(cand, 8, pinned_occupancy(cand, 8)) == dict(ms_cfg, SPLITK=8, MINB=3)
     assert pinned_occupancy(cand, 8, aligned=False) == 3  # the scalar kernels' best
     # 2 an SM of 128 threads leaves 256 registers a thread: a bound that binds nothing
     assert pinned_occupancy(dict(cand, blocks_per_sm=2), 8) is None
-    assert pinned_occupancy(cand, 1) is None and split_config(cand, 1) == cand["config"]
+    assert pinned_occupancy(cand, 1) is None and split_config(cand, 1, None) == cand["config"]
     bounded = dict(cand, config=dict(cand["config"], MINB=1))
     assert pinned_occupancy(bounded, 8) is None
-    assert split_config(bounded, 8) == dict(ms_cfg, SPLITK=8, MINB=1)
+    assert split_config(bounded, 8, pinned_occupancy(bounded, 8)) == dict(ms_cfg, SPLITK=8, MINB=1)
     # 256 threads at 2 an SM: 128 registers a thread, a bound that binds
     wide = dict(cand, config=dict(ms_cfg, BM=128, SPLITK=1), blocks_per_sm=2)
     assert pinned_occupancy(wide, 8) == 2

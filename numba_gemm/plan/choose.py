@@ -152,7 +152,7 @@ def _priced(
                     estimate_ms(
                         c, M, N, K, dev.sm_count, aligned, factor, g.batch, s, g.layout, pin
                     ),
-                    split_config(c, s, aligned),
+                    split_config(c, s, pin),
                     cls,
                 )
             )
@@ -239,7 +239,7 @@ def _measured(
         for s in split_options(c, g.M, g.N, g.K, dev.sm_count) if rec["distance"] else (own,):
             pin = pinned_occupancy(c, s)
             ms = estimate_ms(c, g.M, g.N, g.K, dev.sm_count, splits=s, per_sm=pin)
-            out.append((ms, c["stage"], split_config(c, s), where))
+            out.append((ms, c["stage"], split_config(c, s, pin), where))
     return sorted(out, key=lambda p: p[:2])
 
 

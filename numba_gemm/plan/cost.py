@@ -379,8 +379,8 @@ def split_options(
 REGISTERS_PER_SM = 65536
 MAX_THREAD_REGISTERS = 255
 #: The launch bounds the tiled stages take (``kernels._tunable.check_config``): ``MINB`` at most
-#: 4 blocks, and at most 2048 threads an SM. Checked here, not by building the stage, which cost
-#: the plan ~0.4 s a new product (every candidate at every split).
+#: 4 blocks, and at most 2048 threads an SM; checked here without building the stage (the plan
+#: asks of every candidate at every split).
 MAX_MINB = 4
 MAX_SM_THREADS = 2048
 
@@ -423,14 +423,13 @@ def pinned_occupancy(cand: Mapping[str, Any], splits: int, aligned: bool = True)
     return bps
 
 
-def split_config(cand: Mapping[str, Any], splits: int, aligned: bool = True) -> dict:
+def split_config(cand: Mapping[str, Any], splits: int, pin: int | None = None) -> dict:
     """The configuration that runs tuned candidate ``cand`` with ``splits`` K slices (a
-    :func:`split_options` value): its own with ``SPLITK = splits`` and, at a split other than
-    its own, ``MINB`` = :func:`pinned_occupancy` where that pins it."""
+    :func:`split_options` value): its own with ``SPLITK = splits`` and, given a ``pin``
+    (:func:`pinned_occupancy`'s, which the caller also prices with), ``MINB = pin``."""
     cfg = dict(cand["config"])
     if "SPLITK" not in cfg:  # a stage without split-K (hgemm_wgmma)
         return cfg
-    pin = pinned_occupancy(cand, splits, aligned)
     cfg["SPLITK"] = splits
     return cfg if pin is None else dict(cfg, MINB=pin)
 
