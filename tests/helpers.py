@@ -143,3 +143,77 @@ def off_simulator(args: list, *, timeout: int, **env: str) -> subprocess.Complet
     return subprocess.run(
         [sys.executable, *args], env=full, capture_output=True, text=True, timeout=timeout
     )
+
+
+def resident_grid(monkeypatch, together: bool = True) -> list:
+    """Make the simulator run a grid as a GPU runs a resident one, every block at once (it runs
+    them one after another), and let the launcher license split-K's spread sum, whose blocks
+    wait for the other slices of their tile (``launch.launcher.grid_resident``); returns the list
+    of the licensed grids' sizes in blocks. ``together=False``: the licence only, the blocks
+    still one after another (each waits in vain, then leaves its chunks to the last). Each block's
+    manager runs in a thread of its own; the last block's joins them all, inside the launch.
+    Each block gets SMEM of its own (the simulator keys an allocation by its source line only,
+    one array for the whole grid)."""
+    import threading
+    import traceback
+
+    from numba.cuda.simulator import kernel as sim
+    from numba.cuda.simulator import kernelapi
+
+    from numba_gemm.launch import launcher
+
+    lock = threading.Lock()
+
+    def shared_array(self, shape, dtype, alignment=None):
+        dtype = np.dtype(getattr(dtype, "name", dtype))
+        where = traceback.extract_stack(sys._getframe())[-2][0:2]  # the kernel's line
+        key = (tuple(threading.current_thread().blockIdx), where, shape == 0)
+        with lock:
+            mine = self.__dict__.setdefault("_per_block", {})
+            got = mine.get(key)
+            if got is None:
+                if shape == 0:  # dynamic SMEM: all of the block's requests share one buffer
+                    buf = mine.setdefault(key[:1], np.zeros(self._dynshared_size, np.byte))
+                    got = np.frombuffer(buf.data, dtype, self._dynshared_size // dtype.itemsize)
+                else:
+                    got = np.empty(shape, dtype)
+                mine[key] = got
+        return got
+
+    monkeypatch.setattr(kernelapi.FakeCUDAShared, "array", shared_array)
+
+    base = sim.BlockManager
+    running: list = []
+
+    class Concurrent(base):
+        def run(self, grid_point, *args):
+            errors: list = []
+
+            def block():
+                try:
+                    base.run(self, grid_point, *args)
+                except BaseException as e:  # noqa: BLE001 - re-raised by the last block
+                    errors.append(e)
+
+            t = threading.Thread(target=block, daemon=True)
+            t.start()
+            running.append((t, errors))
+            if tuple(grid_point) == tuple(d - 1 for d in self._grid_dim):
+                done = list(running)
+                running.clear()
+                for t, _ in done:
+                    t.join(600)
+                    assert not t.is_alive(), "a simulated block never finished"
+                for _, errs in done:
+                    if errs:
+                        raise errs[0]
+
+    def licensed(blocks, sms, bps):
+        grids.append(blocks)
+        return True
+
+    grids: list = []
+    if together:
+        monkeypatch.setattr(sim, "BlockManager", Concurrent)
+    monkeypatch.setattr(launcher, "grid_resident", licensed)
+    return grids

@@ -205,6 +205,62 @@ def test_split_k_matches_reference(splits, rng):
     assert rel_error(d_c.copy_to_host(), reference_f64(a2, b)) <= 1e-5
 
 
+def test_spread_shares_cover_each_tile_once():
+    """The spread sum's chunks: chunk j of a tile is items [j * share, (j + 1) * share), so the
+    tile's SPLITK chunks cover every item once."""
+    from numba_gemm.kernels._splitk import share_of
+
+    for bm, bn in [(32, 32), (64, 128), (128, 256), (8, 32), (1, 256), (128, 8)]:
+        items = bm * bn // 4
+        for s in [2, 3, 5, 12, 24, 64, 96, items, items + 3]:
+            share = share_of(bm, bn, s)
+            got = [o for z in range(s) for o in range(z * share, min((z + 1) * share, items))]
+            assert got == list(range(items)), (bm, bn, s)  # (the last shares may be empty)
+
+
+@pytest.mark.parametrize(
+    "name, splits, together",
+    [
+        ("double_buffering", 2, True),
+        ("double_buffering", 5, True),
+        ("multistage", 3, True),
+        ("double_buffering", 3, False),  # every block but the last stops waiting
+    ],
+)
+def test_spread_split_k_sum_matches_reference(monkeypatch, name, splits, together, rng):
+    """A grid resident at once (the simulator made to run its blocks together): every block of a
+    tile waits for the tile's partials, then the blocks take the tile's chunks until none is
+    left; results against float64 with alpha and beta, then a second call on a NaN-poisoned C
+    (the counters are back at 0). With the blocks run one after another, each but the last
+    stops waiting (a short ``SPIN_LIMIT`` here) and the last sums every chunk."""
+    from helpers import resident_grid
+
+    from numba_gemm.kernels import _splitk
+    from numba_gemm.kernels._splitk import counters_per_tile
+    from numba_gemm.launch.launcher import runner
+    from numba_gemm.launch.workspace import split_buffers as buffers
+
+    licensed = resident_grid(monkeypatch, together)
+    if not together:
+        monkeypatch.setattr(_splitk, "SPIN_LIMIT", 20)
+    st = get_stage(name)
+    st = st.with_config(dict(tiny(st), SPLITK=splits))
+    M, N, K = 33, 35, 41
+    a, b, c0 = randn(rng, (M, K)), randn(rng, (K, N)), randn(rng, (M, N))
+    d_a, d_b = cuda.to_device(a), cuda.to_device(b)
+    d_c = cuda.to_device(c0)
+    numba_gemm.sgemm(d_a, d_b, stage=st, out=d_c, alpha=0.5, beta=-2.0)
+    assert rel_error(d_c.copy_to_host(), reference_f64(a, b, c0, 0.5, -2.0)) <= 1e-5
+    r = runner(numba_gemm.explain(d_a, d_b, stage=st))
+    assert r.plan.split_k == splits and licensed == [math.prod(r.grid)]
+    tiles = r.grid[0] * r.grid[1]
+    assert not buffers(1, 1, tiles * counters_per_tile(splits) + 1, 0)[1].copy_to_host().any()
+    a2 = randn(rng, (M, K))
+    d_c = cuda.to_device(np.full((M, N), np.nan, np.float32))
+    numba_gemm.sgemm(cuda.to_device(a2), d_b, stage=st, out=d_c)
+    assert rel_error(d_c.copy_to_host(), reference_f64(a2, b)) <= 1e-5
+
+
 def test_split_k_sums_never_add_an_unwritten_workspace(monkeypatch, rng):
     """The tile sums read a workspace row's padding (N rounded up to 4) with its data, 128 bits
     at a time, and add it; a workspace allocated over signaling-NaN garbage must still give
@@ -259,6 +315,37 @@ def test_split_k_is_deterministic_on_the_gpu(name, splits, shape, rng):
             assert rel_error(got, reference_f64(a, b)) <= 1e-5
         assert np.array_equal(got, first)
     assert not buffers(1, 1, p.tiles * counters_per_tile(splits), 0)[1].copy_to_host().any()
+
+
+@requires_gpu
+def test_spread_split_k_sums_on_concurrent_streams(rng):
+    """Split-K products whose grids are each resident alone, launched on four streams at once:
+    together they do not fit, so blocks of one wait on blocks that cannot start until another
+    grid ends. The spread sum's wait is bounded (``_splitk.spread_arrive``): every call ends,
+    right, and the counters are back at 0."""
+    from numba_gemm.kernels._splitk import counters_per_tile
+    from numba_gemm.launch.launcher import runner
+    from numba_gemm.launch.workspace import split_buffers as buffers
+
+    M, N, K = 200, 300, 40000
+    st = numba_gemm.get_stage("double_buffering")
+    st = st.with_config(dict(st.config, SPLITK=16))  # 128 x 128 tiles: 6 x 16 = 96 blocks
+    a, b = randn(rng, (M, K)), randn(rng, (K, N))
+    d_a, d_b = cuda.to_device(a), cuda.to_device(b)
+    r = runner(numba_gemm.explain(d_a, d_b, stage=st))
+    resident = r.plan.device.sm_count * r.kernel().blocks_per_sm(math.prod(r.plan.block))
+    assert r._spread and math.prod(r.grid) * 4 > resident
+    streams = [cuda.stream() for _ in range(4)]
+    outs = [cuda.to_device(np.full((M, N), np.nan, np.float32)) for _ in streams]
+    for _ in range(3):
+        for s, out in zip(streams, outs, strict=True):
+            numba_gemm.sgemm(d_a, d_b, stage=st, out=out, stream=s)
+    cuda.synchronize()
+    want = reference_f64(a, b)
+    for s, out in zip(streams, outs, strict=True):
+        assert rel_error(out.copy_to_host(), want) <= 1e-5
+        tiles = r.grid[0] * r.grid[1]
+        assert not buffers(1, 1, tiles * counters_per_tile(16) + 1, s)[1].copy_to_host().any()
 
 
 def test_shape_classes():
@@ -919,7 +1006,7 @@ def test_user_cache_overrides_defaults_per_stage(tmp_path, monkeypatch, fake_gpu
 def test_split_k_groups_cover_the_slices():
     from numba_gemm.kernels._splitk import counters_per_tile, groups
 
-    assert groups(16) == (16, 1) and counters_per_tile(16) == 1
+    assert groups(16) == (16, 1) and counters_per_tile(16) == 3  # the spread sum's three
     assert groups(64) == (8, 8) and counters_per_tile(64) == 9
     for s in range(1, 130):
         gs, g = groups(s)

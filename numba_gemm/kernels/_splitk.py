@@ -12,7 +12,10 @@ rounding whichever block arrives last, so results are deterministic), writes
 the sum has two levels (:func:`groups`): groups of ~sqrt(S) consecutive slices, each summed by
 its own last arrival, then the group sums, by the last group to finish; still a fixed order.
 The sums are bound by L2 latency (one block per tile or group), so the tiled stages' threads load
-the partials of several items before they add any (:func:`items_per_round`).
+the partials of several items before they add any (:func:`items_per_round`). When the whole grid
+is resident at once (the launcher checks the loaded kernel's occupancy), no block need be last:
+each waits for its tile's partials, then they take chunks of the tile to sum (the *spread sum*,
+:func:`make_fixup`), so a tile's sum runs on all of its slices' SMs.
 No second kernel: one launch per product, so no second ``cuLaunchKernel`` on the host
 (~4-5 us of Python and driver per launch on the H200 host) and no kernel boundary on the GPU.
 
@@ -80,6 +83,70 @@ def arrive(L, c, count):
     return last
 
 
+#: Atomic reads of its tile's arrival count a block of the spread sum makes before it stops
+#: waiting for the other slices and leaves the tile's chunks to the blocks that saw it complete
+#: (:func:`spread_arrive`): on an H200 an atomic round trip is well under 1 us, so this is a
+#: few milliseconds, far past the skew between slices of one resident grid.
+SPIN_LIMIT = 1 << 14
+
+
+@device_jit
+def spread_arrive(L, c, count):
+    """The spread sum's arrival at a tile's counters ``L[c:c + 3]`` (:func:`make_fixup`): 1 in
+    every thread of the block once all ``count`` slices of the tile have arrived at ``L[c]``
+    (their partials are then visible to it), 0 if it stopped waiting. The last to arrive never
+    waits; any other waits for at most :data:`SPIN_LIMIT` atomic reads. A bounded wait: a block
+    never waits for good on one that may not be running (two such grids on two streams could
+    each hold the SMs the other needs); it leaves its chunks to the others, and the last block
+    always takes what is left (:func:`spread_take`). Every thread calls it after its partial
+    writes."""
+    threadfence()  # this thread's writes are visible GPU-wide...
+    cuda.syncthreads()  # ...every thread's, before the block counts itself in
+    go = int32(0)
+    if cuda.threadIdx.x == 0:
+        if cuda.atomic.add(L, c, int32(1)) == count - 1:
+            go = int32(1)
+        else:
+            for _ in range(SPIN_LIMIT):
+                if cuda.atomic.add(L, c, int32(0)) >= count:  # an atomic read: not hoisted
+                    go = int32(1)
+                    break
+    go = cuda.syncthreads_or(go)
+    threadfence()  # the others' writes are visible to this block's reads
+    return go
+
+
+@device_jit
+def spread_take(L, c, slot):
+    """The next chunk of the tile for this block (at least ``count``: none left), taken at
+    ``L[c + 1]`` by one thread and handed to the others through ``slot`` (SMEM, one int32)."""
+    cuda.syncthreads()  # every thread has read the last one
+    if cuda.threadIdx.x == 0:
+        slot[0] = cuda.atomic.add(L, c + 1, int32(1))
+    cuda.syncthreads()
+    return slot[0]
+
+
+@device_jit
+def spread_leave(L, c, count):
+    """The block is done with its tile's spread sum; the last of its ``count`` blocks to leave
+    (``L[c + 2]``) sets the tile's three counters back to 0 for the next call (the others no
+    longer touch them)."""
+    if cuda.threadIdx.x == 0:
+        if cuda.atomic.add(L, c + 2, int32(1)) == count - 1:
+            L[c] = int32(0)
+            L[c + 1] = int32(0)
+            L[c + 2] = int32(0)
+
+
+def share_of(BM: int, BN: int, SPLITK: int) -> int:
+    """Items (four columns of one row) in a chunk of a ``BM x BN`` tile's spread sum over
+    ``SPLITK`` slices (:func:`make_fixup`): chunk j is items ``[j * share, (j + 1) * share)``
+    (row-major over the tile), so the ``SPLITK`` chunks cover the tile once (the last ones may
+    be empty), one chunk for each of the tile's blocks when all take part."""
+    return -(-(BM * BN // 4) // SPLITK)
+
+
 def make_tile_sum(BM: int, BN: int, NT: int, depth: int, ipr: int = 1, stores=PLAIN_STORES):
     """``sum_tile(Wg, Dg, z_first, z_step, n, zrows, wr0, wc0, wrows, wcols, d_row0, row0, col0,
     M, N, alpha, beta, vec, E)``: over a ``BM x BN`` C tile at ``(row0, col0)``, rows
@@ -105,14 +172,16 @@ def make_tile_sum(BM: int, BN: int, NT: int, depth: int, ipr: int = 1, stores=PL
     return _round_sum(BM, BN, NT, depth, ipr, stores.store_c4)
 
 
-def _item_sum(BM: int, BN: int, NT: int, depth: int, store_c4):
-    """:func:`make_tile_sum` with one item per round."""
+def _item_sum(BM: int, BN: int, NT: int, depth: int, store_c4, share: bool = False):
+    """:func:`make_tile_sum` with one item per round; ``share``: the sum of a share of the
+    tile's items only, ``sum_share(..., vec, E, first, end)`` over items ``[first, end)``
+    (:func:`make_fixup`'s spread sum)."""
     CG = BN // 4  # threads per row of the tile: four columns each
     ITEMS = BM * CG
     fetch, add = unroll(depth, _fetch), unroll(depth, _add)
 
     @device_jit
-    def sum_tile(
+    def sum_share(
         Wg,
         Dg,
         z_first,
@@ -132,10 +201,12 @@ def _item_sum(BM: int, BN: int, NT: int, depth: int, store_c4):
         beta,
         vec,
         E,
+        first,
+        end,
     ):
         part = cuda.local.array((depth, 4), float32)  # registers: every index is a constant
         acc = cuda.local.array(4, float32)
-        for o in range(cuda.threadIdx.x, ITEMS, NT):
+        for o in range(first + cuda.threadIdx.x, end, NT):
             r = o // CG
             row = row0 + r
             col = col0 + 4 * (o - r * CG)
@@ -171,6 +242,55 @@ def _item_sum(BM: int, BN: int, NT: int, depth: int, store_c4):
                     vec,
                     E,
                 )
+
+    if share:
+        return sum_share
+
+    @device_jit
+    def sum_tile(
+        Wg,
+        Dg,
+        z_first,
+        z_step,
+        n,
+        zrows,
+        wr0,
+        wc0,
+        wrows,
+        wcols,
+        d_row0,
+        row0,
+        col0,
+        M,
+        N,
+        alpha,
+        beta,
+        vec,
+        E,
+    ):
+        sum_share(
+            Wg,
+            Dg,
+            z_first,
+            z_step,
+            n,
+            zrows,
+            wr0,
+            wc0,
+            wrows,
+            wcols,
+            d_row0,
+            row0,
+            col0,
+            M,
+            N,
+            alpha,
+            beta,
+            vec,
+            E,
+            0,
+            ITEMS,
+        )
 
     return sum_tile
 
@@ -319,9 +439,10 @@ def groups(SPLITK: int) -> tuple[int, int]:
 
 
 def counters_per_tile(SPLITK: int) -> int:
-    """Arrival counters per C tile: one per group, and one for the groups when G > 1."""
+    """Arrival counters per C tile: one per group, and one for the groups when G > 1; at least
+    three (the spread sum's arrivals, chunks taken and departures, :func:`spread_arrive`)."""
     g = groups(SPLITK)[1]
-    return 1 if g == 1 else g + 1
+    return max(3, 1 if g == 1 else g + 1)
 
 
 #: Partials a thread of a two-level tile sum loads per round, over several items
@@ -369,9 +490,24 @@ def make_fixup(BM: int, BN: int, NT: int, SPLITK: int, wide: bool = False, store
     of C when ``vec`` (C's rows 16-byte aligned; docs/design.md §4.5 says what 4-byte loads of W
     cost). Each counter is set back to 0 by its last arrival. ``L`` holds
     :func:`counters_per_tile` counters per tile.
+
+    *Spread sum* (the tiled stages, ``wide``): when ``L`` holds one element more than that,
+    the launcher has checked that every block of the grid is resident at once
+    (``launch.launcher.grid_resident``). Then every block of the tile waits, a bounded time,
+    for the tile's ``SPLITK`` partials (:func:`spread_arrive`), and the blocks that saw them all
+    take chunks of the tile (:func:`share_of`, :func:`spread_take`) until none is left, each
+    summed over all slices in slice order (the one-level sum's rounding): ``SPLITK`` blocks
+    share what one block does otherwise, and the last to arrive, which never waits, takes what
+    the others left.
     """
     GS, G = groups(SPLITK)
     PER_TILE = counters_per_tile(SPLITK)
+    ITEMS, SHARE = BM * BN // 4, share_of(BM, BN, SPLITK)
+    # the spread sum in the tiled stages (``wide``): the few-tile splits it speeds up are theirs,
+    # and in the skinny stages its code cost registers (skinny_n's 8-slice kernel 128 -> 130,
+    # 2 -> 1 blocks an SM, offline ptxas)
+    SPREAD = wide
+    sum_share = _item_sum(BM, BN, NT, min(SPLITK, FIXUP_DEPTH), stores.store_c4, True)
     depth = min(max(GS, G), FIXUP_DEPTH)
     ipr = items_per_round(BM, BN, NT, SPLITK, wide)
     sum_tile = make_tile_sum(BM, BN, NT, depth, ipr)  # into the workspace: no epilogue
@@ -431,20 +567,69 @@ def make_fixup(BM: int, BN: int, NT: int, SPLITK: int, wide: bool = False, store
         )
 
     @device_jit
+    def sum_items(Wg, Cg, row0, col0, M, N, alpha, beta, vec, E, first, end):
+        # one level: items [first, end) of the tile over every slice in order
+        sum_share(
+            Wg,
+            Cg,
+            0,
+            1,
+            SPLITK,
+            M,
+            0,
+            0,
+            Wg.shape[0],
+            Wg.shape[1],
+            0,
+            row0,
+            col0,
+            M,
+            N,
+            alpha,
+            beta,
+            vec,
+            E,
+            first,
+            end,
+        )
+
+    @device_jit
     def fixup(Wg, L, Cg, row0, col0, M, N, alpha, beta, vec, E):
+        tiles = cuda.gridDim.y * cuda.gridDim.x
         t = (cuda.blockIdx.y * cuda.gridDim.x + cuda.blockIdx.x) * PER_TILE
-        if G == 1:
-            if arrive(L, t, SPLITK):
-                sum_into_c(Wg, Cg, 1, SPLITK, row0, col0, M, N, alpha, beta, vec, E)
+        spread = SPREAD and L.shape[0] > tiles * PER_TILE  # the launcher's licence
+        if spread:
+            go = spread_arrive(L, t, SPLITK)
+            size = SHARE
+        elif G == 1:
+            go = arrive(L, t, SPLITK)
+            size = ITEMS  # the last block sums the whole tile: one chunk
+        else:
+            g = cuda.blockIdx.z // GS
+            z_first = g * GS
+            n = min(GS, SPLITK - z_first)
+            if arrive(L, t + g, n) == 0:
+                return  # another slice of this group is still running
+            # the group's sum replaces its first slice's partials (only this block reads them)
+            sum_group(Wg, z_first, n, row0, col0, M, N)
+            if arrive(L, t + G, G):
+                sum_into_c(Wg, Cg, GS, G, row0, col0, M, N, alpha, beta, vec, E)
             return
-        g = cuda.blockIdx.z // GS
-        z_first = g * GS
-        n = min(GS, SPLITK - z_first)
-        if arrive(L, t + g, n) == 0:
-            return  # another slice of this group is still running
-        # the group's sum replaces its first slice's partials (only this block reads them now)
-        sum_group(Wg, z_first, n, row0, col0, M, N)
-        if arrive(L, t + G, G):
-            sum_into_c(Wg, Cg, GS, G, row0, col0, M, N, alpha, beta, vec, E)
+        # one level, chunk by chunk of the tile's items, each over every slice in order: the
+        # spread sum's blocks take chunks until none is left, else the one chunk
+        slot = cuda.shared.array(1, int32)
+        j = 0
+        while go:
+            if spread:
+                j = spread_take(L, t, slot)
+            if j >= SPLITK:
+                break
+            first = j * size
+            sum_items(
+                Wg, Cg, row0, col0, M, N, alpha, beta, vec, E, first, min(first + size, ITEMS)
+            )
+            j = SPLITK  # without the spread sum: the one chunk
+        if spread:
+            spread_leave(L, t, SPLITK)
 
     return fixup

@@ -111,7 +111,8 @@ class Stage:
             ``"stream"`` (the bytes of B a bandwidth-bound stage reads, ``stream_ms``; with a
             measured shape of nearby rows the plan prices it from there).
         wide_fixup: whether split-K's sum loads several items' partials per round
-            (``_splitk.items_per_round``; the tiled stages' epilogue), priced by
+            (``_splitk.items_per_round``; the tiled stages' epilogue) and spreads over the
+            slices where the grid is resident (``_splitk.make_fixup``), priced by
             ``plan.cost.reduce_ms``.
         tensor_maps: for the TMA stages (args ``...MMff``: A's and B's tensor maps after C),
             ``layout -> (element type, A's box, B's box)``, boxes ``(cols, rows)`` of the

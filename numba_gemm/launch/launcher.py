@@ -631,6 +631,15 @@ def blocks_per_sm(kernel: Any, threads: int, dynamic_smem: int = 0) -> int:
     )
 
 
+def grid_resident(blocks: int, sms: int, blocks_per_sm: int) -> bool:
+    """Whether a grid of ``blocks`` is resident all at once on ``sms`` SMs of a kernel that keeps
+    ``blocks_per_sm`` resident (CUDA occupancy API): the licence for split-K's spread sum, whose
+    blocks wait for the other slices of their tile (``kernels._splitk.make_fixup``). The wait
+    is bounded, so a grid that is not resident after all (another stream's kernels on the
+    SMs) still ends, only slower. False on the simulator, which runs one block at a time."""
+    return not SIMULATOR and blocks <= sms * blocks_per_sm
+
+
 # --- running a plan -----------------------------------------------------------------------------
 
 #: An operand with a null pointer: what the launcher's buffer holds before a call's pointers.
@@ -664,6 +673,8 @@ class Runner:
         self._kernel: Any = None
         self._lock = threading.Lock()
         self._split_memo: dict = {}
+        #: split-K's sum is spread over the slices (the whole grid is resident: ``_load``)
+        self._spread = False
 
     def kernel(self) -> Any:
         """The main kernel, compiled and loaded on the first call."""
@@ -692,6 +703,12 @@ class Runner:
         if p.split_k == STREAM_K:  # no more blocks than can be resident
             fit = p.device.sm_count * main.blocks_per_sm(p.block[0])
             self.grid = (max(1, min(self.grid[0], fit)), 1, 1)
+        elif p.split_k > 1 and self._split_args and st.wide_fixup:  # (the sums that spread)
+            self._spread = grid_resident(
+                int(np.prod(self.grid)),
+                p.device.sm_count,
+                main.blocks_per_sm(int(np.prod(p.block))),
+            )
         if isinstance(main, Kernel):
             # from now on ``run_plain`` is the bound launcher and ``run`` hands it the operands'
             # pointers (instance attributes over the methods)
@@ -797,7 +814,10 @@ class Runner:
             )
         if s == 1:
             M = N = 1
-        counters = tiles * _splitk.counters_per_tile(s) if s > 1 else 1
+        # a tile is a block of the grid's x-y plane (``_splitk.make_fixup``), and one counter
+        # more is the licence for the spread sum
+        tiles = self.grid[0] * self.grid[1]
+        counters = tiles * _splitk.counters_per_tile(s) + self._spread if s > 1 else 1
         # rows of whole 16-byte units whatever C's: the tile sums read them 128 bits at a time
         return workspace.split_operands(s * M, -(-N // 4) * 4, counters, stream, dev)
 

@@ -44,8 +44,9 @@ def split_buffers(
     rows: int, cols: int, counters: int, stream: Any, device: int = 0, wrap: Any = None
 ) -> tuple[Any, Any]:
     """``(W, L)`` of this stream on GPU ``device``: W a float32 ``(rows, cols)`` Numba device
-    array (the workspace; zeros where no call has written), L at least ``counters`` int32
-    arrival counters (tiles x ``kernels._splitk.counters_per_tile``), all 0 between calls.
+    array (the workspace; zeros where no call has written), L ``counters`` int32 arrival
+    counters (tiles x ``kernels._splitk.counters_per_tile``, and one more where the launcher
+    licenses the spread sum), all 0 between calls.
 
     Both come from grow-only buffers (views memoized: a call in steady state allocates and builds
     nothing); with ``wrap``, ``(wrap(W), wrap(L))`` instead, memoized beside the views (and
@@ -67,10 +68,11 @@ def split_buffers(
             entry = (wbuf, cuda.to_device(np.zeros(n, dtype=np.int32)), {})
             _split[key] = entry
     wbuf, lbuf, views = entry
-    got = views.get((rows, cols, wrap))
+    got = views.get((rows, cols, counters, wrap))
     if got is None:
-        W, L = wbuf[: rows * cols].reshape(rows, cols), lbuf
-        got = views[(rows, cols, wrap)] = (W, L) if wrap is None else (wrap(W), wrap(L))
+        # L exactly ``counters`` long: its length is the spread sum's licence (``_splitk``)
+        W, L = wbuf[: rows * cols].reshape(rows, cols), lbuf[: max(counters, 1)]
+        got = views[(rows, cols, counters, wrap)] = (W, L) if wrap is None else (wrap(W), wrap(L))
     return got
 
 

@@ -43,23 +43,30 @@ def stage_of(cand: Mapping[str, Any]) -> Stage:
     return get_stage(cand["stage"])
 
 
-def reduce_ms(splits: int, M: int, N: int, cfg: Mapping[str, int], stage: Stage) -> float:
+def reduce_ms(
+    splits: int, M: int, N: int, cfg: Mapping[str, int], stage: Stage, spread: bool = False
+) -> float:
     """Predicted cost (ms) of split-K with ``splits`` slices for configuration ``cfg`` of
-    ``stage`` at ``M x N``: the partial products' traffic and the last blocks' sums."""
+    ``stage`` at ``M x N``: the partial products' traffic and the last blocks' sums, or with
+    ``spread`` (the grid is resident at once) and a stage whose sums spread
+    (``Stage.wide_fixup``: ``kernels._splitk.make_fixup``'s spread sum) one level whose blocks
+    each sum a share of the tile (``_splitk.share_of``) over all slices.
+    The committed tuning data's split times were measured before the spread sum existed, so the
+    model takes their sums out as last-block sums (``spread=False``)."""
     if splits <= 1:
         return 0.0
     gs, g = _splitk.groups(splits)
     bm, bn, _ = stage.block(cfg)
     nt = stage.threads(cfg)
+    traffic = 2 * splits * M * N * 4 / REDUCE_BYTES_PER_MS
+    if spread and stage.wide_fixup:
+        rounds = cdiv(splits, _splitk.FIXUP_DEPTH) * cdiv(_splitk.share_of(bm, bn, splits), nt)
+        return REDUCE_LEVEL_MS + rounds * REDUCE_ROUND_MS + traffic
     items = cdiv(
         cdiv(bm * bn // 4, nt), _splitk.items_per_round(bm, bn, nt, splits, stage.wide_fixup)
     )
     rounds = cdiv(gs, _splitk.FIXUP_DEPTH) + (cdiv(g, _splitk.FIXUP_DEPTH) if g > 1 else 0)
-    return (
-        (1 if g == 1 else 2) * REDUCE_LEVEL_MS
-        + rounds * items * REDUCE_ROUND_MS
-        + 2 * splits * M * N * 4 / REDUCE_BYTES_PER_MS
-    )
+    return (1 if g == 1 else 2) * REDUCE_LEVEL_MS + rounds * items * REDUCE_ROUND_MS + traffic
 
 
 #: Co-residency at which an SM runs at half the rate of many blocks (:func:`sm_rate`): fitted on
@@ -108,7 +115,8 @@ def estimate_ms(
     (4097: one more row and column of mostly empty tiles, maybe one more wave) picks a finer tile
     than 4096 does. A split-K candidate's reduction (:func:`reduce_ms`) does not scale that way:
     it is taken out of the tuned time and priced at the new shape, so a small product does not
-    pay for a reduction it cannot amortize.
+    pay for a reduction it cannot amortize; where the new grid is resident at once (at
+    ``per_sm`` or the measured occupancy) the sum is priced spread over the slices.
 
     ``splits``: the K slices to price at this shape (the launch layer's split-K: the same tiles
     with another ``SPLITK``; default: the candidate's own).
@@ -139,8 +147,9 @@ def estimate_ms(
 
     main = max(float(ms) - reduce_ms(s, Mr, Nr, cfg, st), 0.1 * float(ms))
     run_bps = bps if per_sm is None else per_sm
+    resident = batch == 1 and cdiv(M, bm) * cdiv(N, bn) * s_new <= sms * run_bps
     return main * work(M, N, K, batch, s_new, run_bps) / work(Mr, Nr, Kr, Br, s, bps) + reduce_ms(
-        s_new, M, N, cfg, st
+        s_new, M, N, cfg, st, resident
     )
 
 
@@ -302,7 +311,8 @@ def stream_ms(cand: Mapping[str, Any], M: int, N: int, K: int, sms: int) -> floa
         return reads * n * k / min(1.0, reads * cdiv(n, bn) * s / sms)
 
     main = max(float(cand["ms"]) - reduce_ms(s, Mr, Nr, cfg, st), 0.1 * float(cand["ms"]))
-    return main * cost(M, N, K) / cost(Mr, Nr, Kr) + reduce_ms(s, M, N, cfg, st)
+    resident = cdiv(M, mt) * cdiv(N, bn) * s <= sms * max(1, int(cand.get("blocks_per_sm", 1)))
+    return main * cost(M, N, K) / cost(Mr, Nr, Kr) + reduce_ms(s, M, N, cfg, st, resident)
 
 
 #: K slices the launch layer may give any tuned candidate of one product (split-K), priced by
