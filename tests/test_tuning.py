@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import math
+import threading
 
 import numpy as np
 import pytest
@@ -243,6 +244,15 @@ def test_spread_split_k_sum_matches_reference(monkeypatch, name, splits, togethe
     licensed = resident_grid(monkeypatch, together)
     if not together:
         monkeypatch.setattr(_splitk, "SPIN_LIMIT", 20)
+    taken, take = [], _splitk.spread_take
+
+    def recorded(L, c, slot):  # the chunks taken, (tile's counters, chunk) by the blocks
+        j = take(L, c, slot)
+        if threading.current_thread().threadIdx.x == 0 and j < splits:
+            taken.append((c, j, threading.current_thread().blockIdx.z))
+        return j
+
+    monkeypatch.setattr(_splitk, "spread_take", recorded)
     st = get_stage(name)
     st = st.with_config(dict(tiny(st), SPLITK=splits))
     M, N, K = 33, 35, 41
@@ -255,6 +265,11 @@ def test_spread_split_k_sum_matches_reference(monkeypatch, name, splits, togethe
     assert r.plan.split_k == splits and licensed == [math.prod(r.grid)]
     tiles = r.grid[0] * r.grid[1]
     assert not buffers(1, 1, tiles * counters_per_tile(splits) + 1, 0)[1].copy_to_host().any()
+    # the spread sum ran: every chunk of every tile taken once; in turn, all by the last slice
+    per_tile = counters_per_tile(splits)
+    want = {(t * per_tile, j) for t in range(tiles) for j in range(splits)}
+    assert sorted((c, j) for c, j, _ in taken) == sorted(want)
+    assert together or {z for *_, z in taken} == {splits - 1}
     a2 = randn(rng, (M, K))
     d_c = cuda.to_device(np.full((M, N), np.nan, np.float32))
     numba_gemm.sgemm(cuda.to_device(a2), d_b, stage=st, out=d_c)
@@ -334,6 +349,8 @@ def test_spread_split_k_sums_on_concurrent_streams(rng):
     d_a, d_b = cuda.to_device(a), cuda.to_device(b)
     r = runner(numba_gemm.explain(d_a, d_b, stage=st))
     resident = r.plan.device.sm_count * r.kernel().blocks_per_sm(math.prod(r.plan.block))
+    if math.prod(r.grid) > resident:
+        pytest.skip(f"{math.prod(r.grid)} blocks are not resident at once on this GPU")
     assert r._spread and math.prod(r.grid) * 4 > resident
     streams = [cuda.stream() for _ in range(4)]
     outs = [cuda.to_device(np.full((M, N), np.nan, np.float32)) for _ in streams]
@@ -839,6 +856,19 @@ def test_split_k_reduction_is_priced(fake_gpu):
     assert reduce_ms(64, 256, 256, wide, DB) == pytest.approx(
         2 * REDUCE_LEVEL_MS + 2 * 6 * REDUCE_ROUND_MS + traffic
     )
+    # spread over the slices (the grid resident): one level, a chunk of the tile a block; a
+    # 64 x 128 tile of 4 warps at 24 slices: 86 items a chunk, one a thread, 2 rounds of 16 and
+    # 8 loads (the last-block sum: two levels of 4 rounds of 4 items)
+    tile = dict(TINY, BM=64, BN=128, WM=32, WN=64)
+    traffic = 2 * 24 * 200 * 100 * 4 / 2.5e9
+    spread = reduce_ms(24, 200, 100, tile, DB, spread=True)
+    assert spread == pytest.approx(REDUCE_LEVEL_MS + 2 * REDUCE_ROUND_MS + traffic)
+    assert reduce_ms(24, 200, 100, tile, DB) == pytest.approx(
+        2 * REDUCE_LEVEL_MS + 2 * 4 * REDUCE_ROUND_MS + traffic
+    )
+    # the skinny stages' sums do not spread (Stage.wide_fixup)
+    sk = SKINNY.config
+    assert reduce_ms(8, 16, 4096, sk, SKINNY, spread=True) == reduce_ms(8, 16, 4096, sk, SKINNY)
 
 
 def test_a_resplit_kernel_is_pinned_to_its_tiles_occupancy():

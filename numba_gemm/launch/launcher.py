@@ -704,11 +704,11 @@ class Runner:
             fit = p.device.sm_count * main.blocks_per_sm(p.block[0])
             self.grid = (max(1, min(self.grid[0], fit)), 1, 1)
         elif p.split_k > 1 and self._split_args and st.wide_fixup:  # (the sums that spread)
-            self._spread = grid_resident(
-                int(np.prod(self.grid)),
-                p.device.sm_count,
-                main.blocks_per_sm(int(np.prod(p.block))),
-            )
+            try:
+                per_sm = main.blocks_per_sm(int(np.prod(p.block)))
+            except ValueError:  # a Numba kernel not launched yet: no occupancy, no licence
+                per_sm = 0
+            self._spread = grid_resident(int(np.prod(self.grid)), p.device.sm_count, per_sm)
         if isinstance(main, Kernel):
             # from now on ``run_plain`` is the bound launcher and ``run`` hands it the operands'
             # pointers (instance attributes over the methods)

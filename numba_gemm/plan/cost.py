@@ -311,8 +311,7 @@ def stream_ms(cand: Mapping[str, Any], M: int, N: int, K: int, sms: int) -> floa
         return reads * n * k / min(1.0, reads * cdiv(n, bn) * s / sms)
 
     main = max(float(cand["ms"]) - reduce_ms(s, Mr, Nr, cfg, st), 0.1 * float(cand["ms"]))
-    resident = cdiv(M, mt) * cdiv(N, bn) * s <= sms * max(1, int(cand.get("blocks_per_sm", 1)))
-    return main * cost(M, N, K) / cost(Mr, Nr, Kr) + reduce_ms(s, M, N, cfg, st, resident)
+    return main * cost(M, N, K) / cost(Mr, Nr, Kr) + reduce_ms(s, M, N, cfg, st)
 
 
 #: K slices the launch layer may give any tuned candidate of one product (split-K), priced by
