@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
+import traceback
 
 import ml_dtypes
 import numpy as np
@@ -154,9 +156,7 @@ def resident_grid(monkeypatch, together: bool = True) -> list:
     manager runs in a thread of its own; the last block's joins them all, inside the launch.
     Each block gets SMEM of its own (the simulator keys an allocation by its source line only,
     one array for the whole grid)."""
-    import threading
-    import traceback
-
+    # the simulator's modules: imported only where the suite runs on it
     from numba.cuda.simulator import kernel as sim
     from numba.cuda.simulator import kernelapi
 
