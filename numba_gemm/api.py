@@ -30,10 +30,10 @@ from .arrays import (
     PLAIN_T,
     PLAIN_V,
     Operand,
-    all_rows_aligned,
     new_output,
     operand,
     plain_overlap,
+    pointers_aligned,
 )
 from .checks import COMPUTE, HGEMM_OUT, SCALARS
 from .kernels._epilogue import ACTIVATIONS, OPERAND_SPECS, Epilogue
@@ -77,7 +77,7 @@ def explain(
     N = B.shape[-1]
     c_ptr = A.ptr if C is None else C.ptr
     if g is None:
-        aligned: bool | int = all_rows_aligned(A.ptr, B.ptr, c_ptr, K, N)
+        aligned: bool | int = pointers_aligned(A.ptr, B.ptr, c_ptr)
     else:  # the pointers (plan_for checks the rows)
         M, N, K = g.M, g.N, g.K
         aligned = int(Alignment.of_pointers(A.ptr, B.ptr, c_ptr))
@@ -332,7 +332,7 @@ def _lane(
             return None
     skey = stage if stage is None or type(stage) is str else dispatch.stage_key(stage)
     if layout is None:
-        key: tuple = (0, M, N, K, all_rows_aligned(a0, b0, c0, K, N), skey, compute)
+        key: tuple = (0, M, N, K, not ((a0 | b0 | c0) & 15), skey, compute)  # pointers_aligned
     else:  # keyed as the general path keys a geometry (its alignment: the pointers')
         aligned = (not ((a0 | b0) & 15)) + (not ((a0 | b0 | c0) & 15))
         key = (0, _dense(M, N, K, layout), aligned, skey, compute)

@@ -119,10 +119,11 @@ def rows_aligned(ptr: int, cols: int) -> bool:
     return ptr % 16 == 0 and cols % 4 == 0
 
 
-def all_rows_aligned(a_ptr: int, b_ptr: int, c_ptr: int, K: int, N: int) -> bool:
-    """:func:`rows_aligned` for A ``(M, K)``, B ``(K, N)`` and C ``(M, N)`` at once (the
-    call path's form: one expression, same rule)."""
-    return not ((a_ptr | b_ptr | c_ptr) & 15 or (K | N) & 3)
+def pointers_aligned(a_ptr: int, b_ptr: int, c_ptr: int) -> bool:
+    """Whether the base pointers of A, B and C are all 16-byte aligned: the call path's key for
+    a 2-D C-contiguous product (the shape in the key says the rest of :func:`rows_aligned`; the
+    plan applies it, ``Geometry.alignment``, per stage)."""
+    return not ((a_ptr | b_ptr | c_ptr) & 15)
 
 
 # --- readers, one per type ---------------------------------------------------------------------

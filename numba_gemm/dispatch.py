@@ -18,7 +18,7 @@ import numpy as np
 from numba import cuda
 
 from . import checks
-from .arrays import BF16, F32, Operand, all_rows_aligned, new_output, operand
+from .arrays import BF16, F32, Operand, new_output, operand, pointers_aligned
 from .device import SIMULATOR, cdiv, check_grid
 from .device import info as device_info
 from .kernels import get_stage
@@ -112,7 +112,7 @@ def run(
     if g is None:  # the common case: 2-D, C-contiguous
         M, K = A.shape
         N = B.shape[1]
-        aligned = all_rows_aligned(A.ptr, B.ptr, A.ptr if C is None else C.ptr, K, N)
+        aligned = pointers_aligned(A.ptr, B.ptr, A.ptr if C is None else C.ptr)
         key = (
             A.device,
             M,
@@ -194,11 +194,12 @@ def plan_of(
     tune: bool = True,
 ) -> Plan:
     """``plan_for`` this product; an empty one (a zero dimension) gets a 1 x 1 x 1 plan, which
-    only lends its GPU and scale kernel. ``aligned``: without ``g``, whether the rows are 16-byte
-    aligned (a bool); with it, the pointers' :class:`Alignment` (an int of its values: the key
-    the fast lane computes without building one). With autotuning on (``plan.autotune``) an
-    automatic FP32 choice first tunes the product's bucket, unless ``tune`` is False
-    (``explain`` never times anything)."""
+    only lends its GPU and scale kernel. ``aligned``: without ``g``, whether the base pointers
+    are 16-byte aligned (a bool, ``arrays.pointers_aligned``); with it, the pointers'
+    :class:`Alignment` (an int of its values: the key the fast lane computes without building
+    one). ``plan_for`` lowers either to what the rows allow. With autotuning on
+    (``plan.autotune``) an automatic FP32 choice first tunes the product's bucket, unless
+    ``tune`` is False (``explain`` never times anything)."""
     if g is None:
         alignment = Alignment.ALL if aligned else Alignment.NONE
     else:

@@ -219,7 +219,7 @@ def test_tune_shapes_cli_autotunes_each_product(monkeypatch, capsys, tmp_path):
 
     calls = []
 
-    def fake(g, aligned, dev, force=False):
+    def fake(g, aligned, dev, force=False, pointers=None):
         calls.append((g.M, g.N, g.K, g.layout, aligned, force))
         if g.M == 7:
             return None

@@ -37,16 +37,21 @@ SKINNY_T = [
     (dict(MT=16, BN=16, THREADS=32, KC=64, SPLITK=1, MINB=0, NBUF=0), (5, 21, 600), "NT", 0),
     # two warps: 16 k-groups, each warp 8 of them over two column groups; pitched rows
     (dict(MT=8, BN=16, THREADS=64, KC=128, SPLITK=2, MINB=0, NBUF=0), (6, 20, 600), "NT", 4),
+    # A stored transposed with rows of 3 (copied element by element either way), W's rows
+    # aligned, odd N: vector_loads
+    (dict(MT=4, BN=16, THREADS=32, KC=32, SPLITK=1, MINB=0, NBUF=0), (3, 37, 32), "TT", 0),
     # odd N, rows of A and W aligned: 128-bit loads, 32-bit stores of C (vector_loads), 3 slices
     (dict(MT=8, BN=16, THREADS=32, KC=64, SPLITK=3, MINB=0, NBUF=0), (9, 41, 200), "NT", 0),
 ]
 
 
-def variant_for(M: int, N: int, K: int, layout: str, pitch: int = 0) -> str:
+def variant_for(M: int, N: int, K: int, layout: str, pitch: int = 0, free: str = "") -> str:
     """The kernel variant the plan must run for dense operands in ``layout`` (row pitches
-    ``pitch`` floats longer than the rows)."""
-    ea = (K if layout[0] == "N" else M) + pitch  # A's and B's storage row pitches
-    eb = (N if layout[1] == "N" else K) + pitch
+    ``pitch`` floats longer than the rows) on a stage that copies the operands ``free``
+    element by element in every variant (``Stage.free_rows``: their rows do not count)."""
+    ra, rb = (K if layout[0] == "N" else M), (N if layout[1] == "N" else K)  # rows stored
+    ea = 0 if "A" in free else ra | (ra + pitch)  # each row's length and pitch
+    eb = 0 if "B" in free else rb | (rb + pitch)
     if not (ea % 4 or eb % 4 or N % 4):
         return "vector"
     return "vector_loads" if layout[1] == "T" and not (ea % 4 or eb % 4) else "scalar"
@@ -66,7 +71,8 @@ def test_skinny_with_b_transposed(cfg, shape, layout, pitch, rng):
     a, b, c = randn(rng, (M, K)), randn(rng, (K, N)), randn(rng, (M, N))
     da, db = stored(a, layout[0] == "T", pitch), stored(b, True, pitch)
     plan = numba_gemm.explain(da, db, stage=st)
-    assert (plan.geometry.layout, plan.variant) == (layout, variant_for(M, N, K, layout, pitch))
+    want = variant_for(M, N, K, layout, pitch, st.free_rows(layout))
+    assert (plan.geometry.layout, plan.variant) == (layout, want)
     d_c = cuda.to_device(c)
     sgemm(da, db, stage=st, out=d_c, alpha=1.5, beta=0.5)
     assert_close(d_c.copy_to_host(), ref(a, b, c, alpha=1.5, beta=0.5))
@@ -143,7 +149,7 @@ def test_layouts(name, layout, M, N, K, rng):
     st = small(name)
     plan = numba_gemm.explain(da, db, stage=st)
     assert plan.geometry.layout == layout
-    assert plan.variant == variant_for(M, N, K, layout)
+    assert plan.variant == variant_for(M, N, K, layout, free=st.free_rows(layout))
     c0 = randn(rng, (M, N))
     d_c = cuda.to_device(c0)
     sgemm(da, db, stage=st, out=d_c, alpha=0.5, beta=-2.0)
@@ -445,7 +451,8 @@ def test_regime_stages_layouts(name, layout, M, N, K, pitch, rng):
     da = stored(a, layout[0] == "T", pitch)
     db = stored(b, layout[1] == "T", pitch)
     plan = numba_gemm.explain(da, db, stage=st)
-    assert (plan.geometry.layout, plan.variant) == (layout, variant_for(M, N, K, layout, pitch))
+    want = variant_for(M, N, K, layout, pitch, st.free_rows(layout))
+    assert (plan.geometry.layout, plan.variant) == (layout, want)
     d_c = cuda.to_device(np.full((M, N), np.nan, np.float32))
     sgemm(da, db, stage=st, out=d_c, alpha=1.5)
     assert_close(d_c.copy_to_host(), ref(a, b, alpha=1.5))

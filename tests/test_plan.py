@@ -18,7 +18,7 @@ from numba import cuda
 import numba_gemm
 from numba_gemm import dispatch, plan_for
 from numba_gemm.arrays import operand, rows_aligned
-from numba_gemm.plan.geometry import Alignment
+from numba_gemm.plan.geometry import Alignment, Geometry
 from numba_gemm.tools.reference import reference_f64, rel_error
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -52,12 +52,24 @@ def test_alignment_rule(ptr, cols, ok):
 
 def test_plan_variant_follows_the_alignment_rule():
     """A shape whose rows cannot be 16-byte aligned gets the scalar-GMEM kernel, whatever the
-    caller claims; the vector kernel only when every row of A, B and C is aligned."""
+    caller claims; the vector kernel only when every row of A, B and C is aligned, leaving out
+    the rows of an operand the stage copies element by element in every variant
+    (``Stage.free_rows``: multistage's and skinny's A in layout N), base pointers aligned."""
     assert plan_for(64, 64, 64, stage="multistage").variant == "vector"
     assert plan_for(64, 64, 64, stage="multistage", alignment=Alignment.NONE).variant == "scalar"
     assert plan_for(64, 62, 64, stage="multistage").variant == "scalar"  # N % 4
-    assert plan_for(64, 64, 63, stage="multistage").variant == "scalar"  # K % 4
+    assert plan_for(64, 64, 63, stage="double_buffering").variant == "scalar"  # K % 4
     assert plan_for(64, 62, 64, stage="smem_tiling").variant == "vector"  # no scalar variant
+    # K % 4: A's rows, which multistage and skinny copy 4 bytes at a time
+    for name, M in (("multistage", 64), ("skinny", 3)):
+        p = plan_for(M, 64, 63, stage=name)
+        assert p.variant == "vector" and "copies element by element" in p.reason
+        assert plan_for(M, 64, 63, stage=name, alignment=Alignment.NONE).variant == "scalar"
+        assert plan_for(M, 62, 63, stage=name).variant == "scalar"  # B's and C's rows too
+        nt = Geometry.dense(M, 64, 63, "NT")  # B stored transposed: its rows are K long
+        assert plan_for(M, 64, 63, stage=name, geometry=nt).variant == "scalar"
+    tn = Geometry.dense(62, 64, 64, "TN")  # A stored transposed, rows M long: 16-byte copies
+    assert plan_for(62, 64, 64, stage="multistage", geometry=tn).variant == "scalar"
 
 
 def test_misaligned_view_runs_the_scalar_kernel(rng):
@@ -79,6 +91,27 @@ def test_misaligned_view_runs_the_scalar_kernel(rng):
     main = ran.kernel()
     assert getattr(main, "dispatcher", None) in (None, p.stage.scalar_kernel)  # (GPU: a cubin)
     assert rel_error(d_c.copy_to_host(), reference_f64(a, b)) <= 1e-5
+
+
+@pytest.mark.parametrize("name, M", [("multistage", 37), ("skinny", 5)])
+def test_unaligned_rows_of_a_copied_by_element_run_the_vector_kernel(name, M, rng):
+    """K % 4 with N % 4 == 0: A's rows are unaligned, but multistage and skinny copy A 4 bytes
+    at a time in every variant, so the call runs their vector kernel (128-bit copies of B and
+    stores of C, which the simulator checks for alignment) and the result is right; an A
+    starting 4 bytes into its allocation takes the scalar kernel again."""
+    N, K = 36, 37
+    a, b = randn(rng, (M, K)), randn(rng, (K, N))
+    d_a, d_b = cuda.to_device(a), cuda.to_device(b)
+    d_c = cuda.to_device(np.full((M, N), np.nan, np.float32))
+    p = numba_gemm.explain(d_a, d_b, stage=name, out=d_c)
+    assert p.variant == "vector" and "copies element by element" in p.reason
+    numba_gemm.sgemm(d_a, d_b, stage=name, out=d_c)
+    ran = dispatch.PLANS[(0, M, N, K, True, name, None)]  # keyed by the pointers
+    assert ran.plan.variant == "vector"
+    assert rel_error(d_c.copy_to_host(), reference_f64(a, b)) <= p.stage.rtol
+    buf = cuda.to_device(np.concatenate([[np.float32(7)], a.ravel()]))
+    d_a1 = buf[1:].reshape(M, K)
+    assert numba_gemm.explain(d_a1, d_b, stage=name, out=d_c).variant == "scalar"
 
 
 def test_grids_past_cuda_limits_are_refused_before_launch():

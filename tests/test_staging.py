@@ -171,7 +171,11 @@ def test_sgemm_runs_a_staged_plan(layout, rng, monkeypatch):
     monkeypatch.setattr(
         choose,
         "_choose",
-        lambda g, stage, aligned, dev, compute="fp32", tma_ok=True: (staged.stage, 1.0, "test"),
+        lambda g, stage, aligned, dev, compute="fp32", tma_ok=True, pointers=None: (
+            staged.stage,
+            1.0,
+            "test",
+        ),
     )
     a, b = randn(rng, (M, K)), randn(rng, (K, N))
     d_a, d_b = cuda.to_device(a), _b_on_device(b, layout)

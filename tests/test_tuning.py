@@ -1292,6 +1292,44 @@ def test_few_rows_far_from_measured_shapes_take_the_skinny_stage_by_its_bytes(
         assert picked.stage.name == "double_buffering" and "skinny class" in picked.reason
 
 
+def test_few_rows_away_from_their_measured_shape_split_k_to_fill_the_gpu(
+    tmp_path, monkeypatch, fake_gpu
+):
+    """Priced from a measured shape of nearby rows, a skinny candidate whose split leaves at
+    least half of the SMs idle here is also priced at each wider split up to one block a SM
+    (``stream_splits``), and one whose slices would hold less than a chunk at the widest split
+    below it that holds one; one that fills the GPU keeps the split its sweep chose."""
+    from numba_gemm.plan.cost import stream_ms, stream_splits
+
+    path = tmp_path / "t.json"
+    monkeypatch.setenv("NUMBA_GEMM_TUNING", str(path))
+    fake_gpu("Fake GPU", (9, 0), sms=132)
+    row = dict(MT=1, BN=128, THREADS=256, KC=16, SPLITK=8, MINB=0, NBUF=4)
+    data = tuning.load(path)
+    tuning.record_shape(
+        data,
+        "Fake GPU",
+        (9, 0),
+        (1, 8192, 8192),
+        True,
+        [dict(stage="skinny", config=row, ms=0.09, blocks_per_sm=4)],
+    )
+    tuning.save(data, path)
+    cand = dict(stage="skinny", config=row, ms=0.09, blocks_per_sm=4, shape=(1, 8192, 8192))
+    # 2 tiles x 8 slices = 16 blocks: wider splits up to 64 (128 blocks; none is wider)
+    assert stream_splits(cand, 1, 256, 8192, 132) == (8, 12, 16, 24, 32, 48, 64)
+    assert stream_ms(cand, 1, 256, 8192, 132, 64) < stream_ms(cand, 1, 256, 8192, 132) / 3
+    # 3 tiles: 24 blocks at 8 slices; stops at 48 (144 blocks, one a SM)
+    assert stream_splits(cand, 1, 384, 8192, 132)[-1] == 48
+    # 32 tiles x 8 = 256 blocks: the sweep's split stands
+    assert stream_splits(cand, 1, 4096, 8192, 132) == (8,)
+    # K = 64 in 8 slices of 8 rows, under one chunk (KC = 16): 4 slices of 16 priced too
+    assert stream_splits(cand, 1, 8192, 64, 132) == (4, 8)
+    # the plan (this measured shape or a committed one of 1 row nearer): split to fill the GPU
+    narrow = plan_for(1, 256, 8192)
+    assert narrow.split_k >= 16 and "rows near" in narrow.reason
+
+
 def test_measured_shapes_of_the_products_layout_come_first(tmp_path, monkeypatch, fake_gpu):
     """A product with B stored transposed (``x @ W.T``) is priced from the measurements of its
     own layout (the skinny configurations that read W, not the ring's), then of B stored alike,

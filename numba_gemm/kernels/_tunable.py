@@ -494,6 +494,7 @@ def build_stage(
     layouts: tuple[str, ...] | None = None,
     general: bool = True,
     epilogue: bool = True,
+    element_copied: Callable[[str], str] | None = None,
 ) -> Stage:
     """A ``Stage`` for one configuration of a tunable stage (validated by ``check`` first).
 
@@ -509,7 +510,7 @@ def build_stage(
     ``general=False`` (chosen by the plan only at its tuned price). The kernel takes
     :data:`SPLIT_ARGS`; the tiled stages' split-K sum is the wide one (``make_epilogue``).
     ``epilogue``: ``make_kernel(items, vec, layout, epilogue)`` builds fused epilogues
-    (``Stage.epilogue``; :func:`entry_kernel`).
+    (``Stage.epilogue``; :func:`entry_kernel`). ``element_copied``: ``Stage.element_copied``.
     """
     cfg = dict(cfg)
     check(cfg)
@@ -555,4 +556,5 @@ def build_stage(
         cost=cost,
         wide_fixup=block_of is None,
         epilogue=epilogue,
+        element_copied=element_copied,
     )

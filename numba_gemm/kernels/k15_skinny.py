@@ -575,6 +575,12 @@ def layouts_of(cfg: Mapping[str, int]) -> tuple[str, ...]:
     return LAYOUTS if transposed_b_ok(cfg) else LAYOUTS[:2]
 
 
+def a_copied(layout: str) -> str:
+    """A, in every layout: its elements go to SMEM as 4-byte ``cp.async`` copies, so its rows
+    need no alignment (``Stage.element_copied``)."""
+    return "A"
+
+
 def make_stage(config: Mapping[str, int]) -> Stage:
     """The skinny stage for one configuration (validated by :func:`check_config`)."""
     return tun.build_stage(
@@ -593,6 +599,7 @@ def make_stage(config: Mapping[str, int]) -> Stage:
         limits=f"1 <= M <= {MAX_M} and any N, K >= 1 (more rows: a tiled stage)",
         layouts=layouts_of(config),
         general=False,
+        element_copied=a_copied,
     )
 
 

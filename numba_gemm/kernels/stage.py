@@ -129,6 +129,11 @@ class Stage:
             the next start early: the launcher then launches it with programmatic dependent
             launch (``launch.driver.dependent_launch``), so back-to-back calls overlap one's
             launch and set-up with the tail of the one before.
+        epilogue: whether the stage fuses epilogues (``kernel_for``'s ``epilogue``).
+        element_copied: ``layout -> operands`` (``"A"``, ``"B"``, ``"AB"`` or ``""``) that the
+            kernel copies from GMEM 4 bytes at a time, in the same SMEM order, in every
+            variant (multistage's A in layout N, transposed on the way into SMEM; the skinny
+            stage's A), so that their rows need no alignment (:meth:`free_rows`); None: none.
     """
 
     name: str
@@ -163,6 +168,7 @@ class Stage:
     tuned_as: str | None = None
     dependent_launch: bool = False
     epilogue: bool = False
+    element_copied: Callable[[str], str] | None = None
 
     def block(self, cfg: Mapping[str, int] | None = None) -> tuple[int, int, int]:
         """``(rows, columns, K step)`` of one block of configuration ``cfg`` (default: the
@@ -271,6 +277,13 @@ class Stage:
         along N, its tile in the scalar C stores' column order cannot be loaded 128 bits at a
         time: ``kernels.k08_warptiling.make_mover``)."""
         return self.vector_loads and layout[1] == "T" and layout in self.layouts
+
+    def free_rows(self, layout: str = "NN") -> str:
+        """The operands (``"A"``, ``"B"``, both or neither) whose rows the vector kernel for
+        ``layout`` needs no 16-byte alignment of: those it copies into SMEM element by element
+        in every variant (:attr:`element_copied`); the plan then runs the vector kernel where
+        only their rows are unaligned (``Geometry.alignment``'s ``free``)."""
+        return "" if self.element_copied is None else self.element_copied(layout)
 
     def smem_for(self, layout: str = "NN") -> int:
         """Dynamic SMEM per block (bytes) of the kernel for ``layout``."""

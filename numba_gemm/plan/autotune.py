@@ -36,7 +36,7 @@ from ..device import DeviceInfo
 from ..kernels.stage import variant_key
 from ..launch.launcher import DEFAULT_STREAM, runner
 from . import tuning
-from .choose import make_plan, ranked
+from .choose import make_plan, ranked, vector_rows
 from .geometry import Alignment, Geometry
 
 #: Candidates timed per bucket, the cost model's order (the committed sweeps' winner was among the
@@ -51,8 +51,9 @@ LOOP_MS = 0.5
 _lock = threading.Lock()  # one bucket tuned at a time (they share the GPU and the store)
 
 
-def _variant(aligned: bool, stage: Any) -> str:
-    return "vector" if aligned or stage.scalar_kernel is None else "scalar"
+def _variant(stage: Any, g: Geometry, aligned: bool, pointers: Alignment | None) -> str:
+    own = vector_rows(stage, g, aligned, pointers)
+    return "vector" if own or stage.scalar_kernel is None else "scalar"
 
 
 def time_plan(plan: Any) -> tuple[float, int]:
@@ -113,11 +114,13 @@ def tune(
     *,
     timer: Callable[[Any], tuple[float, int]] | None = None,
     force: bool = False,
+    pointers: Alignment | None = None,
 ) -> dict | None:
     """Time this product's candidates (unless its bucket is tuned already, or ``force``) and
     record them in the autotune store; the record, or None for a product autotuning leaves to the
     cost model (a batch, no candidate). ``timer(plan) -> (ms, blocks per SM)``, default
-    :func:`time_plan`.
+    :func:`time_plan`. ``pointers``: the base pointers' ``Alignment``, for the candidates that
+    run their vector kernel on rows of other operands unaligned (``choose.vector_rows``).
 
     A candidate that fails to load or launch (a kernel too large for this GPU, say) is skipped
     with its error in the record's ``"failed"`` list."""
@@ -129,14 +132,16 @@ def tune(
             rec = tuned(g, aligned, dev)
             if rec is not None:
                 return rec
-        cands = ranked(g, aligned, dev, "fp32")[:CANDIDATES]
+        cands = ranked(g, aligned, dev, "fp32", pointers)[:CANDIDATES]
         if not cands:
             return None
         out, failed, start = [], [], time.perf_counter()
         for i, (ms, st, where) in enumerate(cands):
             if i >= 2 and time.perf_counter() - start > BUDGET_S:
                 break
-            plan = make_plan(g, st, _variant(aligned, st), dev, ms, f"autotune candidate ({where})")
+            plan = make_plan(
+                g, st, _variant(st, g, aligned, pointers), dev, ms, f"autotune candidate ({where})"
+            )
             try:
                 t, bps = timer(plan)
             except Exception as e:  # noqa: BLE001 - a candidate that cannot run is not a winner
@@ -186,4 +191,5 @@ def before_plan(
     g = Geometry.plain(M, N, K) if geometry is None else geometry
     if dev.simulated or g.batch != 1:
         return
-    tune(g, g.alignment(Alignment(alignment)) == Alignment.ALL, dev)
+    ptrs = Alignment(alignment)
+    tune(g, g.alignment(ptrs) == Alignment.ALL, dev, pointers=ptrs)

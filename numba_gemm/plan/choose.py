@@ -51,6 +51,7 @@ from .cost import (
     stream_k_grid,
     stream_k_ms,
     stream_ms,
+    stream_splits,
 )
 from .geometry import Alignment, Geometry, serves
 from .staging import Staging, copied, staging_for
@@ -105,6 +106,19 @@ def pairs_ok(st: Stage) -> bool:
     return st.precision not in SIXTEEN or st.scalar_kernel is not None
 
 
+def vector_rows(st: Stage, g: Geometry, aligned: bool, pointers: Alignment | None) -> bool:
+    """Whether ``st`` runs its vector kernel on ``g``: the rows are aligned (``aligned``), or
+    the only unaligned ones are those of operands ``st`` copies element by element in every
+    variant (``Stage.free_rows``) and the base pointers (``pointers``; None: unknown) are all
+    16-byte aligned. (Multistage's A in layout N: at 3036 x 1192 x 166 NN the scalar kernel
+    stored C 4 bytes at a time and copied B element by element for K's sake alone, 51.4 us
+    against the vector kernel's 40.7 on an H200: docs/design.md §4.7.)"""
+    if aligned or pointers is None:
+        return aligned
+    free = st.free_rows(g.layout)
+    return bool(free) and g.alignment(pointers, free) == Alignment.ALL
+
+
 def _weighed(picks: list[tuple], compute: str) -> list[tuple]:
     """``picks`` (``(ms, stage name, ...)``), or none when no pick is of ``compute``'s own
     arithmetic: another arithmetic (:data:`ALLOWED`) is weighed only against priced candidates
@@ -115,15 +129,17 @@ def _weighed(picks: list[tuple], compute: str) -> list[tuple]:
 
 
 def _priced(
-    name: str, g: Geometry, aligned: bool, dev: DeviceInfo
+    name: str, g: Geometry, aligned: bool, dev: DeviceInfo, pointers: Alignment | None = None
 ) -> list[tuple[float, dict, str]]:
     """``[(predicted ms, config, class)]`` of every tuned candidate of stage ``name`` for this
     product's class on ``dev`` (:func:`tuning.shape_class`; a product without data of its own
     class is priced in its area class, a batch as ``batch * M`` rows; a batch takes no split-K),
     each with the K slices of :func:`split_options` and, where :func:`~.cost.stream_k_ms` offers
     it (a measured twin, tiles that fill its grid), its stream-K twin, cheapest first; empty
-    without tuning data. A stage without data of its own takes its ``tuned_as`` stage's."""
+    without tuning data. A stage without data of its own takes its ``tuned_as`` stage's.
+    ``aligned``, ``pointers``: as :func:`vector_rows` takes them (the variant priced)."""
     M, N, K = g.M, g.N, g.K
+    aligned = vector_rows(get_stage(name), g, aligned, pointers)
     res = None
     for cls in dict.fromkeys(
         (tuning.shape_class(M, N, K, g.batch), tuning.fallback_class(M, N, K, g.batch))
@@ -167,7 +183,11 @@ def _priced(
 
 
 def _measured(
-    g: Geometry, aligned: bool, dev: DeviceInfo, names: set[str]
+    g: Geometry,
+    aligned: bool,
+    dev: DeviceInfo,
+    names: set[str],
+    pointers: Alignment | None = None,
 ) -> list[tuple[float, str, dict, str]]:
     """``[(predicted ms, stage name, config, where)]`` of the candidates of stages ``names``
     measured at the nearest measured shape (:func:`tuning.nearest_shape`: an exhaustive sweep's
@@ -179,10 +199,13 @@ def _measured(
     (:func:`tuning.nearest_rows_shape`), priced by :func:`stream_ms`, if the skinny stage won
     there. Both searches take the measurements of the product's layout first, then those of B
     stored alike, then any (``tuning.layout_rank``): the skinny stage's configurations for B
-    stored transposed are others than for row-major B. Empty for a batch or with no measured
-    shape near."""
+    stored transposed are others than for row-major B; the measured shape of nearby rows is
+    one of the rows the skinny stage's vector kernel takes here (:func:`vector_rows`). Empty
+    for a batch or with no measured shape near."""
     if g.batch != 1:
         return []
+    streams = [get_stage(n) for n in names if get_stage(n).cost == "stream"]
+    rows_aligned = any(vector_rows(st, g, aligned, pointers) for st in streams)
 
     def named(rec):
         lay = tuning.layout_of(rec)
@@ -197,8 +220,8 @@ def _measured(
         if rec is not None:
             break
         rows = (
-            tuning.nearest_rows_shape(g.M, g.N, g.K, aligned, dev, g.layout, rank)
-            if any(get_stage(n).cost == "stream" for n in names)
+            tuning.nearest_rows_shape(g.M, g.N, g.K, rows_aligned, dev, g.layout, rank)
+            if streams
             else None
         )
         if rows is not None:  # a few rows: the bandwidth-bound stage, priced by the bytes of B
@@ -210,16 +233,15 @@ def _measured(
             ):
                 return []  # (16 x 50257 x 768, odd N: the tiled stages won there)
             where = named(rows) + " (rows near)"
-            return sorted(
-                (
-                    stream_ms(dict(c, shape=rows["shape"]), g.M, g.N, g.K, dev.sm_count),
-                    c["stage"],
-                    dict(c["config"]),
-                    where,
-                )
-                for c in rows["candidates"]
-                if c["stage"] == winner["stage"]
-            )
+            out = []
+            for c in rows["candidates"]:
+                if c["stage"] != winner["stage"]:
+                    continue
+                c = dict(c, shape=rows["shape"])
+                for s in stream_splits(c, g.M, g.N, g.K, dev.sm_count):
+                    ms = stream_ms(c, g.M, g.N, g.K, dev.sm_count, s)
+                    out.append((ms, c["stage"], dict(c["config"], SPLITK=s), where))
+            return sorted(out, key=lambda p: p[:2])
     if rec is None:
         return []
     where = named(rec)
@@ -257,7 +279,11 @@ def _configured(st: Stage, cfg: dict | None) -> Stage | None:
 
 
 def _classed(
-    usable: list[Stage], g: Geometry, aligned: bool, dev: DeviceInfo
+    usable: list[Stage],
+    g: Geometry,
+    aligned: bool,
+    dev: DeviceInfo,
+    pointers: Alignment | None = None,
 ) -> list[tuple[float, str, dict, str]]:
     """``[(predicted ms, stage name, config, where)]``: every usable stage's tuned candidates for
     this product's class (:func:`_priced`), cheapest first."""
@@ -265,23 +291,28 @@ def _classed(
     for s in usable:
         picks += [
             (ms, s.name, cfg, f"the {cls} class")
-            for ms, cfg, cls in _priced(s.name, g, aligned, dev)
+            for ms, cfg, cls in _priced(s.name, g, aligned, dev, pointers)
         ]
     return sorted(picks, key=lambda p: p[:2])
 
 
 def ranked(
-    g: Geometry, aligned: bool, dev: DeviceInfo, compute: str = "fp32"
+    g: Geometry,
+    aligned: bool,
+    dev: DeviceInfo,
+    compute: str = "fp32",
+    pointers: Alignment | None = None,
 ) -> list[tuple[float | None, Stage, str]]:
     """Every candidate the automatic choice weighs for this product, in the order it weighs
     them, built and able to run it: ``[(predicted ms, configured stage, where)]``, the
     measurements near this shape first (:func:`_measured`), then the classes' tuned candidates
     (:func:`_classed`), each (stage, configuration) once; the top general stage with its
-    default tiles last. What ``autotune`` times."""
+    default tiles last. What ``autotune`` times. ``pointers``: as :func:`vector_rows` takes it."""
     usable = _usable(compute, dev)
     out, seen = [], set()
     picks = _weighed(
-        _measured(g, aligned, dev, {s.name for s in usable}) + _classed(usable, g, aligned, dev),
+        _measured(g, aligned, dev, {s.name for s in usable}, pointers)
+        + _classed(usable, g, aligned, dev, pointers),
         compute,
     )
     for ms, name, cfg, where in picks:
@@ -319,9 +350,11 @@ def _choose(
     dev: DeviceInfo,
     compute: str = "fp32",
     tma_ok: bool = True,
+    pointers: Alignment | None = None,
 ) -> tuple[Stage, float | None, str]:
     """(configured stage, predicted ms or None, reason); ``tma_ok``: whether A's and B's rows
-    are 16-byte aligned, as the TMA stages' tensor maps need."""
+    are 16-byte aligned, as the TMA stages' tensor maps need; ``pointers``: the base pointers'
+    :class:`Alignment` (:func:`vector_rows`)."""
     M, N, K = g.M, g.N, g.K
     src = tuning.source(dev) or "no tuning file"
 
@@ -338,7 +371,7 @@ def _choose(
     if isinstance(stage, str):
         st = get_stage(stage)
         if st.tunable:
-            for ms, _, cfg, where in _measured(g, aligned, dev, {st.name}):
+            for ms, _, cfg, where in _measured(g, aligned, dev, {st.name}, pointers):
                 built = _configured(st, cfg)
                 if built is not None and ok(built):
                     return (
@@ -349,7 +382,7 @@ def _choose(
                             f"fastest from {where} ({src})"
                         ),
                     )
-            for ms, cfg, cls in _priced(st.name, g, aligned, dev):
+            for ms, cfg, cls in _priced(st.name, g, aligned, dev, pointers):
                 built = _configured(st, cfg)
                 if built is not None and ok(built):
                     return (
@@ -375,8 +408,10 @@ def _choose(
     # two would let a class's extrapolation, often optimistic, win over a measurement); the
     # classes also when no measured candidate serves this geometry (B stored transposed, where
     # the measured skinny configurations all stream B through a ring, which reads it row-major)
-    for picks in (_measured(g, aligned, dev, {s.name for s in usable}), None):
-        picks = _weighed(_classed(usable, g, aligned, dev) if picks is None else picks, compute)
+    for picks in (_measured(g, aligned, dev, {s.name for s in usable}, pointers), None):
+        if picks is None:
+            picks = _classed(usable, g, aligned, dev, pointers)
+        picks = _weighed(picks, compute)
         for ms, name, cfg, where in picks:
             built = _configured(get_stage(name), cfg)
             if built is not None and ok(built):
@@ -605,15 +640,16 @@ def plan_for(
     g = Geometry.plain(M, N, K) if geometry is None else geometry
     if (g.M, g.N, g.K) != (M, N, K):
         raise ValueError(f"geometry {g} is not for M={M}, N={N}, K={K}")
-    rows = g.alignment(Alignment(alignment))
+    pointers = Alignment(alignment)
+    rows = g.alignment(pointers)
     aligned = rows == Alignment.ALL
     # only C unaligned: the vector_loads variant, where the stage has it for this layout
     loads = rows == Alignment.AB  # (the tensor-core stages have no such variant)
     tma_ok = rows in (Alignment.ALL, Alignment.AB)  # A's and B's rows: tensor maps' strides
     if stage is None:
-        st, predicted, reason = _choose(g, None, aligned, dev, compute or "fp32", tma_ok)
+        st, predicted, reason = _choose(g, None, aligned, dev, compute or "fp32", tma_ok, pointers)
     else:
-        st, predicted, reason = _choose(g, stage, aligned, dev, tma_ok=tma_ok)
+        st, predicted, reason = _choose(g, stage, aligned, dev, tma_ok=tma_ok, pointers=pointers)
         if compute is not None and st.precision != compute:
             raise ValueError(
                 f"stage {st.name!r} computes {st.precision!r}, not compute="
@@ -681,7 +717,15 @@ def plan_for(
         and g == Geometry.dense(M, N, K, g.layout)
     ):
         return _transposed(M, N, K, dev, g.layout, st.precision)
-    variant = "vector" if aligned or st.scalar_kernel is None else "scalar"
+    own = vector_rows(st, g, aligned, pointers)
+    variant = "vector" if own or st.scalar_kernel is None else "scalar"
+    if own and not aligned:
+        reason += (
+            f"; vector variant: the unaligned rows are of {st.free_rows(g.layout)}, which "
+            "the stage copies element by element"
+        )
+    # only C unaligned once the rows the stage copies element by element are left out
+    loads = loads or g.alignment(pointers, st.free_rows(g.layout)) == Alignment.AB
     if variant == "scalar" and loads and st.has_vector_loads(g.layout):
         variant = "vector_loads"
         reason += (

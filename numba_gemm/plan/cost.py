@@ -290,13 +290,16 @@ def _touched(q: int, i: int, g: int, shared: int) -> int:
     return min((r + q - 1) // i + 1, shared)
 
 
-def stream_ms(cand: Mapping[str, Any], M: int, N: int, K: int, sms: int) -> float:
+def stream_ms(
+    cand: Mapping[str, Any], M: int, N: int, K: int, sms: int, splits: int | None = None
+) -> float:
     """Predicted time (ms) of a candidate of a bandwidth-bound stage (``Stage.cost == "stream"``)
     at ``(M, N, K)`` from its time at the shape it was measured at (``cand["shape"]``), by the
     bytes of B it reads: the stage streams B once per block row of C, at a rate that grows with
     its blocks up to one per SM and is flat past it (on an H100 the 4096^2 picks of 1 and 8 rows,
     256 blocks each at 4 and 2 a SM, streamed B at 2.2-2.3 TB/s alike); split-K's sum is priced
-    apart (:func:`reduce_ms`).
+    apart (:func:`reduce_ms`). ``splits``: the K slices at ``(M, N, K)`` (default: the
+    candidate's own, :func:`stream_splits`).
 
     The wave model (:func:`estimate_ms`) counts a second wave of blocks as a second block time,
     but in a stream the blocks share the DRAM: on an H100 the 8 x 4096^2 pick ran 8 x 8192^2
@@ -305,13 +308,40 @@ def stream_ms(cand: Mapping[str, Any], M: int, N: int, K: int, sms: int) -> floa
     st, cfg = stage_of(cand), cand["config"]
     Mr, Nr, Kr = cand["shape"]
     (mt, bn, _), s = st.block(cfg), cfg.get("SPLITK", 1)
+    at = s if splits is None else splits
 
-    def cost(m, n, k):  # B's bytes read over the share of the SMs the grid fills
+    def cost(m, n, k, s):  # B's bytes read over the share of the SMs the grid fills
         reads = cdiv(m, mt)
         return reads * n * k / min(1.0, reads * cdiv(n, bn) * s / sms)
 
     main = max(float(cand["ms"]) - reduce_ms(s, Mr, Nr, cfg, st), 0.1 * float(cand["ms"]))
-    return main * cost(M, N, K) / cost(Mr, Nr, Kr) + reduce_ms(s, M, N, cfg, st)
+    return main * cost(M, N, K, at) / cost(Mr, Nr, Kr, s) + reduce_ms(at, M, N, cfg, st)
+
+
+def stream_splits(cand: Mapping[str, Any], M: int, N: int, K: int, sms: int) -> tuple[int, ...]:
+    """The ``SPLITK`` values to price for candidate ``cand`` of a bandwidth-bound stage, measured
+    at another shape, at ``(M, N, K)`` (:func:`stream_ms`): its own; where its grid would leave
+    at least half of the SMs without a block (as :func:`split_options` splits mostly empty
+    tiles), each of :data:`SPLITS` above it up to the one that gives every SM one;
+    where its slices would hold less than one chunk (``KC`` rows of K), the widest split below
+    it whose slices hold one. The split a sweep chose at its shape stands where it fills the
+    GPU there too: past one block a SM the model is flat and would take the fewest slices.
+    (1 x 252 x 3531 took the 4 slices of 1 x 50257 x 768, 197 tiles there and 1 here: 4 blocks
+    streamed B in 31 us, against cuBLAS's 7.6.)"""
+    cfg = cand["config"]
+    own = cfg.get("SPLITK", 1)
+    (mt, bn, kc) = stage_of(cand).block(cfg)
+    tiles = cdiv(M, mt) * cdiv(N, bn)
+    out = {own}
+    if 2 * tiles * own <= sms:
+        for s in SPLITS:
+            if s > own and cdiv(K, s) >= kc:
+                out.add(s)
+                if tiles * s >= sms:
+                    break
+    if own > 1 and cdiv(K, own) < kc:
+        out.add(max((s for s in SPLITS if s < own and cdiv(K, s) >= kc), default=1))
+    return tuple(sorted(out))
 
 
 #: K slices the launch layer may give any tuned candidate of one product (split-K), priced by

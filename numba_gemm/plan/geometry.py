@@ -87,28 +87,39 @@ class Geometry(NamedTuple):
     def is_plain(self) -> bool:
         return self == Geometry.plain(self.M, self.N, self.K)
 
-    def alignment(self, pointers: Alignment = Alignment.ALL) -> Alignment:
+    def alignment(self, pointers: Alignment = Alignment.ALL, free: str = "") -> Alignment:
         """The rows' :class:`Alignment`: ``pointers`` (the base pointers') lowered to what the
-        pitches, batch strides and contiguous extents allow."""
-        if pointers == Alignment.ALL and self.shape_aligned():
+        pitches, batch strides and contiguous extents allow. ``free``: the operands (``"A"``,
+        ``"B"``) whose rows are left out, those a stage copies element by element in every
+        variant (``Stage.free_rows``); their base pointers still count."""
+        if pointers == Alignment.ALL and self.shape_aligned(free):
             return Alignment.ALL
-        if pointers >= Alignment.AB and self.loads_aligned():
+        if pointers >= Alignment.AB and self.loads_aligned(free):
             return Alignment.AB
         return Alignment.NONE
 
-    def shape_aligned(self) -> bool:
+    def shape_aligned(self, free: str = "") -> bool:
         """The alignment rule (``arrays.rows_aligned``) on everything but the base pointers:
         every pitch and batch stride, and the length of each operand's contiguous dimension
-        (the vector kernels clamp a float4 inside it), are multiples of 4 floats."""
-        return self.loads_aligned() and not ((self.ldc | self.stride_c | self.N) & 3)
+        (the vector kernels clamp a float4 inside it), are multiples of 4 floats; ``free`` as in
+        :meth:`alignment`."""
+        return self.loads_aligned(free) and not ((self.ldc | self.stride_c | self.N) & 3)
 
-    def loads_aligned(self) -> bool:
+    def loads_aligned(self, free: str = "") -> bool:
         """:meth:`shape_aligned` for A and B alone: whether, with their base pointers 16-byte
         aligned, every row of A and B allows 128-bit loads (the ``"vector_loads"`` variant,
-        whatever C's pitch; ``kernels.stage.VECTOR_LOADS``)."""
-        ea = self.K if self.layout[0] == "N" else self.M
-        eb = self.N if self.layout[1] == "N" else self.K
-        return not ((self.lda | self.ldb | self.stride_a | self.stride_b | ea | eb) & 3)
+        whatever C's pitch; ``kernels.stage.VECTOR_LOADS``); ``free`` as in :meth:`alignment`."""
+        a = (
+            0
+            if "A" in free
+            else self.lda | self.stride_a | (self.K if self.layout[0] == "N" else self.M)
+        )
+        b = (
+            0
+            if "B" in free
+            else self.ldb | self.stride_b | (self.N if self.layout[1] == "N" else self.K)
+        )
+        return not ((a | b) & 3)
 
     def arrays(self, A: Any, B: Any, C: Any) -> tuple[Operand, Operand, Operand]:
         """The kernel arguments of a strided-batch stage (spec ``S``): A ``(batch, M, K)``,

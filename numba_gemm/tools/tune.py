@@ -659,7 +659,7 @@ def autotune_shapes(spec: str, layout: str, force: bool) -> int:
     for M, N, K in read_sizes(spec):
         g = Geometry.dense(M, N, K, layout)
         aligned = g.alignment(Alignment.ALL) == Alignment.ALL
-        rec = autotune.tune(g, aligned, dev, force=force)
+        rec = autotune.tune(g, aligned, dev, force=force, pointers=Alignment.ALL)
         if rec is None:
             print(f"{M},{N},{K},{layout},{aligned},none,,,,", flush=True)
             status = 1
