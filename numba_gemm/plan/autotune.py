@@ -84,7 +84,8 @@ def time_plan(plan: Any) -> tuple[float, int]:
             calls = max(1, min(1000, int(LOOP_MS / max(ms, 1e-4))))
         if best == float("inf"):  # every loop one launch: each already past LOOP_MS
             best = ms
-    return best, r.kernel().blocks_per_sm(plan.block[0] * plan.block[1] * plan.block[2])
+        # (inside the device's context: a process that made none current before has none after)
+        return best, r.kernel().blocks_per_sm(plan.block[0] * plan.block[1] * plan.block[2])
 
 
 #: Timings of this process (tests and the tools read it): ``(shape, layout, aligned)`` -> the
