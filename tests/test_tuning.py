@@ -872,10 +872,11 @@ def test_split_k_reduction_is_priced(fake_gpu):
 
 
 def test_a_resplit_kernel_is_pinned_to_its_tiles_occupancy():
-    """At a split other than its own, a tiled FP32 candidate without launch bounds runs with
-    MINB = the most blocks an SM its variant's stored kernels reached, and is priced there; not
-    at its own split, not with a MINB of its own, not where the bound caps no register, not
-    for the skinny stages (docs/design.md §4.5)."""
+    """At a split other than its own, a tiled FP32 candidate without launch bounds, or with
+    bounds that cap no register, runs with MINB = the most blocks an SM its variant's stored
+    kernels reached, and is priced there; not at its own split, not with a MINB of its own that
+    caps registers, not where the pin caps no register, not for the skinny stages
+    (docs/design.md §4.5)."""
     from numba_gemm.plan.cost import pinned_occupancy, split_config
 
     ms_cfg = dict(BM=64, BN=128, BK=16, WM=32, WN=64, WNITER=2, TM=8, TN=4, NBUF=2, MINB=0)
@@ -896,9 +897,16 @@ def test_a_resplit_kernel_is_pinned_to_its_tiles_occupancy():
     # 2 an SM of 128 threads leaves 256 registers a thread: a bound that binds nothing
     assert pinned_occupancy(dict(cand, blocks_per_sm=2), 8) is None
     assert pinned_occupancy(cand, 1) is None and split_config(cand, 1, None) == cand["config"]
-    bounded = dict(cand, config=dict(cand["config"], MINB=1))
+    # MINB 1 or 2 of 128 threads (512 or 256 registers a thread) caps nothing: pinned as MINB 0
+    # (narrow_n's multistage 64 x 128 with MINB 1: 207 registers at 12 slices, 2 an SM)
+    for own in (1, 2):
+        loose = dict(cand, config=dict(cand["config"], MINB=own))
+        assert pinned_occupancy(loose, 8) == 3
+        assert split_config(loose, 8, 3) == dict(ms_cfg, SPLITK=8, MINB=3)
+    # MINB 3 of 128 threads (170 registers) binds: it runs as measured
+    bounded = dict(cand, config=dict(cand["config"], MINB=3), blocks_per_sm=4)
     assert pinned_occupancy(bounded, 8) is None
-    assert split_config(bounded, 8, pinned_occupancy(bounded, 8)) == dict(ms_cfg, SPLITK=8, MINB=1)
+    assert split_config(bounded, 8, pinned_occupancy(bounded, 8)) == dict(ms_cfg, SPLITK=8, MINB=3)
     # 256 threads at 2 an SM: 128 registers a thread, a bound that binds
     wide = dict(cand, config=dict(ms_cfg, BM=128, SPLITK=1), blocks_per_sm=2)
     assert pinned_occupancy(wide, 8) == 2

@@ -427,13 +427,15 @@ MAX_SM_THREADS = 2048
 def pinned_occupancy(cand: Mapping[str, Any], splits: int, aligned: bool = True) -> int | None:
     """The blocks an SM to which candidate ``cand``, run with ``splits`` K slices, is pinned
     (launch bounds, ``MINB``), or None where it runs as measured: its own split, or a
-    configuration with launch bounds of its own (``MINB`` > 0).
+    configuration with launch bounds of its own that cap registers.
 
     At a split other than the one it was measured with, a tiled FP32 stage's configuration
-    without launch bounds is pinned to the most blocks an SM any stored kernel of its variant
-    reached (``aligned``: the vector kernel's ``blocks_per_sm`` and ``blocks_per_sm_nt``, else
-    the scalar one's), and :func:`estimate_ms` prices it there (``per_sm``). Unbounded, ptxas
-    gives a kernel with another ``SPLITK`` other registers: on an H200 (driver 580)
+    without launch bounds, or with bounds that cap no register (``MINB`` 1 or 2 of 128 threads
+    allow 512 or 256 a thread: ptxas is as free as without), is pinned to the most blocks an SM
+    any stored kernel of its variant reached (``aligned``: the vector kernel's
+    ``blocks_per_sm`` and ``blocks_per_sm_nt``, else the scalar one's), and
+    :func:`estimate_ms` prices it there (``per_sm``). Unbounded, ptxas gives a kernel with
+    another ``SPLITK`` other registers: on an H200 (driver 580)
     multistage's 64 x 128 tile with B stored transposed runs 3 blocks an SM unsplit and 2 split
     (211-228 registers against 167-173); pinned to 3 (168 registers, no spill) it ran
     1.28-1.31x faster where its blocks filled more than two an SM and at most three, within
@@ -441,20 +443,28 @@ def pinned_occupancy(cand: Mapping[str, Any], splits: int, aligned: bool = True)
     faster pinned to 4, 5 % slower at 336 blocks (docs/design.md §4.5). Where the unbounded
     kernel already reaches the pin, the bound only moves ptxas's schedule (and may spill:
     double_buffering's 128 x 128 scalar kernel of 256 threads pinned to 2, 0.82x twice).
+    narrow_n's multistage 64 x 128 tile (NBUF 3) with ``MINB`` 1 loads 3 blocks an SM unsplit
+    and 2 at 4 and 12 slices (207 registers offline, 166 pinned to 3 with no spill); priced at 3,
+    its 12-slice re-split ran 126.5 us at 960 x 256 x 6144 where the model said 78.2. Pinned
+    too since, 1859 x 72 x 6714 NN ran 144.5 -> 104.9 us and 426 x 98 x 12845 NT
+    (double_buffering 64 x 128, MINB 1, 48 slices) 99.3 -> 64.2 (docs/design.md §4.5).
 
     Not pinned: a bound that caps no register (``REGISTERS_PER_SM // (MINB * threads)`` at
     least :data:`MAX_THREAD_REGISTERS`: every kernel reaches that occupancy), one the stage
     refuses (``MINB`` times its threads past 2048), and the stages other than warptiling,
     double_buffering and multistage (not timed pinned)."""
     cfg, st = cand["config"], stage_of(cand)
-    if "SPLITK" not in cfg or splits == cfg["SPLITK"] or cfg.get("MINB") != 0:
+    if "SPLITK" not in cfg or splits == cfg["SPLITK"]:
         return None
     if not (st.wide_fixup and st.precision == "fp32"):  # the tiled FP32 stages only
         return None
+    threads, own = st.threads(cfg), cfg.get("MINB", 0)
+    if own and REGISTERS_PER_SM // (own * threads) < MAX_THREAD_REGISTERS:
+        return None  # a bound of its own that caps registers: it runs as measured
     keys = ("blocks_per_sm", "blocks_per_sm_nt")
     if not aligned:
         keys = ("blocks_per_sm_scalar", "blocks_per_sm_scalar_nt")
-    bps, threads = max(int(cand.get(k, 0)) for k in keys), st.threads(cfg)
+    bps = max(int(cand.get(k, 0)) for k in keys)
     if not 1 <= bps <= MAX_MINB or bps * threads > MAX_SM_THREADS:
         return None  # a bound the stages refuse (kernels._tunable.check_config)
     if REGISTERS_PER_SM // (bps * threads) >= MAX_THREAD_REGISTERS:
