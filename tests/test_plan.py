@@ -54,7 +54,7 @@ def test_plan_variant_follows_the_alignment_rule():
     """A shape whose rows cannot be 16-byte aligned gets the scalar-GMEM kernel, whatever the
     caller claims; the vector kernel only when every row of A, B and C is aligned, leaving out
     the rows of an operand the stage copies element by element in every variant
-    (``Stage.free_rows``: multistage's and skinny's A in layout N), base pointers aligned."""
+    (``Stage.free_rows``: multistage's A in layout N, skinny's in any), base pointers aligned."""
     assert plan_for(64, 64, 64, stage="multistage").variant == "vector"
     assert plan_for(64, 64, 64, stage="multistage", alignment=Alignment.NONE).variant == "scalar"
     assert plan_for(64, 62, 64, stage="multistage").variant == "scalar"  # N % 4
