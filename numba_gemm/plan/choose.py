@@ -643,8 +643,8 @@ def plan_for(
     pointers = Alignment(alignment)
     rows = g.alignment(pointers)
     aligned = rows == Alignment.ALL
-    # only C unaligned: the vector_loads variant, where the stage has it for this layout
-    loads = rows == Alignment.AB  # (the tensor-core stages have no such variant)
+    # only C unaligned: never staged (the stage's vector_loads variant, where it has one)
+    loads = rows == Alignment.AB
     tma_ok = rows in (Alignment.ALL, Alignment.AB)  # A's and B's rows: tensor maps' strides
     if stage is None:
         st, predicted, reason = _choose(g, None, aligned, dev, compute or "fp32", tma_ok, pointers)
@@ -717,16 +717,16 @@ def plan_for(
         and g == Geometry.dense(M, N, K, g.layout)
     ):
         return _transposed(M, N, K, dev, g.layout, st.precision)
-    own = vector_rows(st, g, aligned, pointers)
-    variant = "vector" if own or st.scalar_kernel is None else "scalar"
-    if own and not aligned:
+    # the rows as this stage reads them: those it copies element by element left out
+    free = st.free_rows(g.layout)
+    own = g.alignment(pointers, free)
+    variant = "vector" if own == Alignment.ALL or st.scalar_kernel is None else "scalar"
+    if own == Alignment.ALL and not aligned:
         reason += (
-            f"; vector variant: the unaligned rows are of {st.free_rows(g.layout)}, which "
-            "the stage copies element by element"
+            f"; vector variant: the unaligned rows are of {free}, which the stage copies "
+            "element by element"
         )
-    # only C unaligned once the rows the stage copies element by element are left out
-    loads = loads or g.alignment(pointers, st.free_rows(g.layout)) == Alignment.AB
-    if variant == "scalar" and loads and st.has_vector_loads(g.layout):
+    if variant == "scalar" and own == Alignment.AB and st.has_vector_loads(g.layout):
         variant = "vector_loads"
         reason += (
             "; vector_loads variant: 128-bit loads of A and B, 32-bit stores of C "

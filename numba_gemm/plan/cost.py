@@ -443,11 +443,10 @@ def pinned_occupancy(cand: Mapping[str, Any], splits: int, aligned: bool = True)
     faster pinned to 4, 5 % slower at 336 blocks (docs/design.md §4.5). Where the unbounded
     kernel already reaches the pin, the bound only moves ptxas's schedule (and may spill:
     double_buffering's 128 x 128 scalar kernel of 256 threads pinned to 2, 0.82x twice).
-    narrow_n's multistage 64 x 128 tile (NBUF 3) with ``MINB`` 1 loads 3 blocks an SM unsplit
-    and 2 at 4 and 12 slices (207 registers offline, 166 pinned to 3 with no spill); priced at 3,
-    its 12-slice re-split ran 126.5 us at 960 x 256 x 6144 where the model said 78.2. Pinned
-    too since, 1859 x 72 x 6714 NN ran 144.5 -> 104.9 us and 426 x 98 x 12845 NT
-    (double_buffering 64 x 128, MINB 1, 48 slices) 99.3 -> 64.2 (docs/design.md §4.5).
+    A loose bound of its own is no bound: narrow_n's multistage 64 x 128 tile (NBUF 3, ``MINB``
+    1) loads 3 blocks an SM unsplit and 2 at 4 and 12 slices (207 registers offline; 166 pinned
+    to 3, no spill), and priced at 3 its 12-slice re-split ran 1.6x its price (docs/design.md
+    §4.5, UAR).
 
     Not pinned: a bound that caps no register (``REGISTERS_PER_SM // (MINB * threads)`` at
     least :data:`MAX_THREAD_REGISTERS`: every kernel reaches that occupancy), one the stage
