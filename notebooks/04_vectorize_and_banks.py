@@ -277,11 +277,14 @@ _ = h.resources(["blocktiling_2d", "vectorize", "bank_conflict_free"], scalar=Tr
 # of them (stage 7). What changes is on the GMEM side, in the resource report above.
 # The scalar kernel copies the tiles from GMEM one float per instruction, four times as many
 # load instructions as `ldg.v4` (likewise for the stores of C), each with its own bounds test or
-# clamp (`_common.load_a4`, `load_b4`). And it needs more registers than the vector kernel,
-# enough (in this report) to leave room for only one block per SM instead of two, so no second
-# block hides its GMEM latency: the same trade-off that made stage 5 keep its BK loop rolled
-# (notebook 03). The profile above is of the aligned 4096^3 product, so it does not say which of
-# the two costs more.
+# clamp (`_common.load_a4`, `load_b4`). The kernels of the table also needed more registers than
+# the vector ones: 133, one block per SM instead of two, so no second block hid their GMEM
+# latency (the trade-off that made stage 5 keep its BK loop rolled, notebook 03). Part of both
+# costs was Numba's: a signed index into an array carries a test for negative indices (a
+# compare and a select per access, Python's `a[-1]`). The scalar loads and stores now index
+# with unsigned integers, which skip it: 126 registers in the report above, two blocks per SM.
+# The 4095 row was measured before that change (`docs/design.md`, "Unsigned indices"). The
+# profile above is of the aligned 4096^3 product, so it does not say which cost is larger.
 
 # %%
 h.print_results(["blocktiling_2d", "vectorize", "bank_conflict_free"])

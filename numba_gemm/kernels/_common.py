@@ -5,7 +5,7 @@ the C epilogue ``C = alpha * acc + beta * C`` (and a fused epilogue's: :func:`ma
 import inspect
 from types import SimpleNamespace
 
-from ..backend import cuda, float32
+from ..backend import cuda, float32, types
 from ..device import SIMULATOR
 from ..ptx.bf16 import from_c, to_c
 from ..ptx.vecmem import load2, load4, store2, store4
@@ -198,11 +198,12 @@ def load_a4(A, r, c, K, vec):
         if c < K:
             return load4(A, r, c)
         return z, z, z, z
+    ru, u = types.uint64(r), types.uint64  # unsigned: no negative-index wraparound
     return (
-        A[r, c] if c < K else z,
-        A[r, c + 1] if c + 1 < K else z,
-        A[r, c + 2] if c + 2 < K else z,
-        A[r, c + 3] if c + 3 < K else z,
+        A[ru, u(c)] if c < K else z,
+        A[ru, u(c + 1)] if c + 1 < K else z,
+        A[ru, u(c + 2)] if c + 2 < K else z,
+        A[ru, u(c + 3)] if c + 3 < K else z,
     )
 
 
@@ -214,11 +215,12 @@ def load_b_cols(B, k, c, step, K, N):
     z = float32(0.0)
     if k >= K:
         return z, z, z, z
+    ku, u = types.uint64(k), types.uint64  # unsigned: no negative-index wraparound
     return (
-        B[k, min(c, N - 1)],
-        B[k, min(c + step, N - 1)],
-        B[k, min(c + 2 * step, N - 1)],
-        B[k, min(c + 3 * step, N - 1)],
+        B[ku, u(min(c, N - 1))],
+        B[ku, u(min(c + step, N - 1))],
+        B[ku, u(min(c + 2 * step, N - 1))],
+        B[ku, u(min(c + 3 * step, N - 1))],
     )
 
 
@@ -299,11 +301,12 @@ def make_stores(finish):
     # instructions (PTX), where the two forms should compile alike
     @device_jit
     def store_c(C, row, col, acc, alpha, beta, E):
+        r, c = types.uint64(row), types.uint64(col)  # unsigned: no negative-index wraparound
         if beta == 0:
-            C[row, col] = to_c(C, finish(alpha * acc, row, col, E))
+            C[r, c] = to_c(C, finish(alpha * acc, row, col, E))
         else:
-            v = alpha * acc + beta * from_c(C, C[row, col])
-            C[row, col] = to_c(C, finish(v, row, col, E))
+            v = alpha * acc + beta * from_c(C, C[r, c])
+            C[r, c] = to_c(C, finish(v, row, col, E))
 
     @device_jit
     def store_c2(C, r, c, x0, x1, alpha, beta, M, N, vec, E):
@@ -376,12 +379,13 @@ def _make_fused_stores(finish):
         # alpha * x + beta * C[row, col]; C is read only when beta != 0 (BLAS convention)
         v = alpha * x
         if beta != 0:
-            v += beta * from_c(C, C[row, col])
+            v += beta * from_c(C, C[types.uint64(row), types.uint64(col)])
         return v
 
     @device_jit
     def store_c(C, row, col, acc, alpha, beta, E):
-        C[row, col] = to_c(C, finish(scaled(C, row, col, acc, alpha, beta), row, col, E))
+        v = to_c(C, finish(scaled(C, row, col, acc, alpha, beta), row, col, E))
+        C[types.uint64(row), types.uint64(col)] = v
 
     @device_jit
     def store_c2(C, r, c, x0, x1, alpha, beta, M, N, vec, E):
@@ -391,6 +395,7 @@ def _make_fused_stores(finish):
         if r >= M or c >= N:
             return
         more = c + 1 < N  # always, when vec (N even, c even)
+        ru, cu = types.uint64(r), types.uint64(c)  # unsigned: no negative-index wraparound
         v0, v1 = alpha * x0, alpha * x1
         if beta != 0:
             if vec:
@@ -398,18 +403,18 @@ def _make_fused_stores(finish):
                 v0 += beta * from_c(C, c0)
                 v1 += beta * from_c(C, c1)
             else:
-                v0 += beta * from_c(C, C[r, c])
+                v0 += beta * from_c(C, C[ru, cu])
                 if more:
-                    v1 += beta * from_c(C, C[r, c + 1])
+                    v1 += beta * from_c(C, C[ru, types.uint64(c + 1)])
         # past N the second result is never stored; finish it at column c, inside the bias
         f0 = to_c(C, finish(v0, r, c, E))
         f1 = to_c(C, finish(v1, r, c + 1 if more else c, E))
         if vec:
             store2(C, r, c, f0, f1)
         else:
-            C[r, c] = f0
+            C[ru, cu] = f0
             if more:
-                C[r, c + 1] = f1
+                C[ru, types.uint64(c + 1)] = f1
 
     store_c_cols = _store_cols_with(store_c)
 
