@@ -41,3 +41,14 @@ status() {  # name secs args...
   echo "$n rc=$? $(( $(date +%s) - T0 )) s"; tail -1 $R/$n/summary.txt 2>/dev/null; (cd /tmp && tar czf $OUT/r41.tgz r41)
 }
 status random-NN-20261343 250 --heldout random --seed 20261343 --layout NN
+source .gpu/setup.sh
+R=/tmp/r42; rm -rf $R; mkdir -p $R
+T0=$(date +%s)
+status() {  # name secs args...
+  local n=$1 s=$2; shift 2
+  NUMBA_GEMM_CACHE_DIR=/tmp/kc-new timeout $s python3 -m numba_gemm.tools.shapes "$@" --reps 10 --jobs 16 --out $R/$n > /dev/null 2> $R/$n.log
+  echo "$n rc=$? $(( $(date +%s) - T0 )) s"; tail -1 $R/$n/summary.txt 2>/dev/null; (cd /tmp && tar czf $OUT/r42.tgz r42)
+}
+status random-NN-20261344 95 --heldout random --seed 20261344 --layout NN
+Q=$(( 180 - ($(date +%s) - T0) ))
+status random-NT-20261344 $Q --heldout random --seed 20261344 --layout NT
