@@ -147,6 +147,23 @@ def off_simulator(args: list, *, timeout: int, **env: str) -> subprocess.Complet
     )
 
 
+def split_sum_loads(stage) -> int:
+    """128-bit loads in the PTX of ``stage``'s split-K sum (``kernels._splitk.make_fixup``), in
+    every variant: the workspace's rows are aligned whatever C's are, so the scalar variant reads
+    partials 128 bits at a time too. The sum's loads are unrolled: ``depth`` partials of
+    ``items_per_round`` items a round, in one sum (one level) or two (the groups', then the
+    tile's)."""
+    from numba_gemm.kernels._splitk import FIXUP_DEPTH, groups, items_per_round
+
+    S = stage.config.get("SPLITK", 1)
+    if S <= 1:
+        return 0
+    (bm, bn, _), nt = stage.block(stage.config), stage.threads(stage.config)
+    gs, g = groups(S)
+    ipr = items_per_round(bm, bn, nt, S, stage.wide_fixup)
+    return min(max(gs, g), FIXUP_DEPTH) * ipr * (1 if g == 1 else 2)
+
+
 def resident_grid(monkeypatch, together: bool = True) -> list:
     """Make the simulator run a grid as a GPU runs a resident one, every block at once (it runs
     them one after another), and let the launcher license split-K's spread sum, whose blocks

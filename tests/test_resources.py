@@ -7,7 +7,7 @@ import fcntl
 import json
 
 import pytest
-from helpers import off_simulator
+from helpers import off_simulator, split_sum_loads
 
 import numba_gemm
 from numba_gemm import STAGES
@@ -15,23 +15,6 @@ from numba_gemm.kernels.stage import variant_key
 from numba_gemm.tools.resources import occupancy_sm90
 
 FIRST_REGISTER_TILED = [s.name for s in STAGES].index("blocktiling_1d")
-
-
-def split_sum_loads(stage) -> int:
-    """128-bit loads in the PTX of ``stage``'s split-K sum (``kernels._splitk.make_fixup``), in
-    every variant: the workspace's rows are aligned whatever C's are, so the scalar variant reads
-    partials 128 bits at a time too. The sum's loads are unrolled: ``depth`` partials of
-    ``items_per_round`` items a round, in one sum (one level) or two (the groups', then the
-    tile's)."""
-    from numba_gemm.kernels._splitk import FIXUP_DEPTH, groups, items_per_round
-
-    S = stage.config.get("SPLITK", 1)
-    if S <= 1:
-        return 0
-    (bm, bn, _), nt = stage.block(stage.config), stage.threads(stage.config)
-    gs, g = groups(S)
-    ipr = items_per_round(bm, bn, nt, S, stage.wide_fixup)
-    return min(max(gs, g), FIXUP_DEPTH) * ipr * (1 if g == 1 else 2)
 
 
 #: One xdist worker runs this module (``make test``: ``--dist loadgroup``), so the report below
@@ -142,51 +125,3 @@ def test_occupancy_model():
     assert occupancy_sm90(16, 0, 1024) == (2, 1.0)
     # over the per-block SMEM maximum: cannot launch
     assert occupancy_sm90(32, 230 * 1024, 128)[0] == 0
-
-
-def test_skinny_n_blocks_of_512_threads_launch():
-    """skinny_n's 512-thread configurations keep to the 128 registers a thread of such a block
-    can have, in every variant and layout (without the block size told to ptxas, the one the
-    plan picks at 4096 x 16 x 4096 took 140 registers with B stored transposed, 151-153 in the
-    scalar variant, and could not launch)."""
-    code = """
-import dataclasses, json, numba_gemm
-from numba_gemm.tools import resources
-st = numba_gemm.get_stage("skinny_n").with_config(
-    dict(NB=16, RW=4, THREADS=512, KC=128, SPLITK=2, MINB=0))
-print(json.dumps([dataclasses.asdict(resources.kernel_resources(st, st.kernel_for(v, lay), v, lay))
-                  for v in ("vector", "scalar") for lay in ("NN", "NT")]
-                 + [dataclasses.asdict(resources.kernel_resources(
-                     st, st.kernel_for("vector_loads", "NT"), "vector_loads", "NT"))]))
-"""
-    res = off_simulator(["-c", code], timeout=900)
-    assert res.returncode == 0, res.stderr
-    reports = json.loads(res.stdout.strip().splitlines()[-1])
-    assert len(reports) == 5
-    for r in reports:
-        assert r["registers"] <= 128 and r["blocks_per_sm"] >= 1, r
-
-
-def test_vector_loads_variant_loads_128_bits_and_stores_32():
-    """The vector_loads variant (``registry.VECTOR_LOADS``, x @ W.T with an odd N) of the tiled
-    and the few-rows stage, B stored transposed: ld.global.v4 for A and W, no st.global.v4 (C's
-    rows are not aligned), and no more registers than the scalar twin it replaces (same
-    occupancy)."""
-    code = """
-import dataclasses, json, numba_gemm
-from numba_gemm.tools import resources
-def report(st, v):
-    return dataclasses.asdict(resources.kernel_resources(st, st.kernel_for(v, "NT"), v, "NT"))
-print(json.dumps([report(st, v) for st in map(numba_gemm.get_stage, ("double_buffering", "skinny"))
-                  for v in ("vector_loads", "scalar")]))
-"""
-    res = off_simulator(["-c", code], timeout=900)
-    assert res.returncode == 0, res.stderr
-    reports = json.loads(res.stdout.strip().splitlines()[-1])
-    for name, (loads, scalar) in zip(
-        ("double_buffering", "skinny"), (reports[:2], reports[2:]), strict=True
-    ):
-        assert loads["ptx_ld_global_v4"] >= 2 and loads["ptx_st_global_v4"] == 0, loads
-        # 4-byte loads of A and B; 128-bit ones only in the split-K sum (aligned workspace)
-        assert scalar["ptx_ld_global_v4"] == split_sum_loads(numba_gemm.get_stage(name)), scalar
-        assert loads["blocks_per_sm"] >= scalar["blocks_per_sm"], (loads, scalar)

@@ -1,0 +1,60 @@
+"""Register limits and instruction kinds of single kernels, compiled for sm_90 without a GPU
+(each test in a process of its own, simulator off). Kept apart from ``test_resources.py``, whose
+module is one xdist group on one worker (the whole-package report): these tests do not read that
+report, so ``make test`` schedules them on the other workers."""
+
+from __future__ import annotations
+
+import json
+
+from helpers import off_simulator, split_sum_loads
+
+import numba_gemm
+
+
+def test_skinny_n_blocks_of_512_threads_launch():
+    """skinny_n's 512-thread configurations keep to the 128 registers a thread of such a block
+    can have, in every variant and layout (without the block size told to ptxas, the one the
+    plan picks at 4096 x 16 x 4096 took 140 registers with B stored transposed, 151-153 in the
+    scalar variant, and could not launch)."""
+    code = """
+import dataclasses, json, numba_gemm
+from numba_gemm.tools import resources
+st = numba_gemm.get_stage("skinny_n").with_config(
+    dict(NB=16, RW=4, THREADS=512, KC=128, SPLITK=2, MINB=0))
+print(json.dumps([dataclasses.asdict(resources.kernel_resources(st, st.kernel_for(v, lay), v, lay))
+                  for v in ("vector", "scalar") for lay in ("NN", "NT")]
+                 + [dataclasses.asdict(resources.kernel_resources(
+                     st, st.kernel_for("vector_loads", "NT"), "vector_loads", "NT"))]))
+"""
+    res = off_simulator(["-c", code], timeout=900)
+    assert res.returncode == 0, res.stderr
+    reports = json.loads(res.stdout.strip().splitlines()[-1])
+    assert len(reports) == 5
+    for r in reports:
+        assert r["registers"] <= 128 and r["blocks_per_sm"] >= 1, r
+
+
+def test_vector_loads_variant_loads_128_bits_and_stores_32():
+    """The vector_loads variant (``registry.VECTOR_LOADS``, x @ W.T with an odd N) of the tiled
+    and the few-rows stage, B stored transposed: ld.global.v4 for A and W, no st.global.v4 (C's
+    rows are not aligned), and no more registers than the scalar twin it replaces (same
+    occupancy)."""
+    code = """
+import dataclasses, json, numba_gemm
+from numba_gemm.tools import resources
+def report(st, v):
+    return dataclasses.asdict(resources.kernel_resources(st, st.kernel_for(v, "NT"), v, "NT"))
+print(json.dumps([report(st, v) for st in map(numba_gemm.get_stage, ("double_buffering", "skinny"))
+                  for v in ("vector_loads", "scalar")]))
+"""
+    res = off_simulator(["-c", code], timeout=900)
+    assert res.returncode == 0, res.stderr
+    reports = json.loads(res.stdout.strip().splitlines()[-1])
+    for name, (loads, scalar) in zip(
+        ("double_buffering", "skinny"), (reports[:2], reports[2:]), strict=True
+    ):
+        assert loads["ptx_ld_global_v4"] >= 2 and loads["ptx_st_global_v4"] == 0, loads
+        # 4-byte loads of A and B; 128-bit ones only in the split-K sum (aligned workspace)
+        assert scalar["ptx_ld_global_v4"] == split_sum_loads(numba_gemm.get_stage(name)), scalar
+        assert loads["blocks_per_sm"] >= scalar["blocks_per_sm"], (loads, scalar)
