@@ -208,20 +208,36 @@ def load_a4(A, r, c, K, vec):
 
 
 @device_jit
-def load_b_cols(B, k, c, step, K, N):
+def _at_cols(B, k, c0, c1, c2, c3):
+    """``B[k, c0]`` ... ``B[k, c3]``, indexed with the integer type of the arguments."""
+    return B[k, c0], B[k, c1], B[k, c2], B[k, c3]
+
+
+@device_jit
+def load_b_cols(B, k, c, step, K, N, unsigned):
     """``B[k, c + step * i]`` for ``i < 4`` in four scalar loads, columns clamped into
     ``[0, N)``, zeros if ``k >= K``. ``step`` 1: four consecutive columns (:func:`load_b4`'s
-    scalar variant); the skinny stage spreads them a warp apart so each load is coalesced."""
+    scalar variant); the skinny stage spreads them a warp apart so each load is coalesced.
+
+    ``unsigned`` (a constant at each call site): index as ``uint64``, without Numba's test for
+    negative indices. Stages 8-10's register-staged loads pass ``False``: unsigned, the compiler
+    kept more of the four addresses live across the K loop (double_buffering 64 x 128, TM 8:
+    194 registers instead of 163, and 1.07x the kernel time), while the skinny stage ran 1.06x
+    slower signed (docs/design.md §4.16).
+    """
     z = float32(0.0)
     if k >= K:
         return z, z, z, z
-    ku, u = types.uint64(k), types.uint64  # unsigned: no negative-index wraparound
-    return (
-        B[ku, u(min(c, N - 1))],
-        B[ku, u(min(c + step, N - 1))],
-        B[ku, u(min(c + 2 * step, N - 1))],
-        B[ku, u(min(c + 3 * step, N - 1))],
+    c0, c1, c2, c3 = (
+        min(c, N - 1),
+        min(c + step, N - 1),
+        min(c + 2 * step, N - 1),
+        min(c + 3 * step, N - 1),
     )
+    if unsigned:
+        u = types.uint64
+        return _at_cols(B, u(k), u(c0), u(c1), u(c2), u(c3))
+    return _at_cols(B, k, c0, c1, c2, c3)
 
 
 @device_jit
@@ -236,7 +252,7 @@ def load_b4(B, k, c, K, N, vec):
             z = float32(0.0)
             return z, z, z, z
         return load4(B, k, min(c, N - 4))
-    return load_b_cols(B, k, c, 1, K, N)
+    return load_b_cols(B, k, c, 1, K, N, True)
 
 
 @device_jit

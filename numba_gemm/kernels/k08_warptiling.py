@@ -180,7 +180,7 @@ def make_mover(
                 )
             else:  # the scalar variant's order: columns ``step`` apart
                 regs[4 * l], regs[4 * l + 1], regs[4 * l + 2], regs[4 * l + 3] = load_b_cols(
-                    X, k, o0 + column(q), step, k_end, olim
+                    X, k, o0 + column(q), step, k_end, olim, False
                 )
 
         @device_jit

@@ -238,7 +238,7 @@ def _make_kernel(items: tuple, vec: int, layout: str = "NN", epilogue=None, grou
         if vec:
             b0, b1, b2, b3 = load_b4(Bg, k, n, k_end, N, True)
         else:
-            b0, b1, b2, b3 = load_b_cols(Bg, k, n, G, k_end, N)
+            b0, b1, b2, b3 = load_b_cols(Bg, k, n, G, k_end, N, True)
         breg[4 * j] = b0
         breg[4 * j + 1] = b1
         breg[4 * j + 2] = b2
