@@ -352,13 +352,15 @@ h.show_source(k16.lane_sums_owned)
 # %% [markdown]
 # ### Who reads which part of A
 #
-# The configuration the plan picks for 4096 x 16 x 4096, with the module's `derived` constants.
+# The configuration the skinny_n class holds for 4096 x 16 x 4096 (`plan_for(..., stage=...)`),
+# with the module's `derived` constants. (The plan itself may run a 32-column tile of multistage
+# there: its price ties with this one; next sections.)
 # The lane map is the kernel's: warp `w` owns rows `w RW .. w RW + RW - 1` of the block, lane `l`
 # loads float4 column `l + 32 j` of each of them in every chunk.
 
 # %%
 shape16 = (4096, 16, 4096)
-cfg16 = dict(numba_gemm.plan_for(*shape16, device=gpu).stage.config)
+cfg16 = dict(numba_gemm.plan_for(*shape16, stage="skinny_n", device=gpu).stage.config)
 d16 = k16.derived(cfg16)
 print(f"{'x'.join(map(str, shape16))}: {h.describe(cfg16)}")
 print({k: d16[k] for k in ("NW", "BM", "KSTEP", "V", "BP")})

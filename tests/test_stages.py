@@ -201,6 +201,29 @@ def test_committed_tuned_configs_run(name, config, rng):
         assert err <= stage.rtol, f"{name} {config} {(M, N, K)}: rel. error {err:.3g}"
 
 
+#: 32-column tiles, which the skinny_n class holds since it was re-tuned with them (N of 17-32 in
+#: one column of tiles, docs/design.md §4.17); the simulator's sample of the committed structures
+#: above need not include double_buffering's.
+NARROW_N_TILES = [
+    ("double_buffering", dict(BM=128, BN=32, BK=16, WM=32, WN=32, WNITER=1, TM=4, TN=4, SPLITK=2)),
+    (
+        "multistage",
+        dict(BM=128, BN=32, BK=16, WM=64, WN=16, WNITER=1, TM=8, TN=4, SPLITK=2, NBUF=3),
+    ),
+]
+
+
+@pytest.mark.parametrize("name, config", NARROW_N_TILES, ids=[n for n, _ in NARROW_N_TILES])
+def test_narrow_n_tiles(name, config, rng):
+    """A 32-column tile on products narrower than it: a ragged one (scalar variant, 26 columns)
+    and one with aligned rows (vector variant, 20 columns), C NaN-poisoned, against float64."""
+    stage = numba_gemm.get_stage(name).with_config(dict(config, MINB=0))
+    for M, N, K in [(37, 26, 21), (20, 20, 24)]:
+        err, out = check_sgemm(stage, rng, M, N, K)
+        assert np.isfinite(out).all(), f"{name} {(M, N, K)}: unwritten elements"
+        assert err <= stage.rtol, f"{name} {(M, N, K)}: rel. error {err:.3g}"
+
+
 @requires_gpu
 @pytest.mark.parametrize("stage", STAGES, ids=stage_ids)
 def test_stage_4096_matches_cublas(stage, rng):
