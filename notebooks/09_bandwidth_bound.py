@@ -353,8 +353,7 @@ h.show_source(k16.lane_sums_owned)
 # ### Who reads which part of A
 #
 # The configuration the skinny_n class holds for 4096 x 16 x 4096 (`plan_for(..., stage=...)`),
-# with the module's `derived` constants. (The plan itself may run a 32-column tile of multistage
-# there: its price ties with this one; next sections.)
+# with the module's `derived` constants.
 # The lane map is the kernel's: warp `w` owns rows `w RW .. w RW + RW - 1` of the block, lane `l`
 # loads float4 column `l + 32 j` of each of them in every chunk.
 
@@ -542,10 +541,13 @@ for shape in [*SKINNY, (64, 4096, 4096), (65, 4096, 4096), (4096, 64, 4096), (40
 
 # %% [markdown]
 # At the run's products the plan runs this notebook's stages, in the configuration the
-# benchmark's `auto` row ran, and its predictions land close to the measured times. At 64 rows or
-# 64 columns, inside the stages' limits, it runs a tiled stage with split-K instead: past the
-# ridge (the first section), the candidates its data prices cheapest there are tiled ones. From
-# 65 rows or columns on, only the tiled stages are offered.
+# benchmark's `auto` row ran, and its predictions land close to the measured times. (The output
+# above was printed before a fix to the pricing of split-K candidates tuned with the spread sum,
+# docs/design.md §4.17: it shows multistage's 32-column tile at 4096 x 16 x 4096, priced 39.7 us
+# where it had taken 45.0; the plan now runs the skinny_n stage there, as the `auto` row did.)
+# At 64 rows or 64 columns, inside the stages' limits, it runs a tiled stage with split-K
+# instead: past the ridge (the first section), the candidates its data prices cheapest there are
+# tiled ones. From 65 rows or columns on, only the tiled stages are offered.
 #
 # ## Measured on the GPU
 #

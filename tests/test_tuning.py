@@ -419,7 +419,8 @@ def test_evaluate_times_a_batch_and_records_its_occupancy(stage, rng):
     # occupancy: 1 on the simulator, the CUDA occupancy API's answer on a GPU
     occ = {k: alts[0].pop(k) for k in ("blocks_per_sm", "blocks_per_sm_scalar")}
     assert all(isinstance(v, int) and v >= 1 for v in occ.values()), occ
-    assert alts == [dict(config=cfg, ms=res["ms"], shape=[21, 19, 13], batch=3)]
+    # (measured by this tree's kernels: split-K's spread sum, tuning.SPREAD_SUM)
+    assert alts == [dict(config=cfg, ms=res["ms"], shape=[21, 19, 13], batch=3, spread_sum=True)]
 
 
 def test_batch_candidates_price_by_their_batch(monkeypatch, tmp_path, fake_gpu):
@@ -739,6 +740,28 @@ def test_retime_adds_the_transposed_b_times(rng, monkeypatch, capsys):
     assert "ms_nt" not in data["gpus"]["G"]["classes"]["large"]["multistage"]
 
 
+def test_a_split_measured_with_the_spread_sum_is_priced_at_its_own_time(fake_gpu):
+    """A split candidate whose grid was resident where it was tuned is priced there at its own
+    time if it was measured with the spread sum (``tuning.SPREAD_SUM``: the tuner writes it); one
+    measured before (no key: the committed data's older records) has a last-block sum taken out
+    and the spread one put back, below its time. A grid that was not resident ran a last-block
+    sum either way."""
+    from numba_gemm.plan.cost import reduce_ms
+    from numba_gemm.plan.tuning import SPREAD_SUM
+
+    tile = dict(TINY, BM=64, BN=128, WM=32, WN=64, SPLITK=8)
+    shape = (256, 256, 8192)  # 4 x 2 tiles x 8 slices: resident on 132 SMs
+    assert reduce_ms(8, *shape[:2], tile, DB, spread=True) < reduce_ms(8, *shape[:2], tile, DB)
+    old = result(tile, ms=0.05, shape=shape)
+    new = dict(old, **{SPREAD_SUM: True})
+    assert estimate_ms(new, *shape, sms=132) == pytest.approx(0.05, rel=1e-12)
+    assert estimate_ms(old, *shape, sms=132) < 0.05
+    big = (4096, 4096, 8192)  # 2048 tiles x 8 slices: not resident
+    old, new = result(tile, ms=5.0, shape=big), result(tile, ms=5.0, shape=big)
+    new[SPREAD_SUM] = True
+    assert estimate_ms(new, *big, sms=132) == estimate_ms(old, *big, sms=132) == pytest.approx(5.0)
+
+
 def test_retime_nn_replaces_the_swept_times(rng, monkeypatch, capsys, tmp_path):
     """``tools.tune --retime NN`` (after a kernel change) times every stored candidate again as
     swept and replaces its times and occupancies (and the winner's GFLOP/s), leaving the other
@@ -778,7 +801,9 @@ def test_retime_nn_replaces_the_swept_times(rng, monkeypatch, capsys, tmp_path):
         assert f"{was:8.4f}" in table
     assert small["blocks_per_sm_scalar"] != 9  # (the occupancy API's, not the stored one)
     assert small["gflops"] != 1.0 and small["ms_nt"] == 7.0  # NT's times are another key's
+    assert small["spread_sum"] and small["alternatives"][0]["spread_sum"]  # this tree's sums
     assert data["gpus"]["G"]["classes"]["large"]["multistage"]["ms"] == 123.0
+    assert "spread_sum" not in data["gpus"]["G"]["classes"]["large"]["multistage"]
     with pytest.raises(ValueError, match="layout must be 'NN' or 'NT'"):
         tune_cli.retime(data, "G", (9, 0), ["small"], ["multistage"], rng, None, layout="TN")
 

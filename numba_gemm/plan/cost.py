@@ -18,6 +18,7 @@ from typing import Any
 from ..device import cdiv
 from ..kernels import _splitk, _streamk, get_stage
 from ..kernels.stage import Stage
+from .tuning import SPREAD_SUM
 
 #: Split-K's reduction, priced by the model. The last slice of each tile sums the partials in the
 #: same kernel (``kernels._splitk``): a tail after the main loop of ``REDUCE_LEVEL_MS`` per level
@@ -116,7 +117,9 @@ def estimate_ms(
     than 4096 does. A split-K candidate's reduction (:func:`reduce_ms`) does not scale that way:
     it is taken out of the tuned time and priced at the new shape, so a small product does not
     pay for a reduction it cannot amortize; where the new grid is resident at once (at
-    ``per_sm`` or the measured occupancy) the sum is priced spread over the slices.
+    ``per_sm`` or the measured occupancy) the sum is priced spread over the slices. The sum taken
+    out is a last-block one, or the spread one where the candidate was measured with it
+    (``tuning.SPREAD_SUM``) on a resident grid.
 
     ``splits``: the K slices to price at this shape (the launch layer's split-K: the same tiles
     with another ``SPLITK``; default: the candidate's own).
@@ -145,7 +148,9 @@ def estimate_ms(
             return side * cdiv(cdiv(k, s), bk) / sm_rate(side)
         return cdiv(blocks, sms * bps) * bps * cdiv(cdiv(k, s), bk) / sm_rate(bps)
 
-    main = max(float(ms) - reduce_ms(s, Mr, Nr, cfg, st), 0.1 * float(ms))
+    # the sum in the tuned time: spread where that grid was resident, if it ran the spread sum
+    spread_r = bool(cand.get(SPREAD_SUM)) and cdiv(Mr, bm) * cdiv(Nr, bn) * s * Br <= sms * bps
+    main = max(float(ms) - reduce_ms(s, Mr, Nr, cfg, st, spread_r), 0.1 * float(ms))
     run_bps = bps if per_sm is None else per_sm
     resident = batch == 1 and cdiv(M, bm) * cdiv(N, bn) * s_new <= sms * run_bps
     return main * work(M, N, K, batch, s_new, run_bps) / work(Mr, Nr, Kr, Br, s, bps) + reduce_ms(

@@ -416,7 +416,7 @@ def _alternatives(
         if min(occ.values()) < 1:  # a variant that cannot launch (registers): unusable
             print(f"{cls} {stage.name}: {cfg} dropped, occupancy {occ}", file=sys.stderr)
             continue
-        alt = dict(config=cfg, ms=res["ms"], shape=res["shape"], **occ)
+        alt = dict(config=cfg, ms=res["ms"], shape=res["shape"], **occ, **{tuning.SPREAD_SUM: True})
         if "batch" in res:
             alt["batch"] = res["batch"]
         if twin is not None and stage.tensor_maps is None:
@@ -536,6 +536,8 @@ def retime(
             added[keys[1]] = occupancy(st, prob, True, layout)
             if layout == "NN" and "gflops" in rec:  # the winner's record carries the sweep's
                 added.update({k: t[k] for k in ("gflops", "err", "pct_cublas") if k in t})
+            if layout == "NN":  # this tree's kernels: split-K's spread sum
+                added[tuning.SPREAD_SUM] = True
             # the scalar kernel on the unaligned twin (a TMA stage never runs one, as in the sweep)
             tw = evaluate(st, twin, reps, warmup, layout=layout) if st.tensor_maps is None else {}
             if tw.get("ok"):
@@ -866,7 +868,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 config=best_cfg,
                 blocks_per_sm=alts[0]["blocks_per_sm"],
                 blocks_per_sm_scalar=alts[0]["blocks_per_sm_scalar"],
-                **{k: alts[0][k] for k in ("ms_scalar",) if k in alts[0]},
+                **{k: alts[0][k] for k in ("ms_scalar", tuning.SPREAD_SUM) if k in alts[0]},
                 alternatives=alts[1:],
                 candidates_timed=timed,
                 candidates_total=len(cands),
