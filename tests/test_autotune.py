@@ -81,6 +81,8 @@ def test_first_call_of_a_bucket_runs_the_fastest_timed_candidate(store, rng, mon
     assert tuple(rec["shape"]) == SHAPE and rec["aligned"] is False
     assert [c["ms"] for c in rec["candidates"]] == sorted(c["ms"] for c in rec["candidates"])
     assert rec["candidates"][0]["config"] == dict(timer.plans[1].stage.config)
+    # timed with split-K's spread sum: priced at their own times where the store is consulted
+    assert all(c[tuning.SPREAD_SUM] is True for c in rec["candidates"])
     _run(rng)  # the same bucket again: nothing timed
     assert len(timer.plans) == len(rec["candidates"])
 

@@ -157,6 +157,7 @@ def tune(
                     "variant": variant_key(plan.variant, g.layout),
                     "predicted_ms": ms,
                     "rank": i,  # the cost model's order: 0 is what it picks without timing
+                    tuning.SPREAD_SUM: True,  # timed by this tree's kernels (split-K's spread sum)
                 }
             )
         if not out:
