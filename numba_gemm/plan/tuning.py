@@ -601,12 +601,13 @@ TRANSPOSED_B_KEYS = ("ms_nt", "blocks_per_sm_nt", "ms_scalar_nt", "blocks_per_sm
 #: data-parallel grid would leave its last wave part-filled.
 STREAM_K_KEYS = ("ms_sk", "blocks_per_sm_sk", "shape_sk")
 
-#: Set (true) on a class candidate whose row-major times were measured with split-K's spread sum
+#: Set (true) on a candidate whose row-major times were measured with split-K's spread sum
 #: (``kernels._splitk``: where the grid is resident, every slice sums a share of the tile):
-#: ``tools.tune`` writes it with every sweep and ``--retime NN``. Without it the times predate
-#: the spread sum, and ``cost.estimate_ms`` takes their sums out as last-block sums; with it, as
-#: the sum that ran at the tuned shape, so a candidate is priced at its own time there (a
-#: re-tuned 256 x 32 tile in 16 slices was priced 39.7 us at the 45.0 us it had taken).
+#: ``tools.tune`` writes it with every sweep and ``--retime NN``, autotuning on every candidate
+#: it stores (priced as a measured shape). Without it the times predate the spread sum, and
+#: ``cost.estimate_ms`` takes their sums out as last-block sums; with it, as the sum that ran at
+#: the tuned shape, so a candidate is priced at its own time there (a re-tuned 256 x 32 tile in
+#: 16 slices was priced 39.7 us at the 45.0 us it had taken).
 SPREAD_SUM = "spread_sum"
 
 
