@@ -541,10 +541,9 @@ for shape in [*SKINNY, (64, 4096, 4096), (65, 4096, 4096), (4096, 64, 4096), (40
 
 # %% [markdown]
 # At the run's products the plan runs this notebook's stages, in the configuration the
-# benchmark's `auto` row ran, and its predictions land close to the measured times. (The output
-# above was printed before a fix to the pricing of split-K candidates tuned with the spread sum,
-# docs/design.md §4.17: it shows multistage's 32-column tile at 4096 x 16 x 4096, priced 39.7 us
-# where it had taken 45.0; the plan now runs the skinny_n stage there, as the `auto` row did.)
+# benchmark's `auto` row ran, and its predictions land close to the measured times. (Before a fix
+# to the pricing of split-K candidates tuned with the spread sum, docs/design.md §4.17, the plan
+# ran multistage's 32-column tile at 4096 x 16 x 4096, priced 39.7 us where it had taken 45.0.)
 # At 64 rows or 64 columns, inside the stages' limits, it runs a tiled stage with split-K
 # instead: past the ridge (the first section), the candidates its data prices cheapest there are
 # tiled ones. From 65 rows or columns on, only the tiled stages are offered.

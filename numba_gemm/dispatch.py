@@ -335,12 +335,24 @@ def run_fp16(
     return out
 
 
+#: The stages whose plan for the mean group a grouped product of many rows a group may take, by
+#: B's layout: with B stored transposed also stage 9's tiles, whose register-staged copy reads
+#: B 16 bytes at a time along K (multistage's cp.async copies that B 4 bytes at a time).
+GROUPED_PLANNED = {"NN": ("multistage",), "NT": ("multistage", "double_buffering")}
+
+
 def planned_grouped_stage(rows: int, N: int, K: int, layout: str, device: int) -> tuple:
-    """``(stage, DeviceInfo)``: multistage's plan for one product of a mean group (``rows`` x
-    ``N`` x ``K`` in ``layout``), without split-K: the tiles of groups of ``FEW_ROWS`` rows or
-    more (and ``tools.grouped --sweep``'s ``planner`` column)."""
+    """``(stage, DeviceInfo)``: the planner's cheapest plan among :data:`GROUPED_PLANNED`'s
+    stages for one product of a mean group (``rows`` x ``N`` x ``K`` in ``layout``), without
+    split-K: the tiles of groups of ``FEW_ROWS`` rows or more (and ``tools.grouped --sweep``'s
+    ``planner`` column)."""
     g = None if layout == "NN" else Geometry.dense(rows, N, max(K, 1), layout)
-    plan = plan_for(rows, N, max(K, 1), stage="multistage", device=device, geometry=g)
+    plans = [
+        plan_for(rows, N, max(K, 1), stage=name, device=device, geometry=g)
+        for name in GROUPED_PLANNED[layout]
+    ]
+    # (unpriced, without tuning data for this GPU: the first stage)
+    plan = min(plans, key=lambda p: (p.predicted_ms is None, p.predicted_ms or 0.0))
     stage = plan.stage
     if stage.config["SPLITK"] != 1:
         stage = stage.with_config({**stage.config, "SPLITK": 1})

@@ -4,6 +4,8 @@ experts' matrices, shared weights, unaligned rows; the errors of bad arguments."
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 from helpers import device_view, randn, to_device
@@ -106,19 +108,21 @@ def test_bench_splits_tokens_unevenly_with_empty_experts():
 
 
 def test_sweep_configs_are_valid_and_apart_from_the_benchmarked_layers():
-    """``tools.grouped --sweep``: every configuration is a valid multistage or skinny one, every
+    """``tools.grouped --sweep``: every configuration is a valid multistage, double_buffering or
+    skinny one, every
     configuration the automatic choice takes is among them, and no swept shape is one the bench
     reports."""
-    from numba_gemm.kernels import k10_multistage, k15_skinny
+    from numba_gemm.kernels import k09_double_buffering, k10_multistage, k15_skinny
     from numba_gemm.launch import grouped as launch
     from numba_gemm.tools import grouped
 
     for cfg in grouped.SWEEP_CONFIGS.values():
         k10_multistage.check_config(cfg)
+    for cfg in grouped.SWEEP_DOUBLE.values():
+        k09_double_buffering.check_config(cfg)
     for cfg in grouped.SWEEP_SKINNY.values():
         k15_skinny.check_config(cfg)
     assert launch.FEW_ROWS_CONFIG in grouped.SWEEP_CONFIGS.values()
-    assert launch.FEW_ROWS_CONFIG_NT in grouped.SWEEP_CONFIGS.values()
     for _, layouts, cfg in launch.SKINNY_RULE:
         assert cfg in grouped.SWEEP_SKINNY.values()
         assert all(x in k15_skinny.layouts_of(cfg) for x in layouts)
@@ -129,7 +133,7 @@ def test_sweep_configs_are_valid_and_apart_from_the_benchmarked_layers():
 # (docs/design.md §3.2); None: the planner's tiles
 TILE_TABLE = {
     "NN": {1: 4, 2: 4, 3: 8, 8: 8, 9: 32, 16: 32, 28: 32, 29: 32, 255: 32, 256: None},
-    "NT": {1: 4, 2: 4, 3: 8, 8: 8, 9: 16, 16: 16, 28: 16, 29: 64, 255: 64, 256: None},
+    "NT": {1: 4, 2: 4, 3: 8, 8: 8, 9: 16, 16: 16, 28: 16, 29: None, 255: None, 256: None},
 }
 
 
@@ -137,7 +141,8 @@ TILE_TABLE = {
 def test_grouped_tiles_follow_the_mean_group(layout):
     """The automatic choice (``launch.grouped.few_rows_choice``, ``dispatch.grouped_runner``):
     skinny tiles of 4, 8 (and with B transposed 16) rows for a mean group of a handful of rows,
-    32- or 64-row multistage tiles below ``FEW_ROWS``, the planner's tiles from there on."""
+    with B row-major 32-row multistage tiles below ``FEW_ROWS``, the planner's tiles from there
+    on (with B transposed, past the skinny tiles)."""
     from numba_gemm import dispatch
     from numba_gemm.launch import grouped as launch
 
@@ -145,17 +150,70 @@ def test_grouped_tiles_follow_the_mean_group(layout):
     for rows, want in TILE_TABLE[layout].items():
         choice = launch.few_rows_choice(rows, layout)
         if want is None:
-            assert choice is None and rows >= launch.FEW_ROWS
+            assert choice is None and (layout == "NT" or rows >= launch.FEW_ROWS)
             continue
         name, items = choice
         cfg = dict(items)
         if want in (4, 8, 16):
             assert name == "skinny" and cfg["MT"] == want, (rows, cfg)
         else:
-            ms = launch.FEW_ROWS_CONFIG_NT if layout == "NT" else launch.FEW_ROWS_CONFIG
+            ms = launch.FEW_ROWS_CONFIG
             assert name == "multistage" and cfg == ms and cfg["BM"] == want, (rows, cfg)
         r = dispatch.grouped_runner(rows * 8, 40, 24, 8, layout, True, 0)
         assert (r.stage.name, dict(r.stage.config)) == (name, cfg)
+
+
+@pytest.mark.parametrize("layout", ["NN", "NT"])
+def test_planned_grouped_stage_is_the_cheapest_plan_of_its_layouts_stages(monkeypatch, layout):
+    """Groups of many rows take the planner's tiles for the mean group without split-K: with B
+    row-major multistage's plan, with B transposed the cheaper of multistage's and
+    double_buffering's (unpriced, without tuning data: multistage's)."""
+    from numba_gemm import dispatch, get_stage
+
+    asked = []
+
+    def plan_for(M, N, K, stage, device, geometry):
+        asked.append(stage)
+        st = get_stage(stage).with_config(dict(get_stage(stage).config, SPLITK=2))
+        ms = {"multistage": 2.0, "double_buffering": 1.0}[stage] if prices else None
+        return SimpleNamespace(stage=st, predicted_ms=ms, device="dev")
+
+    monkeypatch.setattr(dispatch, "plan_for", plan_for)
+    for prices in (True, False):
+        asked.clear()
+        stage, dev = dispatch.planned_grouped_stage(300, 512, 256, layout, 0)
+        assert asked == list(dispatch.GROUPED_PLANNED[layout]) and dev == "dev"
+        want = "double_buffering" if layout == "NT" and prices else "multistage"
+        assert stage.name == want and stage.config["SPLITK"] == 1
+
+
+def _check_two_blocks(rng, stage, sizes, K, N, layout, vec):
+    """``stage``'s grouped kernel on groups ``sizes`` (the last row in no group) with a
+    persistent grid of two blocks, each running many units: every group's rows against float64,
+    the last row unwritten."""
+    from numba_gemm import device
+    from numba_gemm.arrays import operand
+    from numba_gemm.launch.grouped import GroupedRunner
+
+    T, E = sum(sizes), len(sizes)
+    ends = np.cumsum(sizes).astype(np.int32)
+    ends[-1] -= 1  # the last row belongs to no group
+    a = randn(rng, (T, K))
+    if layout == "NN":
+        b = randn(rng, (E, K, N))
+        d_b = to_device(b)
+    else:
+        w = randn(rng, (E, N, K))
+        b = w.transpose(0, 2, 1)
+        d_b = device_view(to_device(w), (E, K, N), (4 * N * K, 4, 4 * K))
+    out = to_device(np.full((T, N), np.nan, np.float32))
+    runner = GroupedRunner(stage, layout, vec, device.info(0))
+    runner.slots = 2  # a persistent grid of two blocks, each running many units
+    ops = [operand(x) for x in (to_device(a), d_b, out, to_device(ends))]
+    runner.run(*ops, 0)
+    got = out.copy_to_host()
+    assert rel_error(got[:-1], _reference(a, b, ends)[:-1]) < 1e-5
+    assert np.isnan(got[-1]).all()
 
 
 # stage 15's forms at simulator sizes: B in registers (either layout), one row (B's first chunk
@@ -179,32 +237,37 @@ def test_grouped_skinny_tiles_match_float64(rng, cfg, sizes, K, N, layout, vec):
     rows takes several tiles, an empty one none; rows past the last end stay unwritten. Two
     blocks walk the work list (3 or 5 column tiles a row of tiles, so a block's units change
     column), on the GPU too."""
-    from numba_gemm import device, get_stage
-    from numba_gemm.arrays import operand
-    from numba_gemm.launch.grouped import GroupedRunner
+    from numba_gemm import get_stage
 
     stage = get_stage("skinny").with_config(cfg)
     if layout not in stage.layouts:
         pytest.skip(f"this configuration does not serve B transposed ({stage.config})")
-    T, E = sum(sizes), len(sizes)
-    ends = np.cumsum(sizes).astype(np.int32)
-    ends[-1] -= 1  # the last row belongs to no group
-    a = randn(rng, (T, K))
-    if layout == "NN":
-        b = randn(rng, (E, K, N))
-        d_b = to_device(b)
-    else:
-        w = randn(rng, (E, N, K))
-        b = w.transpose(0, 2, 1)
-        d_b = device_view(to_device(w), (E, K, N), (4 * N * K, 4, 4 * K))
-    out = to_device(np.full((T, N), np.nan, np.float32))
-    runner = GroupedRunner(stage, layout, vec, device.info(0))
-    runner.slots = 2  # a persistent grid of two blocks, each running many units
-    ops = [operand(x) for x in (to_device(a), d_b, out, to_device(ends))]
-    runner.run(*ops, 0)
-    got = out.copy_to_host()
-    assert rel_error(got[:-1], _reference(a, b, ends)[:-1]) < 1e-5
-    assert np.isnan(got[-1]).all()
+    _check_two_blocks(rng, stage, sizes, K, N, layout, vec)
+
+
+# the tiled stages' grouped kernels at one warp a block (simulator sizes): stage 9 (B staged
+# through registers) and stage 10 (cp.async ring), 32 x 32 tiles
+TILED_GROUPED = {
+    "double_buffering": dict(BM=32, BN=32, BK=16, WM=32, WN=32, WNITER=1, TM=8, TN=4, MINB=0),
+    "multistage": dict(BM=32, BN=32, BK=16, WM=32, WN=32, WNITER=1, TM=8, TN=4, MINB=0, NBUF=3),
+}
+
+
+@pytest.mark.parametrize("name", list(TILED_GROUPED))
+@pytest.mark.parametrize(
+    "sizes, K, N, layout, vec",
+    [([40, 0, 7, 33], 36, 72, "NN", True), ([6, 0, 0, 45, 2], 29, 37, "NT", False)],
+    ids=["NN-vector", "NT-scalar"],
+)
+def test_grouped_tiled_kernels_match_float64(rng, name, sizes, K, N, layout, vec):
+    """The grouped kernels of stages 9 and 10 (the tiles of groups of many rows): a group's rows
+    end inside a tile (the next group's rows are not written by it), an empty group has no
+    tiles, rows past the last end stay unwritten; two blocks walk the work list, so a block's
+    units change group and column, and each unit's SMEM fill follows the last unit's reads."""
+    from numba_gemm import get_stage
+
+    stage = get_stage(name).with_config(dict(TILED_GROUPED[name], SPLITK=1))
+    _check_two_blocks(rng, stage, sizes, K, N, layout, vec)
 
 
 def _pairs_reference(a_list, b_list):

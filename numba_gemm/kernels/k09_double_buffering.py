@@ -45,7 +45,7 @@ SPACE = tun.make_space(check_config)
 
 
 @functools.cache
-def _make_kernel(items: tuple, vec: int, layout: str = "NN", epilogue=None):
+def _make_kernel(items: tuple, vec: int, layout: str = "NN", epilogue=None, grouped=False):
     cfg = dict(items)
     pt = wt.make_parts(cfg, layout)
     a_view, b_view, thread_origin, a_coords, b_coords = (
@@ -65,7 +65,7 @@ def _make_kernel(items: tuple, vec: int, layout: str = "NN", epilogue=None):
     AS_PITCH, BS_PITCH = pt.d["AS_PITCH"], pt.d["BS_PITCH"]
     A_REGS, B_REGS = 4 * pt.d["A_LOADS"], 4 * pt.d["B_LOADS"]
     RES_M, RES_N = pt.d["WMITER"] * TM, cfg["WNITER"] * TN
-    work = tun.make_work(BM, BN, BK, SPLITK)
+    work = tun.make_work(BM, BN, BK, SPLITK, grouped)
     epilogue_store = tun.make_epilogue(store_with, BM, BN, pt.d["NUM_THREADS"], SPLITK, epilogue)
     CVEC = vec == 1  # 128-bit stores of C (not in the VECTOR_LOADS variant)
 
@@ -88,7 +88,7 @@ def _make_kernel(items: tuple, vec: int, layout: str = "NN", epilogue=None):
         reg_n = cuda.local.array(RES_N, float32)
         thread_results = cuda.local.array((RES_M, RES_N), float32)
         job = work(u, M, N, K, L)  # (batch, tile origin, K range; how the epilogue ends it)
-        bz, row0, col0, k_begin, k_end = job[0], job[1], job[2], job[3], job[4]
+        bz, row0, col0, k_begin, k_end, M = job[0], job[1], job[2], job[3], job[4], job[9]
         Ag, Bg = a_view(A, bz), b_view(B, bz)  # 2-D storage views (C's: in the epilogue)
         for m in range(RES_M):
             for n in range(RES_N):
@@ -121,7 +121,8 @@ def _make_kernel(items: tuple, vec: int, layout: str = "NN", epilogue=None):
             C, W, L, job, thread_results, row0 + wm0, col0 + wn0, M, N, alpha, beta, CVEC, E
         )
 
-    return tun.unit_kernel("sgemm_double_buffering", sgemm_double_buffering_unit, cfg, epilogue)
+    name = "sgemm_double_buffering_grouped" if grouped else "sgemm_double_buffering"
+    return tun.unit_kernel(name, sgemm_double_buffering_unit, cfg, epilogue, grouped)
 
 
 def make_stage(config: Mapping[str, int]) -> Stage:

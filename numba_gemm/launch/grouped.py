@@ -6,15 +6,18 @@ The groups' rows are given on the device (``offsets``: each group's end row, as
 (``kernels._tunable.unit_kernel(..., grouped=True)``) and each block walks a *work list* of every
 group's ``BM x BN`` C tiles, ``gridDim.x`` apart, finding a tile's group by scanning the offsets
 (``kernels._tunable.make_work``). Empty groups have no tiles. The tiles are stage 10's
-(``multistage``): A and C are passed as batches of stride 0 (every group sees the whole A and C;
-its tiles start at its first row and stop at its end row), B as the batch of the groups' matrices.
+(``multistage``) or stage 9's (``double_buffering``): A and C are passed as batches of stride 0
+(every group sees the whole A and C; its tiles start at its first row and stop at its end row), B
+as the batch of the groups' matrices.
 
 The configuration (``dispatch.grouped_runner``, :func:`few_rows_choice`): for a mean group (``T /
 E`` rows) of a handful of rows, stage 15's skinny tiles (:data:`SKINNY_RULE`: the same persistent
-walk over ``MT x BN`` tiles, a group of more than MT rows taking several); under :data:`FEW_ROWS`
-rows, :data:`FEW_ROWS_CONFIG`'s 32-row tiles (:data:`FEW_ROWS_CONFIG_NT` with B transposed); else
-multistage's tuned one for the mean group, without split-K. The grid is one wave of resident
-blocks (at least two), at most the list's largest possible length.
+walk over ``MT x BN`` tiles, a group of more than MT rows taking several); with B row-major under
+:data:`FEW_ROWS` rows, :data:`FEW_ROWS_CONFIG`'s 32-row tiles; else the planner's tiles for the
+mean group, without split-K (``dispatch.planned_grouped_stage``: with B transposed the cheaper of
+multistage's and stage 9's, whose register-staged copy reads that B 16 bytes at a time along K).
+The grid is one wave of resident blocks (at least two), at most the list's largest possible
+length.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from typing import Any
 
 from ..arrays import F32, Operand
 from ..device import cdiv
+from ..kernels import k09_double_buffering as k09
 from ..kernels import k10_multistage as k10
 from ..kernels import k15_skinny as k15
 from ..kernels._tunable import SPLIT_ARGS
@@ -49,21 +53,6 @@ FEW_ROWS_CONFIG = {
 }
 #: mean rows per group below which :data:`FEW_ROWS_CONFIG` serves
 FEW_ROWS = 256
-#: ... with B stored transposed (``x @ W_g.T``): 64 x 128 tiles, the best of the sweep there at
-#: 48 and 128 rows a group (kernel time 0.93x and 0.83x the 32-row tiles' geometric mean)
-FEW_ROWS_CONFIG_NT = {
-    "BM": 64,
-    "BN": 128,
-    "BK": 16,
-    "WM": 64,
-    "WN": 32,
-    "WNITER": 1,
-    "TM": 4,
-    "TN": 4,
-    "MINB": 0,
-    "SPLITK": 1,
-    "NBUF": 3,
-}
 
 
 def _skinny(mt: int) -> dict:
@@ -89,27 +78,29 @@ def _items(cfg: dict) -> tuple:
 
 # the choices as (stage name, sorted configuration items): hashable, built once (a call's key)
 _SKINNY = tuple((most, layouts, ("skinny", _items(cfg))) for most, layouts, cfg in SKINNY_RULE)
-_FEW = {
-    "NN": ("multistage", _items(FEW_ROWS_CONFIG)),
-    "NT": ("multistage", _items(FEW_ROWS_CONFIG_NT)),
-}
+_FEW = ("multistage", _items(FEW_ROWS_CONFIG))
 
 
 def few_rows_choice(rows: int, layout: str) -> tuple[str, tuple] | None:
     """``(stage name, configuration as sorted items)`` of a grouped product whose mean group has
     ``rows`` rows, in ``layout`` (``"NN"`` or ``"NT"``): :data:`SKINNY_RULE`'s skinny tiles,
-    else :data:`FEW_ROWS_CONFIG` (:data:`FEW_ROWS_CONFIG_NT`) under :data:`FEW_ROWS` rows; None
-    from there on (the planner's tiles for the mean group)."""
+    else with B row-major :data:`FEW_ROWS_CONFIG` under :data:`FEW_ROWS` rows; None from there
+    on, and with B transposed past the skinny tiles (the planner's tiles for the mean group,
+    ``dispatch.planned_grouped_stage``)."""
     for most, layouts, choice in _SKINNY:
         if rows <= most and layout in layouts:
             return choice
-    if rows < FEW_ROWS:
-        return _FEW[layout]
+    if rows < FEW_ROWS and layout == "NN":
+        return _FEW
     return None
 
 
 #: The stages that build a grouped kernel: their kernel factories (``grouped=True``).
-GROUPED_KERNELS = {"multistage": k10._make_kernel, "skinny": k15._make_kernel}
+GROUPED_KERNELS = {
+    "double_buffering": k09._make_kernel,
+    "multistage": k10._make_kernel,
+    "skinny": k15._make_kernel,
+}
 
 
 class GroupedRunner:

@@ -18,10 +18,11 @@ FP32 with TF32 off. ``--layout NT``: the experts' weights stored ``(E, N, K)`` a
 transposed (``x @ W_g.T``, as ``nn.Linear`` experts store them). Kernels are compiled first by
 ``--jobs`` worker processes. Writes ``grouped.jsonl`` under ``--out``. Needs PyTorch.
 
-``--sweep``: instead, the tile configurations :data:`SWEEP_CONFIGS` (multistage's) and
-:data:`SWEEP_SKINNY` (stage 15's) against the automatic one
-(``dispatch.grouped_runner``: ``auto``), the planner's multistage tiles for the mean group
-(``planner``: the choice before ``FEW_ROWS_CONFIG``) and the loop of ``torch.mm``, kernel time,
+``--sweep``: instead, the tile configurations :data:`SWEEP_CONFIGS` (multistage's),
+:data:`SWEEP_SKINNY` (stage 15's) and :data:`SWEEP_DOUBLE` (stage 9's), or those of
+``--configs``, at :data:`SWEEP_MEANS` tokens (or ``--mean``), against the automatic one
+(``dispatch.grouped_runner``: ``auto``), the planner's tiles for the mean group
+(``planner``: ``dispatch.planned_grouped_stage``) and the loop of ``torch.mm``, kernel time,
 on experts' shapes apart from :data:`LAYERS` (:data:`SWEEP_LAYERS`), so that the rule it informs
 (``launch.grouped.FEW_ROWS_CONFIG``, ``SKINNY_RULE``) is judged by the table above, never fitted
 on it. Writes ``sweep-<layout>.jsonl``.
@@ -65,6 +66,10 @@ def _ms(BM, BN, BK, WM, WN, WNITER, TM, TN, NBUF) -> dict:  # noqa: N803 (the ti
     )
 
 
+def _db(BM, BN, WM, WN, WNITER, TM) -> dict:  # noqa: N803 (the tile names)
+    return dict(BM=BM, BN=BN, BK=16, WM=WM, WN=WN, WNITER=WNITER, TM=TM, TN=4, MINB=0, SPLITK=1)
+
+
 def _sk(MT, BN, THREADS, KC, NBUF=0, MINB=0) -> dict:  # noqa: N803 (the tile names)
     return dict(MT=MT, BN=BN, THREADS=THREADS, KC=KC, SPLITK=1, MINB=MINB, NBUF=NBUF)
 
@@ -97,6 +102,19 @@ SWEEP_CONFIGS = {
     "64x128-bk32": _ms(64, 128, 32, 32, 64, 1, 4, 4, 4),
     "64x256": _ms(64, 256, 16, 32, 64, 1, 8, 4, 3),
 }
+
+#: stage 9's (double_buffering) tiles timed by ``--sweep``: B staged through registers, 16
+#: bytes a load along K when B is stored transposed (multistage's cp.async copies that B 4 bytes
+#: at a time); the planner's tiles of the skinny (32 rows) and area classes (64, 128 rows)
+SWEEP_DOUBLE = {
+    "db32x128": _db(32, 128, 32, 32, 1, 8),
+    "db32x256": _db(32, 256, 32, 64, 2, 8),
+    "db64x128": _db(64, 128, 32, 64, 2, 8),
+    "db64x128-tm4": _db(64, 128, 32, 64, 2, 4),
+    "db128x128": _db(128, 128, 64, 64, 2, 8),
+}
+#: every configuration ``--sweep`` can time, by name
+SWEEP_NAMES = (*SWEEP_CONFIGS, *SWEEP_SKINNY, *SWEEP_DOUBLE)
 
 
 def group_sizes(experts: int, mean: int, seed: int = 0) -> list[int]:
@@ -217,11 +235,14 @@ def _warm(case: tuple) -> str:
 
 
 def _sweep_stage(name: str):
-    """The stage of sweep configuration ``name`` (:data:`SWEEP_CONFIGS`, :data:`SWEEP_SKINNY`)."""
+    """The stage of sweep configuration ``name`` (:data:`SWEEP_CONFIGS`, :data:`SWEEP_SKINNY`,
+    :data:`SWEEP_DOUBLE`)."""
     from numba_gemm import get_stage
 
     if name in SWEEP_SKINNY:
         return get_stage("skinny").with_config(SWEEP_SKINNY[name])
+    if name in SWEEP_DOUBLE:
+        return get_stage("double_buffering").with_config(SWEEP_DOUBLE[name])
     return get_stage("multistage").with_config(SWEEP_CONFIGS[name])
 
 
@@ -261,10 +282,11 @@ def _sweep_warm(job: tuple) -> str:
     return repr(job)
 
 
-def _sweep_rows(layout: str = "NN"):
-    """One row per sweep problem: kernel ms of the automatic choice (``auto``), of the planner's
-    tiles for the mean group (``planner``), of each configuration (None where its result
-    differs from ``auto``'s, or it does not serve ``layout``) and of the loop."""
+def _sweep_rows(layout: str = "NN", names=None, means=SWEEP_MEANS):
+    """One row per sweep problem (mean tokens ``means``): kernel ms of the automatic choice
+    (``auto``), of the planner's tiles for the mean group (``planner``), of each configuration
+    ``names`` (default all; None where its result differs from ``auto``'s, or it does not serve
+    ``layout``) and of the loop."""
     import torch  # optional dependency: this tool compares with PyTorch
 
     from numba_gemm import dispatch
@@ -273,13 +295,13 @@ def _sweep_rows(layout: str = "NN"):
     from numba_gemm.tools.timing import time_launches
 
     torch.backends.cuda.matmul.allow_tf32 = False
-    runners = {name: _sweep_runner(name, layout) for name in (*SWEEP_CONFIGS, *SWEEP_SKINNY)}
+    runners = {name: _sweep_runner(name, layout) for name in names or SWEEP_NAMES}
     for K, N in SWEEP_LAYERS:
         for E in SWEEP_EXPERTS:
             w = torch.randn(E, K, N, device="cuda") / K**0.5
             if layout == "NT":  # the experts' (N, K) weights, read transposed
                 w = (torch.randn(E, N, K, device="cuda") / K**0.5).transpose(1, 2)
-            for mean in SWEEP_MEANS:
+            for mean in means:
                 sizes = group_sizes(E, mean, seed=7)
                 T = sum(sizes)
                 a, c = torch.randn(T, K, device="cuda"), torch.empty(T, N, device="cuda")
@@ -318,7 +340,12 @@ def main(argv: list[str] | None = None) -> int:
         default=",".join(f"{layer}:{e}" for layer, e in LAYER_EXPERTS),
         help=f"layer:experts pairs (layers: LAYERS' names; the held-out set: {HELDOUT})",
     )
-    ap.add_argument("--mean", default=",".join(map(str, MEAN_TOKENS)), help="tokens per expert")
+    ap.add_argument(
+        "--mean",
+        type=lambda text: [int(m) for m in text.split(",")],
+        help="mean tokens per expert, comma-separated (default: MEAN_TOKENS; with --sweep "
+        "SWEEP_MEANS)",
+    )
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="compile workers")
     ap.add_argument(
         "--layout",
@@ -329,24 +356,36 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--sweep",
         action="store_true",
-        help="time SWEEP_CONFIGS and SWEEP_SKINNY in --layout (sweep-<layout>.jsonl)",
+        help="time SWEEP_CONFIGS, SWEEP_SKINNY and SWEEP_DOUBLE in --layout at SWEEP_MEANS "
+        "(or --mean) tokens (sweep-<layout>.jsonl)",
+    )
+    ap.add_argument(
+        "--configs",
+        type=lambda text: text.split(","),
+        help="with --sweep: only these configurations (names of SWEEP_CONFIGS, SWEEP_SKINNY, "
+        "SWEEP_DOUBLE, comma-separated)",
     )
     args = ap.parse_args(argv)
     if args.sweep:
-        names = (*SWEEP_CONFIGS, *SWEEP_SKINNY)
+        names = args.configs or list(SWEEP_NAMES)
+        unknown = [n for n in names if n not in SWEEP_NAMES]
+        if unknown:
+            ap.error(f"--configs: unknown {unknown}; known: {', '.join(SWEEP_NAMES)}")
+        means = args.mean or list(SWEEP_MEANS)
         problems = [
             (K, N, E, mean, args.layout)
             for K, N in SWEEP_LAYERS
             for E in SWEEP_EXPERTS
-            for mean in SWEEP_MEANS
+            for mean in means
         ]
         jobs = [(name, args.layout) for name in names] + problems
         warm_in_workers(_sweep_warm, jobs, args.jobs)
-        write_rows(args.out / f"sweep-{args.layout}.jsonl", _sweep_rows(args.layout))
+        rows = _sweep_rows(args.layout, names, means)
+        write_rows(args.out / f"sweep-{args.layout}.jsonl", rows)
         return 0
     pairs = [item.split(":") for item in args.layers.split(",")]
     cases = [
-        (layer, int(e), int(m), args.layout) for layer, e in pairs for m in args.mean.split(",")
+        (layer, int(e), m, args.layout) for layer, e in pairs for m in args.mean or MEAN_TOKENS
     ]
     warm_in_workers(_warm, cases, args.jobs)
     write_rows(args.out / "grouped.jsonl", (_case(*case) for case in cases))
