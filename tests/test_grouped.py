@@ -109,9 +109,8 @@ def test_bench_splits_tokens_unevenly_with_empty_experts():
 
 def test_sweep_configs_are_valid_and_apart_from_the_benchmarked_layers():
     """``tools.grouped --sweep``: every configuration is a valid multistage, double_buffering or
-    skinny one, every
-    configuration the automatic choice takes is among them, and no swept shape is one the bench
-    reports."""
+    skinny one, every fixed configuration the automatic choice takes is among them, and no swept
+    shape is one the bench reports."""
     from numba_gemm.kernels import k09_double_buffering, k10_multistage, k15_skinny
     from numba_gemm.launch import grouped as launch
     from numba_gemm.tools import grouped

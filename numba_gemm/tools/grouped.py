@@ -24,8 +24,8 @@ transposed (``x @ W_g.T``, as ``nn.Linear`` experts store them). Kernels are com
 (``dispatch.grouped_runner``: ``auto``), the planner's tiles for the mean group
 (``planner``: ``dispatch.planned_grouped_stage``) and the loop of ``torch.mm``, kernel time,
 on experts' shapes apart from :data:`LAYERS` (:data:`SWEEP_LAYERS`), so that the rule it informs
-(``launch.grouped.FEW_ROWS_CONFIG``, ``SKINNY_RULE``) is judged by the table above, never fitted
-on it. Writes ``sweep-<layout>.jsonl``.
+(``launch.grouped.FEW_ROWS_CONFIG``, ``SKINNY_RULE``, ``dispatch.GROUPED_PLANNED``) is judged by
+the table above, never fitted on it. Writes ``sweep-<layout>.jsonl``.
 """
 
 from __future__ import annotations
