@@ -361,9 +361,9 @@ def planned_grouped_stage(rows: int, N: int, K: int, layout: str, device: int) -
 
 def grouped_runner(T: int, N: int, K: int, E: int, layout: str, vec: bool, device: int) -> Any:
     """The :class:`~numba_gemm.launch.grouped.GroupedRunner` of a grouped product of ``T`` rows
-    in ``E`` groups: for a mean group (``T / E`` rows) under ``launch.grouped.FEW_ROWS``, the
-    tiles of ``launch.grouped.few_rows_choice`` (kept per configuration, N, K, layout, variant
-    and GPU); else
+    in ``E`` groups: where ``launch.grouped.few_rows_choice`` names fixed tiles for the mean
+    group (``T / E`` rows: a few rows, or with B row-major under ``launch.grouped.FEW_ROWS``),
+    those (kept per configuration, N, K, layout, variant and GPU); else
     :func:`planned_grouped_stage` (kept in :data:`PLANS` per mean group shape, layout, variant
     and GPU)."""
     rows = max(1, T // max(E, 1))
