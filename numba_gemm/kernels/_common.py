@@ -208,12 +208,6 @@ def load_a4(A, r, c, K, vec):
 
 
 @device_jit
-def _at_cols(B, k, c0, c1, c2, c3):
-    """``B[k, c0]`` ... ``B[k, c3]``, indexed with the integer type of the arguments."""
-    return B[k, c0], B[k, c1], B[k, c2], B[k, c3]
-
-
-@device_jit
 def load_b_cols(B, k, c, step, K, N, unsigned):
     """``B[k, c + step * i]`` for ``i < 4`` in four scalar loads, columns clamped into
     ``[0, N)``, zeros if ``k >= K``. ``step`` 1: four consecutive columns (:func:`load_b4`'s
@@ -235,9 +229,9 @@ def load_b_cols(B, k, c, step, K, N, unsigned):
         min(c + 3 * step, N - 1),
     )
     if unsigned:
-        u = types.uint64
-        return _at_cols(B, u(k), u(c0), u(c1), u(c2), u(c3))
-    return _at_cols(B, k, c0, c1, c2, c3)
+        ku, u = types.uint64(k), types.uint64
+        return B[ku, u(c0)], B[ku, u(c1)], B[ku, u(c2)], B[ku, u(c3)]
+    return B[k, c0], B[k, c1], B[k, c2], B[k, c3]
 
 
 @device_jit
