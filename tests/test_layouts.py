@@ -37,6 +37,9 @@ SKINNY_T = [
     (dict(MT=16, BN=16, THREADS=32, KC=64, SPLITK=1, MINB=0, NBUF=0), (5, 21, 600), "NT", 0),
     # two warps: 16 k-groups, each warp 8 of them over two column groups; pitched rows
     (dict(MT=8, BN=16, THREADS=64, KC=128, SPLITK=2, MINB=0, NBUF=0), (6, 20, 600), "NT", 4),
+    # K odd, two steps of 4 k a chunk (KC / KG = 8), each step's 4 k KG apart (scalar): 3
+    # super-chunks of A (512 + 512 + 75 k, the last chunk ragged), 16 k-groups over two warps
+    (dict(MT=8, BN=16, THREADS=64, KC=128, SPLITK=1, MINB=0, NBUF=0), (6, 20, 1099), "NT", 0),
     # A stored transposed with rows of 3 (copied element by element either way), W's rows
     # aligned, odd N: vector_loads
     (dict(MT=4, BN=16, THREADS=32, KC=32, SPLITK=1, MINB=0, NBUF=0), (3, 37, 32), "TT", 0),

@@ -208,6 +208,22 @@ def load_a4(A, r, c, K, vec):
 
 
 @device_jit
+def load_a_cols(A, r, c, step, K):
+    """``A[r, c + step * i]`` for ``i < 4`` in four scalar loads, zeros for columns >= K: the
+    scalar form of :func:`load_a4` whose lanes each read one float per load, ``step`` apart, so
+    that a warp's load of consecutive ``c`` reads consecutive floats (four consecutive columns a
+    lane touch four times the sectors a load uses)."""
+    z = float32(0.0)
+    ru, u = types.uint64(r), types.uint64  # unsigned: no negative-index wraparound
+    return (
+        A[ru, u(c)] if c < K else z,
+        A[ru, u(c + step)] if c + step < K else z,
+        A[ru, u(c + 2 * step)] if c + 2 * step < K else z,
+        A[ru, u(c + 3 * step)] if c + 3 * step < K else z,
+    )
+
+
+@device_jit
 def load_b_cols(B, k, c, step, K, N, unsigned):
     """``B[k, c + step * i]`` for ``i < 4`` in four scalar loads, columns clamped into
     ``[0, N)``, zeros if ``k >= K``. ``step`` 1: four consecutive columns (:func:`load_b4`'s

@@ -50,8 +50,10 @@ Computes ``C = alpha * A @ B + beta * C``; C is not read when ``beta == 0``. Row
 16-byte aligned: the scalar variant, four 32-bit loads per row whose columns are
 ``G = gcd(BN / 4, 32)`` apart (a thread's columns ``c, c + G, c + 2G, c + 3G``), so that each
 load instruction of a warp reads consecutive floats; four consecutive columns per thread would
-leave 12 of every 16 bytes a warp's load touches unused (B transposed: four 32-bit loads along
-K per row of W, zero past K).
+leave 12 of every 16 bytes a warp's load touches unused. B transposed, the same rule along K: a
+thread's four k of a step are ``KG`` apart (``k, k + KG, k + 2 KG, k + 3 KG``), so that each 32-bit
+load of a warp reads consecutive floats of a row of W, and all of a chunk's loads are issued
+before its FMAs (``issue_fence``); zero past K.
 
 Source: the split-K GEMV of the "GEMM with few rows" regime, as in NVIDIA CUTLASS's
 ``GemvBatched`` / ``GemmSplitKParallel``; the roofline argument (bytes of B per flop) from
@@ -76,6 +78,7 @@ from ._common import (
     device_jit,
     issue_fence,
     load_a4,
+    load_a_cols,
     load_b4,
     load_b_cols,
     unroll,
@@ -314,27 +317,46 @@ def _make_kernel(items: tuple, vec: int, layout: str = "NN", epilogue=None, grou
 
     copy_chunk, fma_ring = unroll(KSTEP, _copy), unroll(KSTEP, _fma_ring)
 
+    # (BT, scalar variant: rows of W not 16-byte aligned) a thread's 4 k of a step are KG apart,
+    # k = kc + 4 j KG + kg + KG t, so that each of its four 4-byte loads reads, across the lanes
+    # of a warp, consecutive floats of a row of W (4 consecutive k a lane: each load touched four
+    # times the sectors it used); A's 4 k are then four 4-byte SMEM reads, consecutive across the
+    # lanes. Vector variants: 4 consecutive k, one 128-bit load a row of W.
+    SPREAD = BT and not vec
+
     @device_jit
     def _load_w(i, wreg, Wg, j, k, n, k_end, N):
-        # (BT) W[n + i, k:k+4] = B[k:k+4, n + i] into wreg[16j + 4i ..]: zeros past k_end, the
-        # row clamped (columns of C past N are never stored)
+        # (BT) W[n + i, k + s t] for t < 4 (s = KG with SPREAD, else 1) into wreg[16j + 4i ..]:
+        # zeros past k_end, the row clamped (columns of C past N are never stored)
         b = 16 * j + 4 * i
-        wreg[b], wreg[b + 1], wreg[b + 2], wreg[b + 3] = load_a4(
-            Wg, min(n + i, N - 1), k, k_end, vec
-        )
+        r = min(n + i, N - 1)
+        if SPREAD:
+            wreg[b], wreg[b + 1], wreg[b + 2], wreg[b + 3] = load_a_cols(Wg, r, k, KG, k_end)
+        else:
+            wreg[b], wreg[b + 1], wreg[b + 2], wreg[b + 3] = load_a4(Wg, r, k, k_end, vec)
 
     load_w = unroll(4, _load_w)
 
     @device_jit
+    def _step_k(j, kg):
+        # (BT) the first of this thread's 4 k in its j-th step of a chunk, from the chunk's start
+        if SPREAD:
+            return 4 * j * KG + kg
+        return 4 * (kg + j * KG)
+
+    @device_jit
     def _load_t(j, wreg, Wg, kc, kg, n, k_end, N):
-        # (BT) this thread's j-th step of chunk kc: k = kc + 4 (kg + j KG), four rows of W
-        load_w(wreg, Wg, j, kc + 4 * (kg + j * KG), n, k_end, N)
+        # (BT) this thread's j-th step of chunk kc, four rows of W
+        load_w(wreg, Wg, j, kc + _step_k(j, kg), n, k_end, N)
 
     @device_jit
     def _dot_row(m, acc, wreg, As, j, kk):
-        # (BT) C[m, n + i] += A[m, k:k+4] . W[n + i, k:k+4] for i < 4 (As[m, kk:kk+4]: one
-        # 128-bit read, consecutive across the lanes of a warp)
-        a0, a1, a2, a3 = load4(As, m, kk)
+        # (BT) C[m, n + i] += A[m, k] . W[n + i, k] over the step's 4 k (vector: As[m, kk:kk+4],
+        # one 128-bit read, consecutive across the lanes of a warp; SPREAD: KG apart)
+        if SPREAD:
+            a0, a1, a2, a3 = As[m, kk], As[m, kk + KG], As[m, kk + 2 * KG], As[m, kk + 3 * KG]
+        else:
+            a0, a1, a2, a3 = load4(As, m, kk)
         for i in range(4):
             b = 16 * j + 4 * i
             acc[4 * m + i] += a0 * wreg[b]
@@ -346,7 +368,7 @@ def _make_kernel(items: tuple, vec: int, layout: str = "NN", epilogue=None, grou
 
     @device_jit
     def _fma_t(j, acc, wreg, As, kg, k0):
-        dot_rows(acc, wreg, As, j, k0 + 4 * (kg + j * KG))
+        dot_rows(acc, wreg, As, j, k0 + _step_k(j, kg))
 
     load_chunk_t, fma_chunk_t = unroll(TSTEP, _load_t), unroll(TSTEP, _fma_t)
     b_view = cols_view if BT else rows_view  # B's 2-D storage: W (N, K) when transposed
@@ -480,6 +502,8 @@ def _make_kernel(items: tuple, vec: int, layout: str = "NN", epilogue=None, grou
                 for kc in range(ks, min(ks + KS, k_end), KC):
                     # --- GMEM -> registers: this thread's 4 rows of W, TSTEP x 4 k, in flight
                     load_chunk_t(breg, Bg, kc, kg, n, k_end, N)
+                    if SPREAD:  # all of them issued before the FMAs (without: one or two)
+                        issue_fence()
                     # --- SMEM (A, 128-bit along k) . registers (W) -> accumulators
                     fma_chunk_t(acc, breg, As, kg, kc - ks)
             elif NBUF:
