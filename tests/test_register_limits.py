@@ -62,3 +62,38 @@ print(json.dumps([report(st, v) for st in map(numba_gemm.get_stage, ("double_buf
         # the skinny stage's scalar twin reads a transposed B spread along K (docs/design.md
         # 4.18): 126 registers at the default tile, 2 blocks an SM, where vector_loads keeps 146
         # and 1; which of the two runs faster with N odd is not measured (docs/design.md 9)
+
+
+def test_resource_reports_are_stored_and_keyed(tmp_path):
+    """``tools.resources.kernel_resources`` stores each report under the kernel cache's folder
+    and reads it back instead of compiling again, only for the same kernel and ptxas: another
+    ptxas version, a corrupt file or ``cache=False`` compiles again (and a corrupt file is
+    rewritten)."""
+    code = """
+import json, os, pathlib, numba_gemm
+from numba_gemm.tools import resources
+compiled = []
+real = resources._compile_report
+def counting(*args):
+    compiled.append(args[0].name)
+    return real(*args)
+resources._compile_report = counting
+st = numba_gemm.get_stage("naive")
+first = resources.kernel_resources(st, st.kernel, "-")
+again = resources.kernel_resources(st, st.kernel, "-")
+assert again == first and compiled == ["naive"], compiled
+stored = pathlib.Path(os.environ["NUMBA_GEMM_CACHE_DIR"], "resources")
+files = list(stored.glob("*.json"))
+assert len(files) == 1, files
+resources.kernel_resources(st, st.kernel, "-", cache=False)
+assert len(compiled) == 2, compiled
+files[0].write_text("{not json")
+assert resources.kernel_resources(st, st.kernel, "-") == first and len(compiled) == 3
+assert json.loads(files[0].read_text())["report"]["registers"] == first.registers
+resources._ptxas_version = lambda: "another ptxas"
+assert resources.kernel_resources(st, st.kernel, "-") == first and len(compiled) == 4
+assert len(list(stored.glob("*.json"))) == 2
+print("ok")
+"""
+    res = off_simulator(["-c", code], timeout=600, NUMBA_GEMM_CACHE_DIR=str(tmp_path))
+    assert res.returncode == 0 and res.stdout.strip().endswith("ok"), res.stderr[-3000:]

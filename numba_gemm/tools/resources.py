@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
+import hashlib
 import json
 import os
 import re
@@ -35,7 +37,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from ..launch.cache import offline_device
+from ..launch.cache import cache_dir, kernel_key, offline_device
 
 #: Argument types of every stage kernel: A, B, C as 2D C-contiguous float32, alpha, beta.
 KERNEL_SIGNATURE = "void(float32[:, ::1], float32[:, ::1], float32[:, ::1], float32, float32)"
@@ -208,14 +210,107 @@ def target_of(stage: Any) -> tuple[tuple, str]:
     return (9, 0), "sm_90"
 
 
-def kernel_resources(stage: Any, kernel: Any, variant: str, layout: str = "NN") -> KernelResources:
+#: Folder of the stored reports, under the kernel cache's (``launch.cache.cache_dir``).
+CACHE_SUBDIR = "resources"
+#: Layout of a stored report; a new one makes every stored report a miss.
+CACHE_FORMAT = 1
+
+
+@functools.cache
+def _this_module_digest() -> str:
+    """SHA-256 of this file: the occupancy model and the PTX counts of a stored report."""
+    return hashlib.sha256(Path(__file__).read_bytes()).hexdigest()
+
+
+@functools.cache
+def _ptxas_version() -> str:
+    """``ptxas --version`` of :func:`find_ptxas` (read once per process)."""
+    exe = find_ptxas()
+    res = subprocess.run([exe, "--version"], capture_output=True, text=True, check=False)
+    return res.stdout.strip() or f"unknown ({exe})"
+
+
+def _report_key(stage: Any, kernel: Any, variant: str, layout: str, sig: str, cc, arch) -> tuple:
+    """``(hex SHA-256, material)`` naming one kernel's report: the kernel cache's key material
+    (kernel sources, closure, configuration, target options, toolchain: ``cache.kernel_key``),
+    the layout, the ptxas target, ptxas's version and this module (the occupancy model and the
+    PTX counts)."""
+    _, material = kernel_key(
+        kernel, name=stage.name, config=stage.config, variant=variant, signature=sig, cc=cc
+    )
+    material = dict(
+        material,
+        report=CACHE_FORMAT,
+        report_code=_this_module_digest(),
+        layout=layout,
+        ptxas_arch=arch,
+        ptxas=_ptxas_version(),
+    )
+    text = json.dumps(material, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest(), json.loads(text)
+
+
+def _stored(path: Path, material: dict) -> KernelResources | None:
+    """The report stored at ``path`` if it was made from ``material``; None if absent, unreadable
+    or made from anything else."""
+    try:
+        data = json.loads(path.read_text())
+        if data["material"] == material:
+            return KernelResources(**data["report"])
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    return None
+
+
+def _store(path: Path, material: dict, rep: KernelResources) -> None:
+    """Write one report (atomically: a temporary file renamed); a write that fails is skipped."""
+    tmp = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+        with os.fdopen(fd, "w") as f:
+            json.dump({"material": material, "report": asdict(rep)}, f)
+        os.replace(tmp, path)
+    except OSError:
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+
+
+def kernel_resources(
+    stage: Any, kernel: Any, variant: str, layout: str = "NN", cache: bool = True
+) -> KernelResources:
     """Compile one kernel of ``stage`` (for operand ``layout``) for sm_90 and collect its
-    :class:`KernelResources`."""
-    from ..kernels.stage import variant_key
+    :class:`KernelResources`.
+
+    ``cache``: reuse the report stored by an earlier compile of the same kernel, in
+    ``resources/`` under the kernel cache's folder (``launch.cache.cache_dir``), and store a new
+    one there. It is keyed by everything the kernel cache keys a cubin by (the kernels' sources,
+    the kernel's closure and configuration, the toolchain's versions) plus the layout and
+    ptxas's version, so a report of other sources or another ptxas is never read."""
     from ..launch.launcher import numba_signature
 
     cc, arch = target_of(stage)
-    ptx = compile_kernel_ptx(kernel, cc=cc, sig=numba_signature(stage.args))
+    sig = numba_signature(stage.args)
+    path = material = None
+    if cache:
+        key, material = _report_key(stage, kernel, variant, layout, sig, cc, arch)
+        path = cache_dir() / CACHE_SUBDIR / f"{key}.json"
+        got = _stored(path, material)
+        if got is not None:
+            return got
+    rep = _compile_report(stage, kernel, variant, layout, sig, cc, arch)
+    if path is not None:
+        _store(path, material, rep)
+    return rep
+
+
+def _compile_report(
+    stage: Any, kernel: Any, variant: str, layout: str, sig: str, cc, arch
+) -> KernelResources:
+    from ..kernels.stage import variant_key
+
+    ptx = compile_kernel_ptx(kernel, cc=cc, sig=sig)
     rep = ptxas_report(
         ptx, arch=arch, max_registers=getattr(kernel, "targetoptions", {}).get("max_registers")
     )
@@ -237,10 +332,13 @@ def kernel_resources(stage: Any, kernel: Any, variant: str, layout: str = "NN") 
     )
 
 
-def stage_resources(stage: Any, layouts: Sequence[str] = ("NN",)) -> list[KernelResources]:
+def stage_resources(
+    stage: Any, layouts: Sequence[str] = ("NN",), cache: bool = True
+) -> list[KernelResources]:
     """Resources of every kernel variant of ``stage`` (vector first, then scalar fallback, then
     ``vector_loads`` with B stored transposed, where the plan runs it), for each of ``layouts``
-    that the stage serves (none of them: its first layout, e.g. ``tf32_tma``'s NT)."""
+    that the stage serves (none of them: its first layout, e.g. ``tf32_tma``'s NT); ``cache``:
+    as :func:`kernel_resources`."""
     out = []
     for layout in [lay for lay in layouts if lay in stage.layouts] or [stage.layouts[0]]:
         out.append(
@@ -249,16 +347,17 @@ def stage_resources(stage: Any, layouts: Sequence[str] = ("NN",)) -> list[Kernel
                 stage.kernel_for("vector", layout),
                 "vector" if stage.scalar_kernel else "-",
                 layout,
+                cache,
             )
         )
         if stage.scalar_kernel is not None:
             out.append(
-                kernel_resources(stage, stage.kernel_for("scalar", layout), "scalar", layout)
+                kernel_resources(stage, stage.kernel_for("scalar", layout), "scalar", layout, cache)
             )
         if stage.has_vector_loads(layout):
             out.append(
                 kernel_resources(
-                    stage, stage.kernel_for("vector_loads", layout), "vector_loads", layout
+                    stage, stage.kernel_for("vector_loads", layout), "vector_loads", layout, cache
                 )
             )
     return out
@@ -305,6 +404,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         choices=["NN", "NT", "TN", "TT"],
         help="operand layouts to report for the stages that serve them (default: NN)",
     )
+    parser.add_argument(
+        "--no-cache",
+        action="store_true",
+        help="compile every kernel again, without reading or writing the stored reports "
+        "(resources/ under the kernel cache's folder, keyed by sources, toolchain and ptxas)",
+    )
     args = parser.parse_args(argv)
 
     from ..device import SIMULATOR
@@ -319,7 +424,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         tuned = winners(args.tuned, device=("", (9, 0)))
         stages = [s.with_config(tuned[s.name]["config"]) if s.name in tuned else s for s in stages]
-    rows = [r for s in stages for r in stage_resources(s, args.layouts)]
+    rows = [r for s in stages for r in stage_resources(s, args.layouts, not args.no_cache)]
     print(format_table(rows))
     print(
         "\nspill = store/load bytes; stack = local-memory bytes per thread; smem = static + "
