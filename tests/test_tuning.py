@@ -731,9 +731,10 @@ def test_retime_adds_the_transposed_b_times(rng, monkeypatch, capsys):
     from numba_gemm.tools import tune as tune_cli
 
     data = _small_class_data(monkeypatch, ms=1.0, alt_ms=1.5)
-    done = tune_cli.retime(data, "G", (9, 0), ["small"], ["multistage"], rng, None, 1, 0)
-    assert len(done) == 2
     small = data["gpus"]["G"]["classes"]["small"]["multistage"]
+    small[tuning.FIT_NT] = [{"config": {"BM": 32}, "fit": 1.5, "n": 2}]  # of the old times
+    done = tune_cli.retime(data, "G", (9, 0), ["small"], ["multistage"], rng, None, 1, 0)
+    assert len(done) == 2 and tuning.FIT_NT not in small
     for r in (small, small["alternatives"][0]):
         assert set(tuning.TRANSPOSED_B_KEYS) <= set(r), r
         assert r["ms_nt"] > 0 and r["ms_scalar_nt"] > 0 and r["blocks_per_sm_nt"] >= 1

@@ -129,7 +129,12 @@ def _weighed(picks: list[tuple], compute: str) -> list[tuple]:
 
 
 def _priced(
-    name: str, g: Geometry, aligned: bool, dev: DeviceInfo, pointers: Alignment | None = None
+    name: str,
+    g: Geometry,
+    aligned: bool,
+    dev: DeviceInfo,
+    pointers: Alignment | None = None,
+    fitted: bool = True,
 ) -> list[tuple[float, dict, str]]:
     """``[(predicted ms, config, class)]`` of every tuned candidate of stage ``name`` for this
     product's class on ``dev`` (:func:`tuning.shape_class`; a product without data of its own
@@ -137,7 +142,10 @@ def _priced(
     each with the K slices of :func:`split_options` and, where :func:`~.cost.stream_k_ms` offers
     it (a measured twin, tiles that fill its grid), its stream-K twin, cheapest first; empty
     without tuning data. A stage without data of its own takes its ``tuned_as`` stage's.
-    ``aligned``, ``pointers``: as :func:`vector_rows` takes them (the variant priced)."""
+    ``aligned``, ``pointers``: as :func:`vector_rows` takes them (the variant priced). With B
+    stored transposed, the vector kernel and no batch, each price is multiplied by the fit of
+    the configuration that runs (``tuning.FIT_NT``; without ``fitted``: not, as
+    ``tools.calibrate`` records the model's own price)."""
     M, N, K = g.M, g.N, g.K
     aligned = vector_rows(get_stage(name), g, aligned, pointers)
     res = None
@@ -157,21 +165,17 @@ def _priced(
     ]  # no split-K of a batch
     if not cands:
         return []
+    transposed = fitted and aligned and g.layout[1] == "T" and g.batch == 1
+    fits = tuning.fit_table(res) if transposed else {}
     main = cands[0]
     factor = main["ms_scalar"] / main["ms"] if "ms_scalar" in main else SCALAR_FACTOR
     priced = []
     for c in cands:
         for s in split_options(c, M, N, K, dev.sm_count) if g.batch == 1 else (1,):
             pin = pinned_occupancy(c, s, aligned)
-            priced.append(
-                (
-                    estimate_ms(
-                        c, M, N, K, dev.sm_count, aligned, factor, g.batch, s, g.layout, pin
-                    ),
-                    split_config(c, s, pin),
-                    cls,
-                )
-            )
+            cfg = split_config(c, s, pin)
+            ms = estimate_ms(c, M, N, K, dev.sm_count, aligned, factor, g.batch, s, g.layout, pin)
+            priced.append((ms * fits.get(tuning.fit_key(cfg), 1.0), cfg, cls))
         sk = (
             stream_k_ms(c, M, N, K, dev.sm_count, aligned, factor, g.layout)
             if g.batch == 1
@@ -284,14 +288,15 @@ def _classed(
     aligned: bool,
     dev: DeviceInfo,
     pointers: Alignment | None = None,
+    fitted: bool = True,
 ) -> list[tuple[float, str, dict, str]]:
     """``[(predicted ms, stage name, config, where)]``: every usable stage's tuned candidates for
-    this product's class (:func:`_priced`), cheapest first."""
+    this product's class (:func:`_priced`, ``fitted`` as it takes it), cheapest first."""
     picks = []
     for s in usable:
         picks += [
             (ms, s.name, cfg, f"the {cls} class")
-            for ms, cfg, cls in _priced(s.name, g, aligned, dev, pointers)
+            for ms, cfg, cls in _priced(s.name, g, aligned, dev, pointers, fitted)
         ]
     return sorted(picks, key=lambda p: p[:2])
 
@@ -302,17 +307,19 @@ def ranked(
     dev: DeviceInfo,
     compute: str = "fp32",
     pointers: Alignment | None = None,
+    fitted: bool = True,
 ) -> list[tuple[float | None, Stage, str]]:
     """Every candidate the automatic choice weighs for this product, in the order it weighs
     them, built and able to run it: ``[(predicted ms, configured stage, where)]``, the
     measurements near this shape first (:func:`_measured`), then the classes' tuned candidates
     (:func:`_classed`), each (stage, configuration) once; the top general stage with its
-    default tiles last. What ``autotune`` times. ``pointers``: as :func:`vector_rows` takes it."""
+    default tiles last. What ``autotune`` times. ``pointers``: as :func:`vector_rows` takes it;
+    ``fitted``: as :func:`_priced` takes it."""
     usable = _usable(compute, dev)
     out, seen = [], set()
     picks = _weighed(
         _measured(g, aligned, dev, {s.name for s in usable}, pointers)
-        + _classed(usable, g, aligned, dev, pointers),
+        + _classed(usable, g, aligned, dev, pointers, fitted),
         compute,
     )
     for ms, name, cfg, where in picks:

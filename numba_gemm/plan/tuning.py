@@ -595,6 +595,41 @@ def _valid_candidate(c: Any, stream_k: bool = False) -> bool:
 #: prices a product with B transposed from these when they are present.
 TRANSPOSED_B_KEYS = ("ms_nt", "blocks_per_sm_nt", "ms_scalar_nt", "blocks_per_sm_scalar_nt")
 
+#: A (class, stage) result's fits with B stored transposed (layouts NT and TT, aligned rows, no
+#: batch), written by ``tools.calibrate --fit``: a list of ``{"config", "fit", "n"}``, the
+#: configuration as it runs (its ``MINB`` after any pin, ``cost.pinned_occupancy``; without
+#: ``SPLITK``: every split alike), the geometric mean of measured over predicted time over the
+#: ``n`` training timings it was fitted on (``tools.bench.sizes.training_projections``), shrunk
+#: toward 1 by one timing. ``choose`` multiplies such a candidate's price by its fit
+#: (:func:`fit_table`). The wave model scales a class time measured at one shape, occupancy and
+#: last wave; the configurations it scales worst with B transposed (multistage's 32 x 256 tiles
+#: at three blocks an SM ran 1.5-2.2x their price) each need a factor of their own: one per stage
+#: does not fit them (docs/design.md §4.19). Re-tuning a class's stage replaces its result, and
+#: with it these fits.
+FIT_NT = "fit_nt"
+
+
+def fit_key(config: Mapping[str, Any]) -> tuple:
+    """How :data:`FIT_NT` keys a configuration: its items without ``SPLITK``, sorted."""
+    return tuple(sorted((k, v) for k, v in config.items() if k != "SPLITK"))
+
+
+def fit_table(result: Mapping[str, Any]) -> dict[tuple, float]:
+    """``{fit_key(config): fit}`` of a (class, stage) result's :data:`FIT_NT` list; malformed
+    entries are dropped with a warning (a hand-edited file must not break ``sgemm``)."""
+    out: dict[tuple, float] = {}
+    fits = result.get(FIT_NT, [])
+    for f in fits if isinstance(fits, list) else [fits]:
+        try:
+            x = float(f["fit"])
+            if not (0 < x < float("inf")) or isinstance(f["fit"], bool):
+                raise ValueError(f"fit {f['fit']!r}")
+            out[fit_key(f["config"])] = x
+        except (KeyError, TypeError, AttributeError, ValueError) as e:
+            warnings.warn(f"ignoring a malformed {FIT_NT} entry ({e!r})", stacklevel=3)
+    return out
+
+
 #: A class candidate's stream-K twin (the same tiles with ``SPLITK = STREAM_K``), measured by
 #: ``tools.tune --retime SK`` at one shape (``shape_sk``) whose tiles fill every stage's grid:
 #: its time and its kernel's occupancy, from which ``cost.stream_k_ms`` prices the twin where a

@@ -500,10 +500,11 @@ def retime(
     ``"NT"`` (B stored transposed, ``x @ W.T``) adds what ``cost.estimate_ms`` prices such
     products from (``tuning.TRANSPOSED_B_KEYS``): classes are swept with row-major B, and this
     re-times their candidates so that the plan need not assume a transposed tile costs every
-    stage what it costs none. A candidate that fails in that layout gets no keys (it stays
-    priced from ``ms``). ``"NN"`` replaces the sweep's own times (:data:`ROW_MAJOR_KEYS`, and
-    the winner's ``gflops``, ``err``, ``pct_cublas``) after a kernel change, without sweeping
-    again; a candidate that fails keeps its old times, with a message."""
+    stage what it costs none, and drops the result's fit (``tuning.FIT_NT``, made from the old
+    times). A candidate that fails in that layout gets no keys (it stays priced from ``ms``).
+    ``"NN"`` replaces the sweep's own times (:data:`ROW_MAJOR_KEYS`, and the winner's
+    ``gflops``, ``err``, ``pct_cublas``) after a kernel change, without sweeping again; a
+    candidate that fails keeps its old times, with a message."""
     if layout not in ("NN", "NT"):
         raise ValueError(f"retime: layout must be 'NN' or 'NT', got {layout!r}")
     spec_of = {c.name: c for c in tuning.CLASSES}
@@ -549,8 +550,8 @@ def retime(
                 rec.pop(k, None)
         else:
             print(f"{cls} {name} {rec['config']}: {layout} {t['error']}", file=sys.stderr)
-        if layout == "NT":
-            for k in keys:
+        if layout == "NT":  # (and the fit made from the old times: tools.calibrate)
+            for k in (*keys, tuning.FIT_NT):
                 rec.pop(k, None)
         rec.update(added)
         out.append((cls, name, rec, added))

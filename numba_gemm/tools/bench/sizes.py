@@ -252,6 +252,30 @@ def heldout_random(count: int = 40, seed: int = HELDOUT_SEED) -> list[tuple[int,
     return out
 
 
+#: Seeds of :func:`training_projections` whose timings the committed cost-model fit
+#: (``tools.calibrate``) was made from: training data, never a held-out draw.
+TRAINING_SEEDS = (101, 102)
+
+
+def training_projections(count: int = 40, seed: int = 101) -> list[tuple[int, int, int]]:
+    """``count`` made-up projection-like products ``(M, N, K)`` for fitting the cost model (a
+    training split: no held-out set draws from it): M log-uniform in ``[24, 3072]`` rounded to a
+    multiple of 8, N in ``[1536, 32768]`` and K in ``[1536, 16384]`` rounded to multiples of 64,
+    kept when ``M * N * K <= 2**37``. The same list for the same ``seed``."""
+    rng = random.Random(seed)
+
+    def draw(lo: int, hi: int, step: int) -> int:
+        x = math.exp(rng.uniform(math.log(lo), math.log(hi)))
+        return max(step, int(round(x / step)) * step)
+
+    out: list[tuple[int, int, int]] = []
+    while len(out) < count:
+        M, N, K = draw(24, 3072, 8), draw(1536, 32768, 64), draw(1536, 16384, 64)
+        if M * N * K <= 2**37:
+            out.append((M, N, K))
+    return out
+
+
 def heldout_models(which: int = 1) -> list[tuple[str, tuple[int, int, int]]]:
     """``[(model, (M, N, K))]``: each held-out model's projections at each of its set's tokens, as
     ``x @ W.T`` computes them (layout NT); ``which`` (1, 2 or 3): :data:`HELDOUT_LAYERS` at
