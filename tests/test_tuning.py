@@ -1426,6 +1426,33 @@ def test_measured_shapes_of_the_products_layout_come_first(tmp_path, monkeypatch
     assert dict(plan(8, 8192, 8192, "NN").stage.config) == ring
 
 
+def test_b_transposed_is_not_priced_from_a_sweep_of_row_major_b(tmp_path, monkeypatch, fake_gpu):
+    """A tiled product with B stored transposed near a measured shape of row-major B only is
+    priced from the classes (their NT times and fits), not from that sweep's row-major times;
+    B stored alike (TN near NN) still takes the sweep."""
+    from numba_gemm.plan.geometry import Geometry
+
+    path = tmp_path / "t.json"
+    monkeypatch.setenv("NUMBA_GEMM_TUNING", str(path))
+    monkeypatch.setattr(tuning, "DEFAULTS_DIR", tmp_path)
+    fake_gpu("Fake GPU", (9, 0), sms=132)
+    cfg = dict(BM=128, BN=128, BK=16, WM=64, WN=64, WNITER=2, TM=8, TN=4, MINB=1, SPLITK=1)
+    data = tuning.load(path)
+    rec = dict(result(cfg, ms=3.2, shape=(4096, 4096, 4096)), ms_nt=3.25, blocks_per_sm_nt=1)
+    tuning.record(data, "Fake GPU", (9, 0), "large", "double_buffering", rec)
+    swept = [dict(stage="double_buffering", config=dict(cfg, BK=8), ms=2.9, blocks_per_sm=1)]
+    tuning.record_shape(data, "Fake GPU", (9, 0), (4096, 4096, 4096), True, swept)
+    tuning.save(data, path)
+
+    def reason(layout):
+        return plan_for(4096, 4096, 4096, geometry=Geometry.dense(4096, 4096, 4096, layout)).reason
+
+    for layout in ("NN", "TN"):
+        assert "the measured shape 4096x4096x4096" in reason(layout)
+    for layout in ("NT", "TT"):
+        assert "the large class" in reason(layout) and "measured" not in reason(layout)
+
+
 def test_defaults_consult_this_gpus_entry_then_the_main_one(tmp_path, monkeypatch, fake_gpu):
     """In the committed defaults, the entry of the GPU's own name (shapes measured on that model)
     comes before the file's main entry (the most tuned classes), whose classes serve every GPU of

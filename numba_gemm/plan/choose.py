@@ -203,7 +203,10 @@ def _measured(
     (:func:`tuning.nearest_rows_shape`), priced by :func:`stream_ms`, if the skinny stage won
     there. Both searches take the measurements of the product's layout first, then those of B
     stored alike, then any (``tuning.layout_rank``): the skinny stage's configurations for B
-    stored transposed are others than for row-major B; the measured shape of nearby rows is
+    stored transposed are others than for row-major B. A product with B stored transposed is
+    not priced from a measured shape of row-major B (the classes hold its layout's times and
+    fits, ``tuning.FIT_NT``; such a sweep neither: its picks ran 1.02-1.30x their price there,
+    docs/design.md §4.19), except by the few-rows search; the measured shape of nearby rows is
     one of the rows the skinny stage's vector kernel takes here (:func:`vector_rows`). Empty
     for a batch or with no measured shape near."""
     if g.batch != 1:
@@ -220,7 +223,13 @@ def _measured(
         )
 
     for rank in range(3):  # the product's layout, then B stored alike, then any
-        rec = tuning.nearest_shape(g.M, g.N, g.K, aligned, dev, g.layout, rank)
+        # (B stored transposed is not priced from a sweep of row-major B: the classes hold
+        # its own times and fits, such a sweep neither)
+        rec = (
+            None
+            if rank == 2 and g.layout[1] == "T"
+            else tuning.nearest_shape(g.M, g.N, g.K, aligned, dev, g.layout, rank)
+        )
         if rec is not None:
             break
         rows = (
