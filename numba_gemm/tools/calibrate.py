@@ -15,12 +15,17 @@ projection-like shapes, no held-out set), kernel time by CUDA events
 the model's price without any fit (``model_ms``) and with the stored one (``predicted_ms``).
 
 ``--fit PROBE.jsonl ... --into TUNING_JSON`` (no GPU) writes, for each (class, stage,
-configuration at any K split) timed there from a class, the geometric mean of measured over
-``model_ms``, shrunk toward 1 by one timing (``exp(sum(log r) / (n + 1))``), as ``fit_nt`` and
-``fit_nt_n`` (``plan.tuning.FIT_NT_KEYS``) on each such candidate of the GPU's entry; the fits
-of the entry's other candidates are removed (a fit is of one probe's data). The plan multiplies a
-class candidate's price by its ``fit_nt`` for products with B stored transposed, rows aligned,
-no batch. A candidate priced from a measured shape keeps its price.
+configuration as it ran, at any K split) timed there from a class, the geometric mean of
+measured over ``model_ms``, shrunk toward 1 by one timing (``exp(sum(log r) / (n + 1))``), into
+the ``fit_nt`` list of that (class, stage) result of the GPU's entry (``plan.tuning.FIT_NT``);
+every fit the entry held before is removed (a fit is of one probe's data). The plan multiplies a
+class candidate's price by the fit of the configuration that runs, for products with B stored
+transposed, rows aligned, no batch. A candidate priced from a measured shape keeps its price.
+On the H200 the committed fit is made from seeds 101 and 102 (``probe/`` of
+``bench/results/nvidia-h200/2026-11-30-nt-fit``)::
+
+    python -m numba_gemm.tools.calibrate --probe --seeds 101 102 --out DIR
+    python -m numba_gemm.tools.calibrate --fit DIR/probe.jsonl --into numba_gemm/tuning/sm_90.json
 
 Exit status: 0 on success, 1 when nothing was timed or fitted, 2 when no GPU is available.
 """
