@@ -167,4 +167,9 @@ def test_cli_needs_one_mode(tmp_path, capsys):
             calibrate.main(argv)
         assert e.value.code == 2
     assert "--fit needs --into" in capsys.readouterr().err
+    bad = tmp_path / "p.jsonl"
+    bad.write_text('{"gpu": "G"}\n')
+    with pytest.raises(SystemExit) as e:
+        calibrate.main(["--fit", str(bad), "--into", str(tmp_path / "t.json")])
+    assert e.value.code == 2 and "probe row 0: needs gpu" in capsys.readouterr().err
     assert math.isclose(calibrate.TOP, 12)

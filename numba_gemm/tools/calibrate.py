@@ -210,7 +210,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.fit:
         if args.into is None:
             p.error("--fit needs --into")
-        report = fit(args.fit, args.into)
+        try:
+            report = fit(args.fit, args.into)
+        except (OSError, ValueError) as e:  # (json.JSONDecodeError is a ValueError)
+            p.error(str(e))
         print(report, end="")
         return 0 if report.strip() else 1
     if args.out is None:
