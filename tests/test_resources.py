@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+import os
 
 import pytest
 from helpers import off_simulator, split_sum_loads
@@ -39,7 +40,11 @@ def report(tmp_path_factory):
     off: the first xdist worker to get here writes it into the run's shared temporary folder
     under a file lock, any other one waits and reads it (every stage compiled for sm_90 and
     ptxas run on it: minutes on a CI core)."""
-    shared = tmp_path_factory.getbasetemp().parent  # one folder for all the run's workers
+    # one folder for all of this run's xdist workers (each has basetemp/popen-gwN); a run
+    # without xdist uses its own basetemp: the parent then holds every run's, and a report
+    # left there by an earlier run (of other sources) would be read as this one's
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
     out = shared / "resources-report.json"
     with open(shared / "resources-report.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
