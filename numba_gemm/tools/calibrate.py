@@ -41,7 +41,17 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from numba import cuda
+
+from ..device import info
+from ..kernels.stage import variant_key
 from ..plan import tuning
+from ..plan.autotune import _variant, time_plan
+from ..plan.choose import make_plan, ranked
+from ..plan.geometry import Alignment, Geometry
+from . import precompile
+from .bench.sizes import training_projections
+from .check import time_kernel
 
 #: Candidates timed a product (the cost model's first).
 TOP = 12
@@ -119,15 +129,10 @@ def probe(out: Path, seeds: Sequence[int], count: int, top: int, jobs: int) -> i
     """Time the cost model's first ``top`` candidates at ``training_projections(count, seed)``
     for each of ``seeds`` (layout NT) and cuBLAS (``torch.mm``, TF32 off); append JSON lines to
     ``out``. Returns the number of candidates timed."""
-    import torch  # optional: the probe's cuBLAS column
+    import torch  # optional (the bench extra): only the probe's cuBLAS column needs it
 
-    from ..device import info
-    from ..kernels.stage import variant_key
-    from ..plan.autotune import _variant, time_plan
-    from ..plan.choose import make_plan, ranked
-    from ..plan.geometry import Alignment, Geometry
-    from . import precompile
-    from .bench.sizes import training_projections
+    def ident(st):
+        return st.name, tuple(sorted(dict(st.config).items()))
 
     torch.backends.cuda.matmul.allow_tf32 = False
     dev = info(0)
@@ -136,18 +141,16 @@ def probe(out: Path, seeds: Sequence[int], count: int, top: int, jobs: int) -> i
         for M, N, K in training_projections(count, seed):
             g = Geometry.dense(M, N, K, "NT")
             model = {
-                (st.name, tuple(sorted(dict(st.config).items()))): ms
+                ident(st): ms
                 for ms, st, _ in ranked(g, True, dev, "fp32", Alignment.ALL, fitted=False)
             }
             for rank, (ms, st, where) in enumerate(
                 ranked(g, True, dev, "fp32", Alignment.ALL)[:top]
             ):
                 variant = _variant(st, g, True, Alignment.ALL)
-                key = (st.name, tuple(sorted(dict(st.config).items())))
-                todo.append((seed, g, rank, ms, model.get(key, ms), st, variant, where))
+                todo.append((seed, g, rank, ms, model.get(ident(st), ms), st, variant, where))
     compile_jobs = {
-        (st.name, tuple(sorted(dict(st.config).items())), variant_key(v, g.layout)): None
-        for _, g, _, _, _, st, v, _ in todo
+        (*ident(st), variant_key(v, g.layout)): None for _, g, _, _, _, st, v, _ in todo
     }
     t0 = time.monotonic()
     precompile.run([precompile.Job(*k, dev.cc) for k in compile_jobs], jobs)
@@ -161,18 +164,10 @@ def probe(out: Path, seeds: Sequence[int], count: int, top: int, jobs: int) -> i
                 a = torch.randn(g.M, g.K, device="cuda")
                 b = torch.randn(g.N, g.K, device="cuda").t()
                 c = torch.empty(g.M, g.N, device="cuda")
-                torch.mm(a, b, out=c)
-                best = float("inf")
-                for _ in range(3):
-                    e0, e1 = (torch.cuda.Event(enable_timing=True) for _ in range(2))
-                    e0.record()
-                    for _ in range(5):
-                        torch.mm(a, b, out=c)
-                    e1.record()
-                    e1.synchronize()
-                    best = min(best, e0.elapsed_time(e1) / 5)
-                cublas[shape] = best
-                del a, b, c
+                # kernel time as the shape race takes it (tools.shapes: median, hold kernel)
+                mm = lambda a=a, b=b, c=c: torch.mm(a, b, out=c)  # noqa: E731
+                cublas[shape] = time_kernel(mm, reps=10).median
+                del a, b, c, mm
             plan = make_plan(g, st, variant, dev, ms, "calibrate")
             try:
                 t_ms, bps = time_plan(plan)
@@ -218,8 +213,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0 if report.strip() else 1
     if args.out is None:
         p.error("--probe needs --out")
-    from numba import cuda
-
     if not cuda.is_available():
         print("no CUDA GPU available", file=sys.stderr)
         return 2
