@@ -1324,6 +1324,17 @@ def test_few_rows_far_from_measured_shapes_take_the_skinny_stage_by_its_bytes(
         nt = Geometry.plain(M, 8192, 8192)._replace(layout="NT", ldb=8192)
         picked = plan_for(M, 8192, 8192, geometry=nt)
         assert picked.stage.name == "double_buffering" and "skinny class" in picked.reason
+    # 24 rows: 16 x 768^2 is near (log2 1.5 < NEAR) but its sweep kept only the skinny stage,
+    # which loses to tiles past SKINNY_ROWS; a class prices the product, and the 16-row shape
+    # prices no more rows, nor does a shape of more rows price 16
+    assert tuning.nearest_shape(24, 768, 768, True, dev) is None
+    assert "measured shape" not in plan_for(24, 768, 768).reason
+    tuning.record_shape(data, "Fake GPU", (9, 0), (20, 768, 768), True, [dict(cand, ms=0.01)])
+    tuning.save(data, path)
+    tuning.reload()
+    assert tuning.nearest_shape(16, 768, 768, True, dev)["shape"] == [16, 768, 768]
+    assert tuning.nearest_shape(12, 768, 768, True, dev)["shape"] == [16, 768, 768]
+    assert tuning.nearest_shape(24, 768, 768, True, dev)["shape"] == [20, 768, 768]
 
 
 def test_few_rows_away_from_their_measured_shape_split_k_to_fill_the_gpu(

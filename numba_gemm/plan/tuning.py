@@ -466,10 +466,17 @@ def nearest_shape(
     user cache's record wins a tie), or None. Of the product's ``layout`` if one is that close,
     else of the same storage of B, else any (:func:`layout_rank`); with ``rank``, only records
     that far from ``layout``. Candidates malformed for the wave model are dropped with a
-    warning."""
-    return _nearest(
-        aligned, device, lambda shape: shape_distance((M, N, K), shape), NEAR, layout, rank
-    )
+    warning. A shape of at most :data:`SKINNY_ROWS` rows prices no product of more rows, nor the
+    other way: its sweep kept only the skinny stage, while 32-row tiles win at 17-32 rows (24 x
+    5120 x 4096 NT ran 0.60 of cuBLAS priced from 16 rows, 1.12 priced by its class; design.md
+    §4.20)."""
+
+    def distance(shape: tuple) -> float:
+        if (M <= SKINNY_ROWS) != (shape[0] <= SKINNY_ROWS):
+            return math.inf
+        return shape_distance((M, N, K), shape)
+
+    return _nearest(aligned, device, distance, NEAR, layout, rank)
 
 
 def layout_rank(layout: str, recorded: str) -> int:
