@@ -10,9 +10,10 @@ some configurations that scaling is off by a factor of their own: on aligned NT 
 ``--probe`` (GPU, PyTorch for the cuBLAS column) times the cost model's first ``--top``
 candidates (``plan.choose.ranked``, their kernels compiled first by ``--jobs`` processes) at
 the training products of ``--seeds`` (``tools.bench.sizes.training_projections``: made-up
-projection-like shapes, no held-out set), kernel time by CUDA events
-(``plan.autotune.time_plan``), and writes one JSON line per candidate to ``OUT/probe.jsonl``:
-the model's price without any fit (``model_ms``) and with the stored one (``predicted_ms``).
+projection-like shapes, no held-out set; ``--rows LO HI`` narrows their rows, 24-3072 by
+default), kernel time by CUDA events (``plan.autotune.time_plan``), and writes one JSON line
+per candidate to ``OUT/probe.jsonl``: the model's price without any fit (``model_ms``) and with
+the stored one (``predicted_ms``).
 
 ``--fit PROBE.jsonl ... --into TUNING_JSON`` (no GPU) writes, for each (class, stage,
 configuration as it ran, at any K split) timed there from a class, the geometric mean of
@@ -125,10 +126,17 @@ def fit(probes: Sequence[Path], into: Path) -> str:
     return "\n".join(report) + "\n"
 
 
-def probe(out: Path, seeds: Sequence[int], count: int, top: int, jobs: int) -> int:
-    """Time the cost model's first ``top`` candidates at ``training_projections(count, seed)``
-    for each of ``seeds`` (layout NT) and cuBLAS (``torch.mm``, TF32 off); append JSON lines to
-    ``out``. Returns the number of candidates timed."""
+def probe(
+    out: Path,
+    seeds: Sequence[int],
+    count: int,
+    top: int,
+    jobs: int,
+    rows: tuple[int, int] = (24, 3072),
+) -> int:
+    """Time the cost model's first ``top`` candidates at ``training_projections(count, seed,
+    rows)`` for each of ``seeds`` (layout NT) and cuBLAS (``torch.mm``, TF32 off); append JSON
+    lines to ``out``. Returns the number of candidates timed."""
     import torch  # optional (the bench extra): only the probe's cuBLAS column needs it
 
     def ident(st):
@@ -138,7 +146,7 @@ def probe(out: Path, seeds: Sequence[int], count: int, top: int, jobs: int) -> i
     dev = info(0)
     todo = []
     for seed in seeds:
-        for M, N, K in training_projections(count, seed):
+        for M, N, K in training_projections(count, seed, rows):
             g = Geometry.dense(M, N, K, "NT")
             model = {
                 ident(st): ms
@@ -195,6 +203,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--out", type=Path, help="with --probe: folder for probe.jsonl")
     p.add_argument("--seeds", type=int, nargs="+", default=[101, 102])
     p.add_argument("--count", type=int, default=40, help="training products a seed")
+    p.add_argument(
+        "--rows",
+        type=int,
+        nargs=2,
+        default=(24, 3072),
+        metavar=("LO", "HI"),
+        help="with --probe: the training products' rows, log-uniform in [LO, HI] (8 <= LO <= HI)",
+    )
     p.add_argument("--top", type=int, default=TOP, help="candidates timed a product")
     p.add_argument("--jobs", type=int, default=16, help="compile processes")
     p.add_argument("--fit", type=Path, nargs="+", metavar="PROBE_JSONL")
@@ -213,11 +229,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0 if report.strip() else 1
     if args.out is None:
         p.error("--probe needs --out")
+    if not 8 <= args.rows[0] <= args.rows[1]:
+        p.error(f"--rows needs 8 <= LO <= HI, got {args.rows[0]} {args.rows[1]}")
     if not cuda.is_available():
         print("no CUDA GPU available", file=sys.stderr)
         return 2
     args.out.mkdir(parents=True, exist_ok=True)
-    n = probe(args.out / "probe.jsonl", args.seeds, args.count, args.top, args.jobs)
+    n = probe(
+        args.out / "probe.jsonl", args.seeds, args.count, args.top, args.jobs, tuple(args.rows)
+    )
     print(f"{n} candidates timed into {args.out / 'probe.jsonl'}")
     return 0 if n else 1
 

@@ -257,11 +257,21 @@ def heldout_random(count: int = 40, seed: int = HELDOUT_SEED) -> list[tuple[int,
 TRAINING_SEEDS = (101, 102)
 
 
-def training_projections(count: int = 40, seed: int = 101) -> list[tuple[int, int, int]]:
+def training_projections(
+    count: int = 40, seed: int = 101, rows: tuple[int, int] = (24, 3072)
+) -> list[tuple[int, int, int]]:
     """``count`` made-up projection-like products ``(M, N, K)`` for fitting the cost model (a
-    training split: no held-out set draws from it): M log-uniform in ``[24, 3072]`` rounded to a
-    multiple of 8, N in ``[1536, 32768]`` and K in ``[1536, 16384]`` rounded to multiples of 64,
-    kept when ``M * N * K <= 2**37``. The same list for the same ``seed``."""
+    training split: no held-out set draws from it): M log-uniform in ``rows`` (default ``[24,
+    3072]``) rounded to a multiple of 8, N in ``[1536, 32768]`` and K in ``[1536, 16384]``
+    rounded to multiples of 64, kept when ``M * N * K <= 2**37``. The same list for the same
+    ``seed`` and ``rows``.
+
+    Raises:
+        ValueError: ``rows`` is not ``(lo, hi)`` with ``8 <= lo <= hi``.
+    """
+    lo, hi = rows
+    if not 8 <= lo <= hi:
+        raise ValueError(f"rows must be (lo, hi) with 8 <= lo <= hi, got {rows!r}")
     rng = random.Random(seed)
 
     def draw(lo: int, hi: int, step: int) -> int:
@@ -270,7 +280,7 @@ def training_projections(count: int = 40, seed: int = 101) -> list[tuple[int, in
 
     out: list[tuple[int, int, int]] = []
     while len(out) < count:
-        M, N, K = draw(24, 3072, 8), draw(1536, 32768, 64), draw(1536, 16384, 64)
+        M, N, K = draw(lo, hi, 8), draw(1536, 32768, 64), draw(1536, 16384, 64)
         if M * N * K <= 2**37:
             out.append((M, N, K))
     return out
