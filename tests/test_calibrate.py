@@ -161,6 +161,7 @@ def test_training_projections_are_a_fixed_draw_apart_from_the_held_out_ones():
     assert sizes.HELDOUT_SEED not in sizes.TRAINING_SEEDS
     # a narrower range of rows (a probe of the few-hundred-token products): the same draw's
     # kind, its rows in range; the default range gives the committed fit's list
+    assert sizes.TRAINING_ROWS == (24, 3072)
     assert sizes.training_projections(40, 101, (24, 3072)) == a
     few = sizes.training_projections(30, 104, (128, 512))
     assert len(few) == 30 and all(128 <= M <= 512 and M % 8 == 0 for M, _, _ in few)
@@ -183,5 +184,7 @@ def test_cli_needs_one_mode(tmp_path, capsys):
     assert e.value.code == 2 and "probe row 0: needs gpu" in capsys.readouterr().err
     with pytest.raises(SystemExit) as e:  # refused before any GPU is looked for
         calibrate.main(["--probe", "--out", str(tmp_path), "--rows", "600", "100"])
-    assert e.value.code == 2 and "--rows needs 8 <= LO <= HI" in capsys.readouterr().err
+    assert e.value.code == 2 and "--rows: rows must be (lo, hi) with 8 <= lo <= hi" in (
+        capsys.readouterr().err
+    )
     assert math.isclose(calibrate.TOP, 12)

@@ -467,9 +467,8 @@ def nearest_shape(
     else of the same storage of B, else any (:func:`layout_rank`); with ``rank``, only records
     that far from ``layout``. Candidates malformed for the wave model are dropped with a
     warning. A shape of at most :data:`SKINNY_ROWS` rows prices no product of more rows, nor the
-    other way: its sweep kept only the skinny stage, while 32-row tiles win at 17-32 rows (24 x
-    5120 x 4096 NT ran 0.60 of cuBLAS priced from 16 rows, 1.12 priced by its class; design.md
-    §4.20)."""
+    other way: its sweep kept only the skinny stage, while 32-row tiles win at 17-32 rows
+    (docs/design.md §4.20)."""
 
     def distance(shape: tuple) -> float:
         if (M <= SKINNY_ROWS) != (shape[0] <= SKINNY_ROWS):

@@ -51,7 +51,7 @@ from ..plan.autotune import _variant, time_plan
 from ..plan.choose import make_plan, ranked
 from ..plan.geometry import Alignment, Geometry
 from . import precompile
-from .bench.sizes import training_projections
+from .bench.sizes import TRAINING_ROWS, training_projections, training_rows
 from .check import time_kernel
 
 #: Candidates timed a product (the cost model's first).
@@ -132,7 +132,7 @@ def probe(
     count: int,
     top: int,
     jobs: int,
-    rows: tuple[int, int] = (24, 3072),
+    rows: tuple[int, int] = TRAINING_ROWS,
 ) -> int:
     """Time the cost model's first ``top`` candidates at ``training_projections(count, seed,
     rows)`` for each of ``seeds`` (layout NT) and cuBLAS (``torch.mm``, TF32 off); append JSON
@@ -207,7 +207,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--rows",
         type=int,
         nargs=2,
-        default=(24, 3072),
+        default=TRAINING_ROWS,
         metavar=("LO", "HI"),
         help="with --probe: the training products' rows, log-uniform in [LO, HI] (8 <= LO <= HI)",
     )
@@ -229,15 +229,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0 if report.strip() else 1
     if args.out is None:
         p.error("--probe needs --out")
-    if not 8 <= args.rows[0] <= args.rows[1]:
-        p.error(f"--rows needs 8 <= LO <= HI, got {args.rows[0]} {args.rows[1]}")
+    try:
+        rows = training_rows(args.rows)
+    except ValueError as e:
+        p.error(f"--rows: {e}")
     if not cuda.is_available():
         print("no CUDA GPU available", file=sys.stderr)
         return 2
     args.out.mkdir(parents=True, exist_ok=True)
-    n = probe(
-        args.out / "probe.jsonl", args.seeds, args.count, args.top, args.jobs, tuple(args.rows)
-    )
+    n = probe(args.out / "probe.jsonl", args.seeds, args.count, args.top, args.jobs, rows)
     print(f"{n} candidates timed into {args.out / 'probe.jsonl'}")
     return 0 if n else 1
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import random
 import re
+from collections.abc import Sequence
 
 SIZE_FORMS = (
     "accepted forms, comma-separated: A..B (every power of two from A to B, both powers of two, "
@@ -257,21 +258,35 @@ def heldout_random(count: int = 40, seed: int = HELDOUT_SEED) -> list[tuple[int,
 TRAINING_SEEDS = (101, 102)
 
 
-def training_projections(
-    count: int = 40, seed: int = 101, rows: tuple[int, int] = (24, 3072)
-) -> list[tuple[int, int, int]]:
-    """``count`` made-up projection-like products ``(M, N, K)`` for fitting the cost model (a
-    training split: no held-out set draws from it): M log-uniform in ``rows`` (default ``[24,
-    3072]``) rounded to a multiple of 8, N in ``[1536, 32768]`` and K in ``[1536, 16384]``
-    rounded to multiples of 64, kept when ``M * N * K <= 2**37``. The same list for the same
-    ``seed`` and ``rows``.
+#: The rows of :func:`training_projections` by default (those of the committed fit's probe).
+TRAINING_ROWS = (24, 3072)
+
+
+def training_rows(rows: Sequence[int]) -> tuple[int, int]:
+    """``rows`` as ``(lo, hi)``, checked: the range :func:`training_projections` draws rows from.
 
     Raises:
-        ValueError: ``rows`` is not ``(lo, hi)`` with ``8 <= lo <= hi``.
+        ValueError: ``rows`` is not two integers with ``8 <= lo <= hi``.
     """
     lo, hi = rows
     if not 8 <= lo <= hi:
-        raise ValueError(f"rows must be (lo, hi) with 8 <= lo <= hi, got {rows!r}")
+        raise ValueError(f"rows must be (lo, hi) with 8 <= lo <= hi, got {tuple(rows)!r}")
+    return lo, hi
+
+
+def training_projections(
+    count: int = 40, seed: int = 101, rows: Sequence[int] = TRAINING_ROWS
+) -> list[tuple[int, int, int]]:
+    """``count`` made-up projection-like products ``(M, N, K)`` for fitting the cost model (a
+    training split: no held-out set draws from it): M log-uniform in ``rows`` (default
+    :data:`TRAINING_ROWS`) rounded to a multiple of 8, N in ``[1536, 32768]`` and K in
+    ``[1536, 16384]`` rounded to multiples of 64, kept when ``M * N * K <= 2**37``. The same
+    list for the same ``seed`` and ``rows``.
+
+    Raises:
+        ValueError: ``rows`` is not ``(lo, hi)`` with ``8 <= lo <= hi`` (:func:`training_rows`).
+    """
+    lo, hi = training_rows(rows)
     rng = random.Random(seed)
 
     def draw(lo: int, hi: int, step: int) -> int:
